@@ -1,0 +1,128 @@
+# sbx: build, test and benchmark.
+#
+#   make              build/sbx (CLI), build/sbxd (daemon), build/sbx-init (embedded)
+#   make test         unit tests (plain and ASan+UBSan) and the integration suites
+#   make test-unit    C unit tests only
+#   make test-asan    the integration suites against an ASan+UBSan daemon
+#   make bench        side-by-side benchmark against bubblewrap
+#   make install      install to $(PREFIX)
+#
+# BUILD selects the output directory; SAN=1 adds AddressSanitizer and UBSan.
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= gcc
+SAN     ?= 0
+PYTHON  ?= /usr/bin/python3
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wmissing-declarations -Wpointer-arith -Wformat=2 -Wformat-security \
+        -Wformat-nonliteral -Wswitch-default -Wswitch-enum -Wmisleading-indentation \
+        -Wundef -Wvla -Wcast-qual -Wwrite-strings -Wnull-dereference \
+        -Wimplicit-fallthrough -Wno-missing-field-initializers
+BASE_CFLAGS := -std=gnu11 -g -O2 -D_GNU_SOURCE -Isrc -fno-strict-aliasing \
+        -fstack-protector-strong -fcf-protection $(WARN)
+ifeq ($(SAN),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+BASE_CFLAGS += $(SAN_FLAGS) -O1
+LDSAN := $(SAN_FLAGS)
+else
+BASE_CFLAGS += -D_FORTIFY_SOURCE=2
+LDSAN :=
+endif
+CFLAGS_ALL := $(BASE_CFLAGS) -fPIE $(CFLAGS)
+LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(LDSAN) $(LDFLAGS)
+
+# The in-sandbox init is static and never sanitized: it runs inside the
+# sandbox, under its seccomp filter, where sanitizer runtimes cannot work.
+INIT_CFLAGS := -std=gnu11 -g -Os -D_GNU_SOURCE -Isrc -static -fno-strict-aliasing \
+        -fstack-protector-strong $(WARN)
+
+UTIL_SRC   := $(wildcard src/util/*.c)
+CLI_SRC    := src/sbx.c $(wildcard src/cli/*.c) src/util/error.c src/util/parse.c \
+              src/util/buf.c src/util/base64.c src/util/id.c
+DAEMON_LIB_SRC := $(wildcard src/server/*.c src/core/*.c src/iso/*.c) $(UTIL_SRC)
+INIT_SRC   := $(wildcard src/iso/init/*.c)
+
+CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+DAEMON_LIB_OBJ := $(DAEMON_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/initblob.o
+CLI_LIB_OBJ := $(filter-out $(BUILD)/obj/src/sbx.o,$(CLI_OBJ))
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+# Static jansson and http_parser: one fewer dynamic library to map at every
+# `sbx run` (measured: 2.75 -> 2.36 ms of CPU per run on these machines).
+CLI_LIBS    := -Wl,-Bstatic -ljansson -lhttp_parser -Wl,-Bdynamic -lpthread
+DAEMON_LIBS := $(shell pkg-config --libs libmicrohttpd jansson libseccomp sqlite3 libcrypto) -lpthread -lm
+
+.PHONY: all clean test test-unit test-integration test-asan bench install lint
+all: $(BUILD)/sbx $(BUILD)/sbxd $(BUILD)/probe
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/sbx: $(CLI_OBJ)
+	$(CC) $(LDFLAGS_ALL) $^ -o $@ $(CLI_LIBS)
+
+$(BUILD)/libsbxd.a: $(DAEMON_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/sbxd: $(BUILD)/obj/src/sbxd.o $(BUILD)/libsbxd.a
+	$(CC) $(LDFLAGS_ALL) $^ -o $@ $(DAEMON_LIBS)
+
+$(BUILD)/sbx-init: $(INIT_SRC) $(wildcard src/iso/init/*.h) src/iso/proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(INIT_CFLAGS) $(INIT_SRC) -o $@
+
+# The init binary is embedded into the daemon, which serves it to every
+# sandbox from a sealed memfd (CVE-2019-5736: no host path to overwrite).
+$(BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
+	@mkdir -p $(dir $@)
+	$(CC) -c -DSBX_INIT_PATH='"$(BUILD)/sbx-init"' $< -o $@
+
+$(BUILD)/probe: tests/probe/probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(INIT_CFLAGS) $< -o $@
+
+# Unit tests of the CLI link its objects; the others the daemon library.
+$(BUILD)/tests/test_cli_%: tests/unit/test_cli_%.c tests/unit/tap.h $(CLI_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) $< $(CLI_LIB_OBJ) -o $@ $(CLI_LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(BUILD)/libsbxd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) $< $(BUILD)/libsbxd.a -o $@ $(DAEMON_LIBS)
+
+test-unit: $(UNIT_BIN)
+	@fail=0; for t in $(UNIT_BIN); do echo "# $$t"; $$t || fail=1; done; exit $$fail
+
+test-integration: all
+	SBX_BUILD=$(BUILD) $(PYTHON) tests/integration/run.py
+
+test: all
+	$(MAKE) test-unit
+	$(MAKE) BUILD=build-asan SAN=1 test-unit
+	$(MAKE) test-integration
+	$(MAKE) test-asan
+
+test-asan:
+	$(MAKE) BUILD=build-asan SAN=1 all
+	SBX_BUILD=build-asan SBX_TEST_SUBSET=asan $(PYTHON) tests/integration/run.py
+
+bench: all
+	$(PYTHON) bench/bench.py --build $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/sbx $(BUILD)/sbxd $(DESTDIR)$(PREFIX)/bin/
+
+lint:
+	@! grep -nE '\b(sprintf|strcpy|strcat|system|popen|gets)\s*\(' $$(git ls-files 'src/*.c' 'src/*.h') || \
+	  { echo "lint: banned function (use snprintf/sbx_buf, no shell)"; exit 1; }
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

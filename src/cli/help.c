@@ -1,0 +1,146 @@
+/* sbx CLI: help texts (`sbx help`, `sbx COMMAND --help`). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#define SANDBOX_OPTIONS_HELP                                                   \
+  "  --memory SIZE          memory limit, no swap (512M, 1G; default 512M)\n"  \
+  "  --cpus N               CPU limit, fractions allowed (0.5; default 1)\n"   \
+  "  --pids N               process limit (default 256)\n"                     \
+  "  --disk SIZE            size of /home/user + /tmp + /dev/shm (default 1G)\n" \
+  "  --template NAME        sandbox template (default base)\n"
+
+#define FILE_OPTION_HELP                                                       \
+  "  --file LOCAL[:REMOTE]  copy a local file in before the command runs\n"    \
+  "                         (repeatable; keeps its mode; REMOTE empty or\n"    \
+  "                         ending in / keeps the local name; relative REMOTE\n" \
+  "                         is relative to /home/user)\n"
+
+#define EXIT_STATUS_HELP                                                       \
+  "Exit status: the command's; 124 if it timed out; 137 if it was killed (out\n" \
+  "of memory, a signal, the sandbox died); 127/126 if it could not start;\n"   \
+  "125 if sbx itself failed.\n"
+
+static const struct
+{
+  const char *name;
+  const char *text;
+} help_texts[] = {
+  {"run",
+   "usage: sbx run [OPTIONS] [--] CMD [ARG...]\n"
+   "\n"
+   "Run CMD in a fresh sandbox, stream its output, then remove the sandbox\n"
+   "(also on errors and on SIGINT/SIGTERM/SIGHUP).\n"
+   "\n"
+   "Options:\n"
+   "  --timeout DURATION     kill CMD after this long (30, 500ms, 10s, 5m);\n"
+   "                         the sandbox lives 10s longer\n" SANDBOX_OPTIONS_HELP
+   "  -e, --env K=V          set a variable (repeatable; -e K passes ours)\n"
+   "  -w, --workdir DIR      working directory of CMD (default /home/user)\n"
+   "  -u, --user NAME        run CMD as `user` (default) or `root`\n" FILE_OPTION_HELP
+   "  -i, --interactive      pass our stdin to CMD (else it reads nothing)\n"
+   "\n" EXIT_STATUS_HELP},
+  {"exec",
+   "usage: sbx exec [OPTIONS] ID [--] CMD [ARG...]\n"
+   "\n"
+   "Run CMD in the existing sandbox ID and stream its output.\n"
+   "\n"
+   "Options:\n"
+   "  --timeout DURATION     kill CMD after this long (30, 500ms, 10s, 5m)\n"
+   "  -e, --env K=V          set a variable for CMD (repeatable; -e K passes ours)\n"
+   "  -w, --workdir DIR      working directory (default /home/user)\n"
+   "  -u, --user NAME        run CMD as `user` or `root` (default: the sandbox's)\n"
+   FILE_OPTION_HELP
+   "  -i, --interactive      pass our stdin to CMD (else it reads nothing)\n"
+   "\n" EXIT_STATUS_HELP},
+  {"create",
+   "usage: sbx create [OPTIONS]\n"
+   "\n"
+   "Create a sandbox and print its id (the last line of the output).\n"
+   "\n"
+   "Options:\n"
+   "  --timeout DURATION     lifetime of the sandbox (default 300s)\n" SANDBOX_OPTIONS_HELP
+   "  -e, --env K=V          set a variable for every command (repeatable)\n"
+   "  -u, --user NAME        default user of commands: `user` or `root`\n" FILE_OPTION_HELP},
+  {"cp",
+   "usage: sbx cp SRC DST\n"
+   "\n"
+   "Copy one file into or out of a sandbox. Exactly one of SRC and DST is\n"
+   "ID:PATH (PATH relative to /home/user unless absolute); the local side may\n"
+   "be - for stdin or stdout. Uploads keep the file's mode bits. When DST is a\n"
+   "directory (an existing local one, or a remote path ending in /), the file\n"
+   "keeps its name. Write a local path containing ':' as ./NAME.\n"},
+  {"ls",
+   "usage: sbx ls [--json]\n"
+   "\n"
+   "List running sandboxes; --json prints the API's list as JSON.\n"},
+  {"kill",
+   "usage: sbx kill ID...\n"
+   "\n"
+   "Kill sandboxes: their processes and files are gone. Exits 1 if any\n"
+   "could not be killed (the others still are).\n"},
+  {"key",
+   "usage: sbx key create [--tenant NAME]\n"
+   "       sbx key ls [--json]\n"
+   "       sbx key rm ID...\n"
+   "\n"
+   "Manage API keys for the daemon's TCP listener (only over the unix\n"
+   "socket). `create` prints the key, once, alone on its last line.\n"},
+  {"serve",
+   "usage: sbx serve [ARGS...]\n"
+   "\n"
+   "Run the daemon: execs sbxd (next to sbx, or $SBX_DAEMON) with ARGS.\n"},
+  {"version", "usage: sbx version\n\nPrint the version of sbx.\n"},
+  {"help", "usage: sbx help [COMMAND]\n\nShow help for sbx or one of its commands.\n"},
+};
+
+const char sbx_cli_main_help[] =
+    "usage: sbx COMMAND [ARGS...]\n"
+    "\n"
+    "Run untrusted code in throwaway sandboxes.\n"
+    "\n"
+    "Commands:\n"
+    "  run [OPTIONS] [--] CMD [ARG...]      run CMD in a fresh sandbox, then remove it\n"
+    "  create [OPTIONS]                     create a sandbox and print its id\n"
+    "  exec [OPTIONS] ID [--] CMD [ARG...]  run CMD in an existing sandbox\n"
+    "  cp SRC DST                           copy a file in or out (ID:PATH on one side)\n"
+    "  ls [--json]                          list running sandboxes\n"
+    "  kill ID...                           kill sandboxes\n"
+    "  key create|ls|rm                     manage API keys\n"
+    "  serve [ARGS...]                      run the daemon (sbxd)\n"
+    "  version                              print the version\n"
+    "  help [COMMAND]                       show help; also `sbx COMMAND --help`\n"
+    "\n"
+    "Environment:\n"
+    "  SBX_URL      http://HOST:PORT of the daemon's TCP listener (no https)\n"
+    "  SBX_API_KEY  the API key sent to SBX_URL\n"
+    "  SBX_STATE    state directory of a local daemon; its socket is\n"
+    "               $SBX_STATE/sbx.sock (default /var/lib/sbx)\n"
+    "  SBX_DAEMON   the sbxd binary `sbx serve` runs\n"
+    "\n" EXIT_STATUS_HELP;
+
+void
+sbx_cli_help (const char *cmd)
+{
+  size_t i, n = strcspn (cmd, " ");
+
+  for (i = 0; i < sizeof help_texts / sizeof help_texts[0]; i++)
+    if (strlen (help_texts[i].name) == n && strncmp (help_texts[i].name, cmd, n) == 0)
+      {
+        fputs (help_texts[i].text, stdout);
+        return;
+      }
+  fputs (sbx_cli_main_help, stdout);
+}
+
+int
+sbx_cli_has_help (const char *cmd)
+{
+  size_t i;
+
+  for (i = 0; i < sizeof help_texts / sizeof help_texts[0]; i++)
+    if (strcmp (help_texts[i].name, cmd) == 0)
+      return 1;
+  return 0;
+}

@@ -1,0 +1,35 @@
+/* sbx: the daemon's configuration (from `sbx serve` options). */
+#ifndef SBX_CORE_CONFIG_H
+#define SBX_CORE_CONFIG_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "iso/engine.h"
+
+struct sbx_limits
+{
+  uint64_t memory_bytes;
+  uint32_t cpu_milli;
+  uint32_t pids;
+  uint64_t disk_bytes;
+};
+
+struct sbx_config
+{
+  char state_dir[512];
+  char listen[256];            /* "" = unix socket only */
+  unsigned pool_size;          /* pre-built idle sandboxes */
+  unsigned max_sandboxes;      /* running, all tenants */
+  uid_t uid_base;              /* first host uid of the sandbox id ranges */
+  uint64_t default_timeout_ms; /* sandbox lifetime */
+  uint64_t max_timeout_ms;
+  struct sbx_limits defaults;
+  struct sbx_limits min, max;
+  struct sbx_engine_opts engine;
+  int verbose;
+};
+
+void sbx_config_defaults (struct sbx_config *cfg);
+
+#endif

@@ -1,0 +1,228 @@
+/* sbx: starting and stopping the core; configuration defaults. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "core/template.h"
+#include "util/log.h"
+
+struct sbx_core_state sbx_core = {.lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1};
+
+#define MIB (1024ULL * 1024ULL)
+#define GIB (1024ULL * MIB)
+#define RECORD_RETENTION_MS (7LL * 24 * 3600 * 1000)
+
+void
+sbx_config_defaults (struct sbx_config *cfg)
+{
+  struct sysinfo si;
+  long ncpu = sysconf (_SC_NPROCESSORS_ONLN);
+
+  memset (cfg, 0, sizeof *cfg);
+  snprintf (cfg->state_dir, sizeof cfg->state_dir, "/var/lib/sbx");
+  cfg->pool_size = 4;
+  cfg->max_sandboxes = 1024;
+  /* 0x60000000: far above any real account, below 2^31 (some tools treat
+     larger ids as negative). 8192 ranges of 65536 fit below 2^32 - 1. */
+  cfg->uid_base = 0x60000000u;
+  cfg->default_timeout_ms = 300 * 1000;
+  cfg->max_timeout_ms = 24 * 3600 * 1000;
+  cfg->defaults.memory_bytes = 512 * MIB;
+  cfg->defaults.cpu_milli = 1000;
+  cfg->defaults.pids = 256;
+  cfg->defaults.disk_bytes = 1 * GIB;
+  cfg->min.memory_bytes = 16 * MIB;
+  cfg->min.cpu_milli = 10;
+  cfg->min.pids = 16;
+  cfg->min.disk_bytes = 1 * MIB;
+  cfg->max.memory_bytes = sysinfo (&si) == 0 ? (uint64_t) si.totalram * si.mem_unit : 64 * GIB;
+  cfg->max.cpu_milli = (uint32_t) (ncpu > 0 ? ncpu : 1) * 1000;
+  cfg->max.pids = 65536;
+  cfg->max.disk_bytes = 256 * GIB;
+}
+
+int64_t
+sbx_now_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+sbx_mono_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const struct sbx_config *
+sbx_core_config (void)
+{
+  return &sbx_core.cfg;
+}
+
+struct sbx_store *
+sbx_core_store (void)
+{
+  return sbx_core.store;
+}
+
+struct sbx_engine *
+sbx_core_engine (void)
+{
+  return &sbx_core.engine;
+}
+
+static void
+kill_leftover (const char *name, void *arg)
+{
+  struct sbx_cgroup cg;
+  sbx_error_t *err = NULL;
+
+  (void) arg;
+  /* A sandbox of a previous daemon that died without cleaning up. Its init
+     exits by itself when its control socket closes; make sure. */
+  if (sbx_cgroup_open (&sbx_core.engine.cgroups, name, &cg, &err) < 0)
+    {
+      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+      sbx_error_free (err);
+      return;
+    }
+  sbx_info ("removing leftover sandbox cgroup %s", name);
+  if (sbx_cgroup_kill (&sbx_core.engine.cgroups, &cg, &err) < 0
+      || sbx_cgroup_destroy (&sbx_core.engine.cgroups, &cg, &err) < 0)
+    {
+      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+      sbx_error_free (err);
+    }
+  sbx_cgroup_close (&cg);
+}
+
+int
+sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
+{
+  char path[600];
+  uint64_t span;
+  int lost = 0;
+
+  sbx_core.cfg = *cfg;
+  span = (uint64_t) cfg->uid_base + (uint64_t) cfg->max_sandboxes * 2 * SBX_IDS_PER_SANDBOX;
+  if (span > 0xfffffffeULL)
+    return sbx_err (err, SBX_E_INVALID, "uid base %u leaves no room for %u sandboxes",
+                    (unsigned) cfg->uid_base, cfg->max_sandboxes);
+  /* Room for every running sandbox plus the pool. */
+  sbx_core.nslots = cfg->max_sandboxes + cfg->pool_size + 16;
+  sbx_core.slots = calloc (sbx_core.nslots, 1);
+  if (sbx_core.slots == NULL)
+    sbx_oom ();
+
+  if (mkdir (cfg->state_dir, 0700) < 0 && errno != EEXIST)
+    return sbx_err_sys (err, errno, "create state directory `%s`", cfg->state_dir);
+  if (chmod (cfg->state_dir, 0700) < 0)
+    return sbx_err_sys (err, errno, "chmod `%s`", cfg->state_dir);
+  snprintf (path, sizeof path, "%s/sbx.db", cfg->state_dir);
+  if (sbx_store_open (path, &sbx_core.store, err) < 0)
+    return -1;
+  if (sbx_engine_open (&sbx_core.engine, &cfg->engine, err) < 0)
+    return -1;
+  if (sbx_templates_init (err) < 0)
+    return -1;
+
+  sbx_cgroup_list (&sbx_core.engine.cgroups, kill_leftover, NULL, NULL);
+  if (sbx_store_sandbox_end_all_running (sbx_core.store, "daemon restarted", sbx_now_ms (), &lost,
+                                         err)
+      < 0)
+    return -1;
+  if (lost)
+    sbx_warn ("%d sandbox(es) of a previous run were lost", lost);
+  sbx_store_sandbox_prune (sbx_core.store, sbx_now_ms () - RECORD_RETENTION_MS, NULL);
+
+  sbx_core.epfd = epoll_create1 (EPOLL_CLOEXEC);
+  sbx_core.wakefd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (sbx_core.epfd < 0 || sbx_core.wakefd < 0)
+    return sbx_err_sys (err, errno, "epoll");
+  pthread_mutex_lock (&sbx_core.lock);
+  sbx__watch_add (sbx_core.wakefd, EPOLLIN, SBX_W_WAKE, NULL, 0);
+  pthread_mutex_unlock (&sbx_core.lock);
+  pthread_cond_init (&sbx_core.pool_cond, NULL);
+  pthread_cond_init (&sbx_core.janitor_cond, NULL);
+  if (pthread_create (&sbx_core.loop_thread, NULL, sbx__loop_main, NULL) != 0
+      || pthread_create (&sbx_core.janitor_thread, NULL, sbx__janitor_main, NULL) != 0
+      || pthread_create (&sbx_core.pool_thread, NULL, sbx__pool_main, NULL) != 0)
+    return sbx_err (err, SBX_E_SYSTEM, "cannot start the core's threads");
+  sbx_core.threads_started = 1;
+  sbx_info ("core ready: cgroup %s, Landlock ABI %u, pool %u, uid base %u",
+            sbx_core.engine.cgroups.mode == SBX_CGROUP_V2 ? "v2" : "v1",
+            sbx_core.engine.landlock_abi, cfg->pool_size, (unsigned) cfg->uid_base);
+  return 0;
+}
+
+void
+sbx_core_stop (void)
+{
+  if (sbx_core.threads_started)
+    {
+      pthread_mutex_lock (&sbx_core.lock);
+      sbx_core.stopping = 1;
+      pthread_cond_broadcast (&sbx_core.pool_cond);
+      pthread_mutex_unlock (&sbx_core.lock);
+      pthread_join (sbx_core.pool_thread, NULL);
+
+      /* Kill everything still alive: running sandboxes, then the pool. */
+      for (;;)
+        {
+          struct sbx_sandbox *sb;
+          pthread_mutex_lock (&sbx_core.lock);
+          sb = sbx_core.sandboxes ? sbx_core.sandboxes : sbx_core.pool;
+          while (sb && sb->state != SBX_SB_RUNNING && sb->state != SBX_SB_POOLED)
+            sb = sb->next;
+          if (sb)
+            sb->refs++;
+          pthread_mutex_unlock (&sbx_core.lock);
+          if (sb == NULL)
+            break;
+          sbx_sandbox_kill (sb, "daemon stopped", NULL);
+          sbx_sandbox_unref (sb);
+        }
+
+      pthread_mutex_lock (&sbx_core.lock);
+      sbx_core.stopping = 2;
+      pthread_cond_broadcast (&sbx_core.janitor_cond);
+      pthread_mutex_unlock (&sbx_core.lock);
+      sbx__wake_loop ();
+      pthread_join (sbx_core.janitor_thread, NULL);
+      pthread_join (sbx_core.loop_thread, NULL);
+      sbx_core.threads_started = 0;
+    }
+}
+
+void
+sbx_core_free (void)
+{
+  sbx_templates_free ();
+  sbx_engine_close (&sbx_core.engine);
+  sbx_store_close (sbx_core.store);
+  sbx_core.store = NULL;
+  if (sbx_core.epfd >= 0)
+    close (sbx_core.epfd);
+  if (sbx_core.wakefd >= 0)
+    close (sbx_core.wakefd);
+  sbx_core.epfd = sbx_core.wakefd = -1;
+  free (sbx_core.watches);
+  sbx_core.watches = NULL;
+  free (sbx_core.slots);
+  sbx_core.slots = NULL;
+  free (sbx_core.janitor_q);
+  sbx_core.janitor_q = NULL;
+}

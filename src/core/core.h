@@ -1,0 +1,231 @@
+/* sbx: the core: sandbox registry and lifecycle, commands and their
+ * output, the event loop, the pool of pre-built sandboxes, the reaper.
+ *
+ * Concurrency: one mutex (core lock) guards every sandbox and process;
+ * HTTP threads take it briefly and wait on per-object condition variables.
+ * One event-loop thread owns the epoll set: init control sockets, init
+ * pidfds, command pipes and the deadline timer. Output is copied into
+ * bounded per-process buffers; nothing waits on a slow reader but that
+ * reader. Slow work (killing a sandbox, building one for the pool) runs on
+ * worker threads, never in the loop.
+ */
+#ifndef SBX_CORE_CORE_H
+#define SBX_CORE_CORE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/store.h"
+#include "iso/engine.h"
+#include "iso/fs.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/id.h"
+
+/* ---- output buffers ---------------------------------------------------- */
+
+enum sbx_out_mode
+{
+  SBX_OUT_HEAD,  /* keep the first `cap` bytes, count the rest as dropped */
+  SBX_OUT_TAIL,  /* keep the last `cap` bytes (a ring) */
+  SBX_OUT_BLOCK, /* lossless: stop reading the pipe while `cap` bytes are unread */
+};
+
+struct sbx_outbuf
+{
+  char *data;        /* owned: a ring of cap bytes (HEAD: linear, grown to cap) */
+  size_t cap;
+  size_t alloc;      /* bytes allocated at data */
+  uint64_t start;    /* absolute offset of the oldest byte kept */
+  uint64_t end;      /* absolute offset after the newest byte */
+  uint64_t dropped;  /* HEAD: bytes not kept */
+  int fd;            /* pipe read end, -1 once closed */
+  uint64_t watch;    /* loop handle, 0 when not watched */
+  int paused;        /* BLOCK: not reading until the reader catches up */
+  int64_t drain_left; /* after exit: bytes still to read, -1 before exit */
+};
+
+/* ---- processes --------------------------------------------------------- */
+
+enum sbx_proc_state
+{
+  SBX_PROC_STARTING,
+  SBX_PROC_RUNNING,
+  SBX_PROC_DONE, /* exited (or never started) and all output read */
+};
+
+struct sbx_sandbox;
+
+struct sbx_process
+{
+  struct sbx_process *next; /* in the sandbox's list */
+  struct sbx_sandbox *sb;   /* holds a reference */
+  int refs;
+  uint64_t req_id;
+  int pid; /* inside; 0 until started */
+  enum sbx_proc_state state;
+  enum sbx_out_mode mode;
+  int background;      /* listed until collected by wait */
+  int collected;
+  json_t *argv;        /* owned, for listing */
+  char *cwd;
+  char user[16];
+  int64_t started_ms;  /* wall clock */
+  int64_t start_mono, end_mono;
+  /* stdin */
+  int stdin_fd;
+  uint64_t stdin_watch;
+  int stdin_open;      /* the API may still write */
+  int stdin_eof;       /* close once pending is written */
+  struct sbx_buf stdin_pending;
+  /* output */
+  struct sbx_outbuf out[2];
+  /* result */
+  int exited;
+  int wait_status;
+  int spawn_errno;
+  uint32_t spawn_stage;
+  int timed_out;
+  int oom_killed;
+  int killed_by_api; /* a signal came through the API */
+  char reason[160];
+  uint64_t oom_before;
+  int64_t deadline_mono; /* 0: none */
+  pthread_cond_t cond;   /* any change: output, state, stdin space */
+};
+
+/* ---- sandboxes --------------------------------------------------------- */
+
+enum sbx_sb_state
+{
+  SBX_SB_POOLED,  /* built, idle, not yet anyone's */
+  SBX_SB_RUNNING,
+  SBX_SB_DYING,
+  SBX_SB_DEAD,
+};
+
+struct sbx_sandbox
+{
+  struct sbx_sandbox *next; /* registry or pool list */
+  int refs;
+  enum sbx_sb_state state;
+  char id[SBX_ID_LEN + 1];
+  char tenant[80];
+  char template_name[32];
+  char user[16];
+  int64_t created_ms, expires_ms; /* wall clock */
+  int64_t expires_mono;
+  uint64_t timeout_ms;
+  struct sbx_limits limits;
+  json_t *env;      /* owned object of strings */
+  json_t *metadata; /* owned object of strings */
+  uint32_t slot;
+  struct sbx_iso_box box;
+  uint64_t ctl_watch, pidfd_watch;
+  uint64_t next_req_id;
+  struct sbx_process *procs;
+  int kill_queued;
+  int in_pool;
+  char end_reason[64];
+  pthread_cond_t cond; /* state changes */
+};
+
+/* ---- requests ---------------------------------------------------------- */
+
+struct sbx_create_opts
+{
+  const char *template_name; /* NULL: base */
+  uint64_t timeout_ms;       /* 0: default */
+  struct sbx_limits limits;  /* zero fields: defaults */
+  json_t *env;               /* borrowed, may be NULL */
+  json_t *metadata;          /* borrowed, may be NULL */
+  const char *user;          /* NULL: "user" */
+};
+
+struct sbx_exec_opts
+{
+  char **argv;       /* borrowed, NULL-terminated */
+  json_t *env;       /* borrowed, may be NULL */
+  const char *cwd;   /* NULL: the user's home */
+  const char *user;  /* NULL: the sandbox's */
+  const void *stdin_data;
+  size_t stdin_len;
+  int stdin_open;
+  uint64_t timeout_ms;
+  enum sbx_out_mode mode;
+  size_t out_cap;    /* per stream */
+  int background;
+};
+
+/* ---- the core's API ---------------------------------------------------- */
+
+int sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err);
+/* Stop accepting work, kill every sandbox, stop the threads. */
+void sbx_core_stop (void);
+/* Release what the core holds; after sbx_core_stop and once no request
+   handler can run any more. */
+void sbx_core_free (void);
+const struct sbx_config *sbx_core_config (void);
+struct sbx_store *sbx_core_store (void);
+struct sbx_engine *sbx_core_engine (void);
+int64_t sbx_now_ms (void);
+int64_t sbx_mono_ms (void);
+
+/* Sandboxes. `tenant` NULL means the administrator (sees all). */
+struct sbx_sandbox *sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts,
+                                        sbx_error_t **err);
+struct sbx_sandbox *sbx_sandbox_get (const char *tenant, const char *id, sbx_error_t **err);
+void sbx_sandbox_ref (struct sbx_sandbox *sb);
+void sbx_sandbox_unref (struct sbx_sandbox *sb);
+json_t *sbx_sandbox_json (struct sbx_sandbox *sb);
+/* JSON array of the sandboxes visible to tenant whose metadata contains
+   every pair of `filter` (may be NULL). */
+json_t *sbx_sandbox_list (const char *tenant, json_t *filter);
+int sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err);
+int sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err);
+json_t *sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err);
+/* Files API identity for `user` ("user", "root" or NULL for the sandbox's). */
+int sbx_sandbox_fs_ctx (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx *ctx,
+                        sbx_error_t **err);
+int sbx_core_counts (const char *tenant, unsigned *running, unsigned *pooled);
+
+/* Processes. */
+struct sbx_process *sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts,
+                                       sbx_error_t **err);
+struct sbx_process *sbx_process_find (struct sbx_sandbox *sb, int pid, sbx_error_t **err);
+void sbx_process_unref (struct sbx_process *p);
+/* Block until done or timeout_ms passes (-1: forever); 1 done, 0 timeout. */
+int sbx_process_wait (struct sbx_process *p, int64_t timeout_ms);
+int sbx_process_signal (struct sbx_process *p, int signo, sbx_error_t **err);
+int sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, int eof,
+                             sbx_error_t **err);
+/* Mark a finished process as collected so it leaves the list. */
+void sbx_process_collect (struct sbx_process *p);
+/* The result object (exit_code, signal, timed_out, ...); with output when
+   with_output (HEAD-mode buffers, utf8 or base64). */
+json_t *sbx_process_result_json (struct sbx_process *p, int with_output, int base64);
+json_t *sbx_process_info_json (struct sbx_process *p);
+json_t *sbx_process_list_json (struct sbx_sandbox *sb);
+
+/* Streaming readers (one per HTTP stream). */
+struct sbx_reader
+{
+  struct sbx_process *p; /* holds a reference */
+  uint64_t off[2];       /* next absolute offset per stream */
+  int sent_start, sent_exit, primary;
+  int base64;
+  unsigned char utf8_hold[2][4]; /* partial UTF-8 sequences between chunks */
+  int utf8_hold_len[2];
+};
+/* Start reading p from its oldest buffered byte. `primary` readers of a
+   BLOCK-mode process control its flow. */
+void sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int base64);
+void sbx_reader_release (struct sbx_reader *r);
+/* Append the next NDJSON lines to out, waiting up to wait_ms for something
+   to happen. Returns 1 when the stream is complete (the exit line is in
+   out), 0 otherwise (out may be empty after a timeout). */
+int sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms);
+
+#endif

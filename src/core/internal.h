@@ -1,0 +1,79 @@
+/* sbx: state shared by the core's files (registry.c, process.c, loop.c,
+ * core.c). Everything here is guarded by sbx_core.lock unless noted. */
+#ifndef SBX_CORE_INTERNAL_H
+#define SBX_CORE_INTERNAL_H
+
+#include "core/core.h"
+
+enum sbx_watch_kind
+{
+  SBX_W_FREE,
+  SBX_W_WAKE,
+  SBX_W_CTL,   /* obj: sandbox */
+  SBX_W_PIDFD, /* obj: sandbox */
+  SBX_W_OUT,   /* obj: process, idx: stream */
+  SBX_W_IN,    /* obj: process */
+};
+
+struct sbx_watch
+{
+  enum sbx_watch_kind kind;
+  uint32_t gen;
+  void *obj;
+  int idx;
+  int fd;
+  uint32_t next_free;
+};
+
+struct sbx_core_state
+{
+  pthread_mutex_t lock;
+  struct sbx_config cfg;
+  struct sbx_engine engine;
+  struct sbx_store *store; /* has its own lock */
+  struct sbx_sandbox *sandboxes; /* running and dying */
+  unsigned running;
+  struct sbx_sandbox *pool;
+  unsigned pool_count, pool_building;
+  unsigned char *slots;
+  unsigned nslots;
+  int epfd, wakefd;
+  struct sbx_watch *watches;
+  uint32_t nwatches, free_watch; /* free list head is index+1, 0 = none */
+  pthread_t loop_thread, pool_thread, janitor_thread;
+  int threads_started;
+  pthread_cond_t pool_cond, janitor_cond;
+  struct sbx_sandbox **janitor_q;
+  size_t janitor_len, janitor_cap;
+  int stopping;
+};
+
+extern struct sbx_core_state sbx_core;
+
+/* loop.c */
+uint64_t sbx__watch_add (int fd, uint32_t events, enum sbx_watch_kind kind, void *obj, int idx);
+void sbx__watch_mod (uint64_t handle, uint32_t events);
+void sbx__watch_del (uint64_t *handle);
+void sbx__wake_loop (void);
+void *sbx__loop_main (void *arg);
+
+/* registry.c */
+void sbx__queue_kill (struct sbx_sandbox *sb, const char *reason);
+void sbx__sandbox_unref_locked (struct sbx_sandbox *sb);
+void *sbx__pool_main (void *arg);
+void *sbx__janitor_main (void *arg);
+int64_t sbx__next_sandbox_deadline (int64_t now);
+void sbx__expire_sandboxes (int64_t now);
+void sbx__handle_init_event (struct sbx_sandbox *sb);
+void sbx__handle_init_death (struct sbx_sandbox *sb);
+
+/* process.c */
+void sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
+void sbx__process_on_output (struct sbx_process *p, int idx);
+void sbx__process_on_stdin (struct sbx_process *p);
+void sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason);
+int64_t sbx__next_process_deadline (struct sbx_sandbox *sb, int64_t now);
+void sbx__expire_processes (struct sbx_sandbox *sb, int64_t now);
+void sbx__process_unref_locked (struct sbx_process *p);
+
+#endif

@@ -1,0 +1,1159 @@
+/* sbx: commands in a sandbox: starting them through init, moving their
+ * output into bounded buffers, feeding stdin, timeouts, results, and the
+ * readers that stream output to HTTP clients. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "util/base64.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "util/utf8.h"
+
+#define READ_CHUNK 65536
+#define LINE_CHUNK 49152 /* output bytes per NDJSON line */
+#define STDIN_PENDING_MAX (1 << 20)
+#define SPAWN_WAIT_MS 30000
+#define MAX_FINISHED_KEPT 64
+#define RLIMIT_NOFILE_DEFAULT 4096
+
+json_t *sbx__time_json (int64_t ms);
+
+/* ---- output buffers ---------------------------------------------------- */
+
+static void
+outbuf_init (struct sbx_outbuf *o, size_t cap, int fd)
+{
+  memset (o, 0, sizeof *o);
+  o->cap = cap;
+  o->fd = fd;
+  o->drain_left = -1;
+}
+
+/* Copy [from, from+n) of the kept window into dst. */
+static void
+outbuf_copy (const struct sbx_outbuf *o, enum sbx_out_mode mode, uint64_t from, char *dst,
+             size_t n)
+{
+  size_t pos, first;
+
+  if (mode == SBX_OUT_HEAD)
+    {
+      memcpy (dst, o->data + from, n);
+      return;
+    }
+  pos = (size_t) (from % o->cap);
+  first = o->cap - pos < n ? o->cap - pos : n;
+  memcpy (dst, o->data + pos, first);
+  memcpy (dst + first, o->data, n - first);
+}
+
+static void
+outbuf_append (struct sbx_outbuf *o, enum sbx_out_mode mode, const char *src, size_t n)
+{
+  size_t pos, first;
+
+  if (mode == SBX_OUT_HEAD)
+    {
+      /* Linear, grown on demand up to cap; the rest is counted, not kept. */
+      size_t keep = o->end < o->cap ? (size_t) (o->cap - o->end) : 0;
+      if (keep > n)
+        keep = n;
+      if (keep)
+        {
+          size_t need = (size_t) o->end + keep;
+          if (need > o->alloc)
+            {
+              size_t cap = o->alloc ? o->alloc : 4096;
+              char *p;
+              while (cap < need)
+                cap *= 2;
+              if (cap > o->cap)
+                cap = o->cap;
+              p = realloc (o->data, cap);
+              if (p == NULL)
+                sbx_oom ();
+              o->data = p;
+              o->alloc = cap;
+            }
+          memcpy (o->data + o->end, src, keep);
+          o->end += keep;
+        }
+      o->dropped += n - keep;
+      return;
+    }
+  if (o->data == NULL)
+    {
+      o->data = malloc (o->cap);
+      if (o->data == NULL)
+        sbx_oom ();
+      o->alloc = o->cap;
+    }
+  if (n > o->cap)
+    {
+      /* Only the newest cap bytes can survive anyway. */
+      o->end += n - o->cap;
+      src += n - o->cap;
+      n = o->cap;
+    }
+  pos = (size_t) (o->end % o->cap);
+  first = o->cap - pos < n ? o->cap - pos : n;
+  memcpy (o->data + pos, src, first);
+  memcpy (o->data, src + first, n - first);
+  o->end += n;
+  if (o->end - o->start > o->cap)
+    o->start = o->end - o->cap; /* TAIL: the oldest bytes are overwritten */
+}
+
+static void
+outbuf_close (struct sbx_outbuf *o)
+{
+  sbx__watch_del (&o->watch);
+  close_and_reset (&o->fd);
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+static void
+process_free (struct sbx_process *p)
+{
+  int i;
+
+  for (i = 0; i < 2; i++)
+    {
+      outbuf_close (&p->out[i]);
+      free (p->out[i].data);
+    }
+  sbx__watch_del (&p->stdin_watch);
+  close_and_reset (&p->stdin_fd);
+  sbx_buf_free (&p->stdin_pending);
+  json_decref (p->argv);
+  free (p->cwd);
+  pthread_cond_destroy (&p->cond);
+  sbx__sandbox_unref_locked (p->sb);
+  free (p);
+}
+
+void
+sbx__process_unref_locked (struct sbx_process *p)
+{
+  if (--p->refs == 0)
+    process_free (p);
+}
+
+void
+sbx_process_unref (struct sbx_process *p)
+{
+  if (p == NULL)
+    return;
+  pthread_mutex_lock (&sbx_core.lock);
+  sbx__process_unref_locked (p);
+  pthread_mutex_unlock (&sbx_core.lock);
+}
+
+static void
+unlink_process (struct sbx_process *p)
+{
+  struct sbx_process **pp;
+
+  for (pp = &p->sb->procs; *pp; pp = &(*pp)->next)
+    if (*pp == p)
+      {
+        *pp = p->next;
+        p->next = NULL;
+        sbx__process_unref_locked (p); /* the list's reference */
+        return;
+      }
+}
+
+/* Keep at most MAX_FINISHED_KEPT finished background processes. */
+static void
+trim_finished (struct sbx_sandbox *sb)
+{
+  struct sbx_process *p, *oldest;
+  int finished;
+
+  for (;;)
+    {
+      finished = 0;
+      oldest = NULL;
+      for (p = sb->procs; p; p = p->next)
+        if (p->state == SBX_PROC_DONE && p->background)
+          {
+            finished++;
+            oldest = p; /* the list is newest first */
+          }
+      if (finished <= MAX_FINISHED_KEPT || oldest == NULL)
+        return;
+      unlink_process (oldest);
+    }
+}
+
+static void
+maybe_done (struct sbx_process *p)
+{
+  if (p->state == SBX_PROC_DONE)
+    return;
+  if (p->state == SBX_PROC_STARTING && !p->spawn_errno && !p->exited)
+    return;
+  if (!p->exited && !p->spawn_errno)
+    return;
+  if (p->out[0].fd >= 0 || p->out[1].fd >= 0)
+    return;
+  p->state = SBX_PROC_DONE;
+  p->end_mono = sbx_mono_ms ();
+  p->stdin_open = 0;
+  sbx__watch_del (&p->stdin_watch);
+  close_and_reset (&p->stdin_fd);
+  sbx_buf_free (&p->stdin_pending);
+  pthread_cond_broadcast (&p->cond);
+  if (p->collected || !p->background)
+    {
+      if (p->collected)
+        unlink_process (p);
+    }
+  else
+    trim_finished (p->sb);
+}
+
+/* ---- events from init (loop thread, lock held) ------------------------- */
+
+static struct sbx_process *
+by_req (struct sbx_sandbox *sb, uint64_t req_id)
+{
+  struct sbx_process *p;
+
+  for (p = sb->procs; p; p = p->next)
+    if (p->req_id == req_id)
+      return p;
+  return NULL;
+}
+
+static void
+start_drain (struct sbx_outbuf *o)
+{
+  int pending = 0;
+
+  if (o->fd < 0)
+    return;
+  /* What the command wrote is in the pipe by now; read exactly that much
+     more and stop, so a grandchild holding the pipe cannot keep the
+     command "running" forever. */
+  if (ioctl (o->fd, FIONREAD, &pending) < 0 || pending <= 0)
+    {
+      outbuf_close (o);
+      return;
+    }
+  o->drain_left = pending;
+}
+
+void
+sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
+{
+  struct sbx_process *p = by_req (sb, ev->req_id);
+  int i;
+
+  if (p == NULL)
+    return; /* already collected: nothing waits for it */
+  switch (ev->type)
+    {
+    case SBX_ISO_SPAWNED:
+      if (p->state != SBX_PROC_STARTING)
+        break;
+      p->state = SBX_PROC_RUNNING;
+      p->pid = ev->pid;
+      break;
+    case SBX_ISO_SPAWN_FAILED:
+      if (p->state != SBX_PROC_STARTING)
+        break;
+      p->spawn_errno = ev->sys_errno ? ev->sys_errno : EIO;
+      p->spawn_stage = ev->stage;
+      for (i = 0; i < 2; i++)
+        outbuf_close (&p->out[i]);
+      break;
+    case SBX_ISO_EXITED:
+      if (p->exited)
+        break;
+      p->exited = 1;
+      p->wait_status = ev->wait_status;
+      p->deadline_mono = 0;
+      if (WIFSIGNALED (ev->wait_status) && WTERMSIG (ev->wait_status) == SIGKILL && !p->timed_out
+          && !p->killed_by_api
+          && sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg) > p->oom_before)
+        p->oom_killed = 1;
+      sbx__watch_del (&p->stdin_watch);
+      close_and_reset (&p->stdin_fd);
+      p->stdin_open = 0;
+      for (i = 0; i < 2; i++)
+        start_drain (&p->out[i]);
+      break;
+    default:
+      break;
+    }
+  pthread_cond_broadcast (&p->cond);
+  maybe_done (p);
+}
+
+void
+sbx__process_on_output (struct sbx_process *p, int idx)
+{
+  struct sbx_outbuf *o = &p->out[idx];
+  char buf[READ_CHUNK];
+  size_t want = sizeof buf;
+  ssize_t n;
+
+  if (o->fd < 0)
+    return;
+  if (p->mode == SBX_OUT_BLOCK)
+    {
+      size_t room = o->cap - (size_t) (o->end - o->start);
+      if (room == 0)
+        {
+          /* Lossless mode: let the pipe fill, so the writer in the
+             sandbox blocks, until the reader catches up. */
+          o->paused = 1;
+          sbx__watch_mod (o->watch, 0);
+          return;
+        }
+      if (room < want)
+        want = room;
+    }
+  if (o->drain_left >= 0 && (uint64_t) o->drain_left < want)
+    want = (size_t) o->drain_left;
+  n = want ? read (o->fd, buf, want) : 0;
+  if (n < 0)
+    {
+      if (errno == EAGAIN || errno == EINTR)
+        return;
+      outbuf_close (o);
+    }
+  else if (n == 0)
+    outbuf_close (o);
+  else
+    {
+      outbuf_append (o, p->mode, buf, (size_t) n);
+      if (o->drain_left >= 0)
+        {
+          o->drain_left -= n;
+          if (o->drain_left == 0)
+            outbuf_close (o);
+        }
+    }
+  pthread_cond_broadcast (&p->cond);
+  maybe_done (p);
+}
+
+void
+sbx__process_on_stdin (struct sbx_process *p)
+{
+  ssize_t n;
+
+  if (p->stdin_fd < 0)
+    return;
+  if (p->stdin_pending.len > 0)
+    {
+      n = write (p->stdin_fd, p->stdin_pending.data, p->stdin_pending.len);
+      if (n < 0)
+        {
+          if (errno == EAGAIN || errno == EINTR)
+            return;
+          /* EPIPE: the command closed its stdin. */
+          sbx_buf_reset (&p->stdin_pending);
+          p->stdin_eof = 1;
+          p->stdin_open = 0;
+        }
+      else
+        sbx_buf_consume (&p->stdin_pending, (size_t) n);
+      pthread_cond_broadcast (&p->cond);
+    }
+  if (p->stdin_pending.len == 0)
+    {
+      if (p->stdin_eof)
+        {
+          sbx__watch_del (&p->stdin_watch);
+          close_and_reset (&p->stdin_fd);
+        }
+      else
+        sbx__watch_mod (p->stdin_watch, 0);
+    }
+}
+
+/* The sandbox is going away (lock held): every command ends now. */
+void
+sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
+{
+  while (sb->procs)
+    {
+      struct sbx_process *p = sb->procs;
+      int i;
+
+      /* Out of the list first: we now hold the list's reference, and
+         maybe_done below cannot drop it a second time. */
+      sb->procs = p->next;
+      p->next = NULL;
+      p->collected = 1;
+      if (p->state != SBX_PROC_DONE)
+        {
+          if (p->state == SBX_PROC_STARTING && !p->spawn_errno)
+            p->spawn_errno = ECANCELED;
+          if (!p->exited && !p->spawn_errno)
+            {
+              p->exited = 1;
+              p->wait_status = SIGKILL; /* as waitpid reports a SIGKILL death */
+            }
+          snprintf (p->reason, sizeof p->reason, "%s", reason);
+          for (i = 0; i < 2; i++)
+            outbuf_close (&p->out[i]);
+          maybe_done (p);
+        }
+      pthread_cond_broadcast (&p->cond);
+      sbx__process_unref_locked (p);
+    }
+}
+
+int64_t
+sbx__next_process_deadline (struct sbx_sandbox *sb, int64_t now)
+{
+  struct sbx_process *p;
+  int64_t next = 0;
+
+  (void) now;
+  for (p = sb->procs; p; p = p->next)
+    if (p->deadline_mono && p->state == SBX_PROC_RUNNING && (next == 0 || p->deadline_mono < next))
+      next = p->deadline_mono;
+  return next;
+}
+
+void
+sbx__expire_processes (struct sbx_sandbox *sb, int64_t now)
+{
+  struct sbx_process *p;
+
+  for (p = sb->procs; p; p = p->next)
+    if (p->deadline_mono && p->state == SBX_PROC_RUNNING && p->deadline_mono <= now)
+      {
+        sbx_error_t *err = NULL;
+        p->deadline_mono = 0;
+        p->timed_out = 1;
+        /* The whole process group: a shell and what it started. */
+        if (sbx_iso_signal (&sb->box, p->req_id, SIGKILL, 1, &err) < 0)
+          {
+            sbx_warn ("sandbox %s: timeout kill: %s", sb->id, err->msg);
+            sbx_error_free (err);
+          }
+      }
+}
+
+/* ---- starting ---------------------------------------------------------- */
+
+static int
+user_ids (const char *user, uint32_t *uid, const char **home)
+{
+  if (strcmp (user, "user") == 0)
+    {
+      *uid = 1000;
+      *home = "/home/user";
+      return 0;
+    }
+  if (strcmp (user, "root") == 0)
+    {
+      *uid = 0;
+      *home = "/root";
+      return 0;
+    }
+  return -1;
+}
+
+/* NAME=VALUE strings: defaults, then the sandbox's env, then the exec's;
+   a later NAME replaces an earlier one. */
+static char **
+build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home)
+{
+  json_t *merged = json_object ();
+  const char *k;
+  json_t *v;
+  char **envp;
+  size_t i = 0;
+
+  json_object_set_new (merged, "PATH",
+                       json_string ("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+  json_object_set_new (merged, "HOME", json_string (home));
+  json_object_set_new (merged, "USER", json_string (user));
+  json_object_set_new (merged, "LOGNAME", json_string (user));
+  json_object_set_new (merged, "SHELL", json_string ("/bin/bash"));
+  json_object_set_new (merged, "LANG", json_string ("C.UTF-8"));
+  json_object_set_new (merged, "HOSTNAME", json_string ("sandbox"));
+  if (sandbox_env)
+    json_object_update (merged, sandbox_env);
+  if (exec_env)
+    json_object_update (merged, exec_env);
+  envp = calloc (json_object_size (merged) + 1, sizeof *envp);
+  if (envp == NULL)
+    sbx_oom ();
+  json_object_foreach (merged, k, v)
+  {
+    if (asprintf (&envp[i++], "%s=%s", k, json_string_value (v)) < 0)
+      sbx_oom ();
+  }
+  json_decref (merged);
+  return envp;
+}
+
+static void
+free_strv (char **v)
+{
+  size_t i;
+
+  if (v == NULL)
+    return;
+  for (i = 0; v[i]; i++)
+    free (v[i]);
+  free (v);
+}
+
+struct sbx_process *
+sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx_error_t **err)
+{
+  const char *user = opts->user ? opts->user : NULL, *home;
+  struct sbx_iso_spawn spawn;
+  struct sbx_process *p;
+  uint32_t uid;
+  int out_pipe[2][2] = {{-1, -1}, {-1, -1}}, in_pipe[2] = {-1, -1};
+  int use_pipe_stdin = opts->stdin_open || opts->stdin_len > 0;
+  char **envp = NULL;
+  int i, rc;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  if (user == NULL)
+    user = sb->user;
+  pthread_mutex_unlock (&sbx_core.lock);
+  if (user_ids (user, &uid, &home) < 0)
+    return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%.32s`", user), NULL;
+  if (opts->cwd && opts->cwd[0] != '/')
+    return sbx_err (err, SBX_E_INVALID, "cwd must be an absolute path"), NULL;
+
+  for (i = 0; i < 2; i++)
+    if (pipe2 (out_pipe[i], O_CLOEXEC) < 0)
+      {
+        sbx_err_sys (err, errno, "pipe");
+        goto fail_fds;
+      }
+  if (use_pipe_stdin && pipe2 (in_pipe, O_CLOEXEC) < 0)
+    {
+      sbx_err_sys (err, errno, "pipe");
+      goto fail_fds;
+    }
+  for (i = 0; i < 2; i++)
+    fcntl (out_pipe[i][0], F_SETFL, O_NONBLOCK);
+  if (use_pipe_stdin)
+    fcntl (in_pipe[1], F_SETFL, O_NONBLOCK);
+
+  p = calloc (1, sizeof *p);
+  if (p == NULL)
+    sbx_oom ();
+  pthread_cond_init (&p->cond, NULL);
+  p->refs = 2; /* the list's and the caller's */
+  p->mode = opts->mode;
+  p->background = opts->background;
+  p->stdin_fd = use_pipe_stdin ? in_pipe[1] : -1;
+  p->stdin_open = opts->stdin_open;
+  p->stdin_eof = !opts->stdin_open;
+  if (opts->stdin_len)
+    sbx_buf_append (&p->stdin_pending, opts->stdin_data, opts->stdin_len);
+  for (i = 0; i < 2; i++)
+    outbuf_init (&p->out[i], opts->out_cap, out_pipe[i][0]);
+  p->argv = json_array ();
+  for (i = 0; opts->argv[i]; i++)
+    json_array_append_new (p->argv, json_string (opts->argv[i]));
+  p->cwd = strdup (opts->cwd ? opts->cwd : home);
+  if (p->cwd == NULL)
+    sbx_oom ();
+  snprintf (p->user, sizeof p->user, "%s", user);
+  p->started_ms = sbx_now_ms ();
+  p->start_mono = sbx_mono_ms ();
+
+  pthread_mutex_lock (&sbx_core.lock);
+  if (sb->state != SBX_SB_RUNNING)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id);
+      p->sb = NULL;
+      goto fail_proc;
+    }
+  envp = build_env (sb->env, opts->env, user, home);
+  p->sb = sb;
+  sb->refs++;
+  p->req_id = ++sb->next_req_id;
+  p->next = sb->procs;
+  sb->procs = p;
+  p->oom_before = sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg);
+  if (opts->timeout_ms)
+    p->deadline_mono = p->start_mono + (int64_t) opts->timeout_ms;
+  for (i = 0; i < 2; i++)
+    p->out[i].watch = sbx__watch_add (p->out[i].fd, EPOLLIN, SBX_W_OUT, p, i);
+  if (p->stdin_fd >= 0)
+    p->stdin_watch = sbx__watch_add (p->stdin_fd, p->stdin_pending.len || p->stdin_eof ? EPOLLOUT : 0,
+                                     SBX_W_IN, p, 0);
+
+  memset (&spawn, 0, sizeof spawn);
+  spawn.req_id = p->req_id;
+  spawn.uid = spawn.gid = uid;
+  spawn.cwd = p->cwd;
+  spawn.argv = opts->argv;
+  spawn.envp = envp;
+  spawn.rlimit_nofile = RLIMIT_NOFILE_DEFAULT;
+  spawn.rlimit_fsize = sb->limits.disk_bytes;
+  spawn.stdio[0] = use_pipe_stdin ? in_pipe[0] : sbx_core.engine.devnull;
+  spawn.stdio[1] = out_pipe[0][1];
+  spawn.stdio[2] = out_pipe[1][1];
+  rc = sbx_iso_spawn (&sb->box, &spawn, err);
+  /* init has its own copies now (or never will). */
+  close_and_reset (&out_pipe[0][1]);
+  close_and_reset (&out_pipe[1][1]);
+  close_and_reset (&in_pipe[0]);
+  free_strv (envp);
+  if (rc < 0)
+    {
+      p->spawn_errno = EIO;
+      p->collected = 1;
+      for (i = 0; i < 2; i++)
+        outbuf_close (&p->out[i]);
+      maybe_done (p);
+      sbx__process_unref_locked (p);
+      pthread_mutex_unlock (&sbx_core.lock);
+      return NULL;
+    }
+  sbx__wake_loop ();
+  {
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    ts.tv_sec += SPAWN_WAIT_MS / 1000;
+    while (p->state == SBX_PROC_STARTING && !p->spawn_errno && !p->exited
+           && sb->state == SBX_SB_RUNNING)
+      if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT)
+        break;
+  }
+  if (p->state == SBX_PROC_STARTING && !p->spawn_errno && !p->exited)
+    {
+      /* init did not answer: it is stuck or gone. */
+      sbx__queue_kill (sb, "sandbox init stopped answering");
+      pthread_mutex_unlock (&sbx_core.lock);
+      sbx_process_unref (p);
+      return sbx_err (err, SBX_E_UNAVAILABLE, "the sandbox did not start the command"), NULL;
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
+  return p;
+
+fail_proc:
+  for (i = 0; i < 2; i++)
+    {
+      close_and_reset (&p->out[i].fd);
+      close_and_reset (&out_pipe[i][1]);
+    }
+  close_and_reset (&p->stdin_fd);
+  close_and_reset (&in_pipe[0]);
+  sbx_buf_free (&p->stdin_pending);
+  json_decref (p->argv);
+  free (p->cwd);
+  pthread_cond_destroy (&p->cond);
+  free (p);
+  return NULL;
+fail_fds:
+  for (i = 0; i < 2; i++)
+    {
+      close_and_reset (&out_pipe[i][0]);
+      close_and_reset (&out_pipe[i][1]);
+    }
+  close_and_reset (&in_pipe[0]);
+  close_and_reset (&in_pipe[1]);
+  return NULL;
+}
+
+/* ---- queries and control ---------------------------------------------- */
+
+struct sbx_process *
+sbx_process_find (struct sbx_sandbox *sb, int pid, sbx_error_t **err)
+{
+  struct sbx_process *p;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  if (sb->state == SBX_SB_RUNNING)
+    for (p = sb->procs; p; p = p->next)
+      if (p->pid == pid && pid > 0)
+        {
+          p->refs++;
+          pthread_mutex_unlock (&sbx_core.lock);
+          return p;
+        }
+  pthread_mutex_unlock (&sbx_core.lock);
+  return sbx_err (err, SBX_E_NOT_FOUND, "process %d not found", pid), NULL;
+}
+
+int
+sbx_process_wait (struct sbx_process *p, int64_t timeout_ms)
+{
+  struct timespec ts;
+  int done;
+
+  clock_gettime (CLOCK_REALTIME, &ts);
+  if (timeout_ms >= 0)
+    {
+      ts.tv_sec += timeout_ms / 1000;
+      ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
+      if (ts.tv_nsec >= 1000000000L)
+        {
+          ts.tv_sec++;
+          ts.tv_nsec -= 1000000000L;
+        }
+    }
+  pthread_mutex_lock (&sbx_core.lock);
+  while (p->state != SBX_PROC_DONE)
+    {
+      if (timeout_ms < 0)
+        pthread_cond_wait (&p->cond, &sbx_core.lock);
+      else if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT)
+        break;
+    }
+  done = p->state == SBX_PROC_DONE;
+  pthread_mutex_unlock (&sbx_core.lock);
+  return done;
+}
+
+int
+sbx_process_signal (struct sbx_process *p, int signo, sbx_error_t **err)
+{
+  int rc;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  if (p->state != SBX_PROC_RUNNING || p->exited || p->sb->state != SBX_SB_RUNNING)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_CONFLICT, "process %d has finished", p->pid);
+    }
+  p->killed_by_api = 1;
+  rc = sbx_iso_signal (&p->sb->box, p->req_id, signo, 1, err);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return rc;
+}
+
+int
+sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, int eof,
+                         sbx_error_t **err)
+{
+  pthread_mutex_lock (&sbx_core.lock);
+  for (;;)
+    {
+      if (!p->stdin_open || p->stdin_fd < 0)
+        {
+          pthread_mutex_unlock (&sbx_core.lock);
+          return sbx_err (err, SBX_E_CONFLICT, "stdin of process %d is closed", p->pid);
+        }
+      if (p->stdin_pending.len + len <= STDIN_PENDING_MAX || p->stdin_pending.len == 0)
+        break;
+      /* Back-pressure: wait until the command has read some. */
+      pthread_cond_wait (&p->cond, &sbx_core.lock);
+    }
+  if (len)
+    sbx_buf_append (&p->stdin_pending, data, len);
+  if (eof)
+    {
+      p->stdin_eof = 1;
+      p->stdin_open = 0;
+    }
+  sbx__watch_mod (p->stdin_watch, EPOLLOUT);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return 0;
+}
+
+void
+sbx_process_collect (struct sbx_process *p)
+{
+  pthread_mutex_lock (&sbx_core.lock);
+  p->collected = 1;
+  if (p->state == SBX_PROC_DONE)
+    unlink_process (p);
+  pthread_mutex_unlock (&sbx_core.lock);
+}
+
+/* ---- JSON -------------------------------------------------------------- */
+
+static const char *
+signal_name (int sig)
+{
+  static const struct
+  {
+    int sig;
+    const char *name;
+  } names[] = {
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
+      {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGXCPU, "SIGXCPU"},
+      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},   {0, NULL},
+  };
+  int i;
+
+  for (i = 0; names[i].name; i++)
+    if (names[i].sig == sig)
+      return names[i].name;
+  return NULL;
+}
+
+int sbx_signal_from_name (const char *name);
+int
+sbx_signal_from_name (const char *name)
+{
+  int i;
+  char buf[16];
+
+  if (strncmp (name, "SIG", 3) != 0)
+    {
+      snprintf (buf, sizeof buf, "SIG%s", name);
+      name = buf;
+    }
+  for (i = 1; i < 32; i++)
+    {
+      const char *n = signal_name (i);
+      if (n && strcmp (n, name) == 0)
+        return i;
+    }
+  return -1;
+}
+
+static void
+describe (struct sbx_process *p, char *reason, size_t cap)
+{
+  char limit[32];
+
+  reason[0] = '\0';
+  if (p->spawn_errno)
+    {
+      if (p->reason[0])
+        snprintf (reason, cap, "%s", p->reason);
+      else if (p->spawn_stage == SBX_STAGE_CHDIR)
+        snprintf (reason, cap, "cwd `%s`: %s", p->cwd, strerror (p->spawn_errno));
+      else if (p->spawn_stage == SBX_STAGE_FORK)
+        snprintf (reason, cap, "cannot start: %s (the sandbox's process limit?)",
+                  strerror (p->spawn_errno));
+      else
+        snprintf (reason, cap, "%s", strerror (p->spawn_errno));
+      return;
+    }
+  if (p->timed_out)
+    {
+      snprintf (reason, cap, "timed out after %.3gs",
+                (double) ((p->end_mono ? p->end_mono : sbx_mono_ms ()) - p->start_mono) / 1000.0);
+      return;
+    }
+  if (p->oom_killed)
+    {
+      sbx_format_size (p->sb->limits.memory_bytes, limit, sizeof limit);
+      snprintf (reason, cap, "killed: out of memory (limit %s)", limit);
+      return;
+    }
+  if (p->reason[0])
+    {
+      snprintf (reason, cap, "%s", p->reason);
+      return;
+    }
+  if (WIFSIGNALED (p->wait_status))
+    {
+      const char *n = signal_name (WTERMSIG (p->wait_status));
+      if (n)
+        snprintf (reason, cap, "killed by %s", n);
+      else
+        snprintf (reason, cap, "killed by signal %d", WTERMSIG (p->wait_status));
+    }
+}
+
+static void
+add_output (json_t *o, const char *key, struct sbx_outbuf *b, int base64)
+{
+  struct sbx_buf s = SBX_BUF_INIT;
+  char tkey[32];
+
+  if (base64)
+    sbx_base64_encode (&s, b->data ? b->data : "", (size_t) b->end);
+  else
+    sbx_utf8_sanitize (&s, b->data ? b->data : "", (size_t) b->end, 1);
+  json_object_set_new (o, key, json_stringn (s.data ? s.data : "", s.len));
+  snprintf (tkey, sizeof tkey, "%s_truncated", key);
+  json_object_set_new (o, tkey, json_boolean (b->dropped > 0 || b->start > 0));
+  sbx_buf_free (&s);
+}
+
+static json_t *
+result_locked (struct sbx_process *p, int with_output, int base64)
+{
+  json_t *o = json_object ();
+  char reason[200];
+
+  json_object_set_new (o, "pid", p->pid > 0 ? json_integer (p->pid) : json_null ());
+  if (p->spawn_errno)
+    {
+      json_object_set_new (o, "exit_code",
+                           json_integer (p->spawn_errno == ENOENT
+                                                 && p->spawn_stage == SBX_STAGE_EXEC
+                                             ? 127
+                                             : 126));
+      json_object_set_new (o, "signal", json_null ());
+    }
+  else if (WIFEXITED (p->wait_status))
+    {
+      json_object_set_new (o, "exit_code", json_integer (WEXITSTATUS (p->wait_status)));
+      json_object_set_new (o, "signal", json_null ());
+    }
+  else
+    {
+      const char *n = signal_name (WTERMSIG (p->wait_status));
+      json_object_set_new (o, "exit_code", json_null ());
+      json_object_set_new (o, "signal", n ? json_string (n) : json_integer (WTERMSIG (p->wait_status)));
+    }
+  json_object_set_new (o, "timed_out", json_boolean (p->timed_out));
+  json_object_set_new (o, "oom_killed", json_boolean (p->oom_killed));
+  json_object_set_new (o, "duration",
+                       json_real ((double) ((p->end_mono ? p->end_mono : sbx_mono_ms ())
+                                            - p->start_mono)
+                                  / 1000.0));
+  describe (p, reason, sizeof reason);
+  json_object_set_new (o, "reason", reason[0] ? json_string (reason) : json_null ());
+  if (with_output)
+    {
+      add_output (o, "stdout", &p->out[0], base64);
+      add_output (o, "stderr", &p->out[1], base64);
+    }
+  return o;
+}
+
+json_t *
+sbx_process_result_json (struct sbx_process *p, int with_output, int base64)
+{
+  json_t *o;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  o = result_locked (p, with_output, base64);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return o;
+}
+
+static json_t *
+info_locked (struct sbx_process *p)
+{
+  json_t *o = json_object ();
+
+  json_object_set_new (o, "pid", p->pid > 0 ? json_integer (p->pid) : json_null ());
+  json_object_set (o, "argv", p->argv);
+  json_object_set_new (o, "cwd", json_string (p->cwd));
+  json_object_set_new (o, "user", json_string (p->user));
+  json_object_set_new (o, "running", json_boolean (p->state != SBX_PROC_DONE));
+  json_object_set_new (o, "started_at", sbx__time_json (p->started_ms));
+  json_object_set_new (o, "stdin_open", json_boolean (p->stdin_open));
+  json_object_set_new (o, "background", json_boolean (p->background));
+  if (p->state == SBX_PROC_DONE)
+    {
+      json_t *r = result_locked (p, 0, 0);
+      json_object_update (o, r);
+      json_decref (r);
+    }
+  return o;
+}
+
+json_t *
+sbx_process_info_json (struct sbx_process *p)
+{
+  json_t *o;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  o = info_locked (p);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return o;
+}
+
+json_t *
+sbx_process_list_json (struct sbx_sandbox *sb)
+{
+  json_t *arr = json_array ();
+  struct sbx_process *p;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  for (p = sb->procs; p; p = p->next)
+    if (p->pid > 0)
+      json_array_insert_new (arr, 0, info_locked (p));
+  pthread_mutex_unlock (&sbx_core.lock);
+  return arr;
+}
+
+/* ---- streaming readers ------------------------------------------------- */
+
+void
+sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int base64)
+{
+  memset (r, 0, sizeof *r);
+  pthread_mutex_lock (&sbx_core.lock);
+  p->refs++;
+  r->p = p;
+  r->primary = primary;
+  r->base64 = base64;
+  r->off[0] = p->out[0].start;
+  r->off[1] = p->out[1].start;
+  pthread_mutex_unlock (&sbx_core.lock);
+}
+
+void
+sbx_reader_release (struct sbx_reader *r)
+{
+  if (r->p)
+    sbx_process_unref (r->p);
+  r->p = NULL;
+}
+
+static void
+emit_data (struct sbx_reader *r, struct sbx_buf *out, int idx, const char *data, size_t n, int final)
+{
+  struct sbx_buf enc = SBX_BUF_INIT;
+  json_t *line;
+  char *text;
+
+  if (r->base64)
+    sbx_base64_encode (&enc, data, n);
+  else
+    {
+      /* Prepend bytes of a character split by the previous chunk. */
+      struct sbx_buf joined = SBX_BUF_INIT;
+      size_t used;
+      sbx_buf_append (&joined, r->utf8_hold[idx], (size_t) r->utf8_hold_len[idx]);
+      sbx_buf_append (&joined, data, n);
+      used = sbx_utf8_sanitize (&enc, joined.data, joined.len, final);
+      r->utf8_hold_len[idx] = (int) (joined.len - used);
+      memcpy (r->utf8_hold[idx], joined.data + used, joined.len - used);
+      sbx_buf_free (&joined);
+    }
+  if (enc.len == 0)
+    {
+      sbx_buf_free (&enc);
+      return;
+    }
+  line = json_pack ("{s:s, s:s%}", "type", idx == 0 ? "stdout" : "stderr", "data", enc.data,
+                    enc.len);
+  text = json_dumps (line, JSON_COMPACT);
+  if (text == NULL)
+    sbx_oom ();
+  sbx_buf_append (out, text, strlen (text));
+  sbx_buf_append (out, "\n", 1);
+  free (text);
+  json_decref (line);
+  sbx_buf_free (&enc);
+}
+
+static void
+emit_json_line (struct sbx_buf *out, json_t *o)
+{
+  char *text = json_dumps (o, JSON_COMPACT);
+
+  if (text == NULL)
+    sbx_oom ();
+  sbx_buf_append (out, text, strlen (text));
+  sbx_buf_append (out, "\n", 1);
+  free (text);
+  json_decref (o);
+}
+
+int
+sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
+{
+  struct sbx_process *p = r->p;
+  struct timespec ts;
+  int waited = 0, i, complete = 0;
+  char *chunk = malloc (LINE_CHUNK);
+
+  if (chunk == NULL)
+    sbx_oom ();
+  clock_gettime (CLOCK_REALTIME, &ts);
+  ts.tv_sec += wait_ms / 1000;
+  ts.tv_nsec += (wait_ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L)
+    {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+  pthread_mutex_lock (&sbx_core.lock);
+  for (;;)
+    {
+      int progress = 0, all_read = 1;
+      uint64_t dropped[2] = {0, 0};
+
+      if (!r->sent_start)
+        {
+          emit_json_line (out, json_pack ("{s:s, s:o}", "type", "start", "pid",
+                                          p->pid > 0 ? json_integer (p->pid) : json_null ()));
+          r->sent_start = 1;
+          progress = 1;
+        }
+      for (i = 0; i < 2; i++)
+        {
+          struct sbx_outbuf *o = &p->out[i];
+          size_t n;
+          if (r->off[i] < o->start)
+            {
+              dropped[i] = o->start - r->off[i];
+              r->off[i] = o->start;
+            }
+          n = (size_t) (o->end - r->off[i]);
+          if (n > LINE_CHUNK)
+            n = LINE_CHUNK;
+          if (n > 0)
+            {
+              outbuf_copy (o, p->mode, r->off[i], chunk, n);
+              r->off[i] += n;
+              emit_data (r, out, i, chunk, n, 0);
+              progress = 1;
+              if (r->primary && p->mode == SBX_OUT_BLOCK)
+                {
+                  o->start = r->off[i];
+                  if (o->paused && o->fd >= 0)
+                    {
+                      o->paused = 0;
+                      sbx__watch_mod (o->watch, EPOLLIN);
+                    }
+                }
+            }
+          if (r->off[i] < o->end || o->fd >= 0)
+            all_read = 0;
+        }
+      if (dropped[0] || dropped[1])
+        emit_json_line (out, json_pack ("{s:s, s:I, s:I}", "type", "dropped", "stdout",
+                                        (json_int_t) dropped[0], "stderr", (json_int_t) dropped[1]));
+      if (progress)
+        break;
+      if (p->state == SBX_PROC_DONE && all_read)
+        {
+          json_t *o;
+          for (i = 0; i < 2; i++)
+            if (r->utf8_hold_len[i])
+              emit_data (r, out, i, "", 0, 1);
+          o = result_locked (p, 0, 0);
+          json_object_set_new (o, "type", json_string ("exit"));
+          emit_json_line (out, o);
+          r->sent_exit = 1;
+          complete = 1;
+          break;
+        }
+      if (waited)
+        break;
+      if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT)
+        waited = 1;
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
+  free (chunk);
+  return complete;
+}

@@ -1,0 +1,373 @@
+/* sbx: SQLite store (see store.h). Statements are prepared per call: the
+ * store is not on any hot path that a prepared-statement cache would help
+ * more than it would complicate. */
+#include "core/store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/cleanup.h"
+
+struct sbx_store
+{
+  sqlite3 *db;
+  pthread_mutex_t lock;
+};
+
+static const char schema[]
+    = "PRAGMA journal_mode=WAL;"
+      "PRAGMA synchronous=NORMAL;"
+      "PRAGMA foreign_keys=ON;"
+      "CREATE TABLE IF NOT EXISTS sandboxes ("
+      "  id TEXT PRIMARY KEY,"
+      "  tenant TEXT NOT NULL,"
+      "  template TEXT NOT NULL,"
+      "  user TEXT NOT NULL,"
+      "  state TEXT NOT NULL,"
+      "  created_ms INTEGER NOT NULL,"
+      "  expires_ms INTEGER NOT NULL,"
+      "  ended_ms INTEGER,"
+      "  end_reason TEXT,"
+      "  memory INTEGER NOT NULL,"
+      "  cpu_milli INTEGER NOT NULL,"
+      "  pids INTEGER NOT NULL,"
+      "  disk INTEGER NOT NULL,"
+      "  env TEXT NOT NULL,"
+      "  metadata TEXT NOT NULL,"
+      "  slot INTEGER NOT NULL,"
+      "  uid_base INTEGER NOT NULL,"
+      "  init_pid INTEGER NOT NULL);"
+      "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
+      "CREATE TABLE IF NOT EXISTS api_keys ("
+      "  id TEXT PRIMARY KEY,"
+      "  tenant TEXT NOT NULL,"
+      "  hash BLOB NOT NULL UNIQUE,"
+      "  prefix TEXT NOT NULL,"
+      "  created_ms INTEGER NOT NULL);";
+
+static int
+db_err (struct sbx_store *st, sbx_error_t **err, const char *what)
+{
+  int code = sqlite3_errcode (st->db);
+  enum sbx_error_kind kind = (code == SQLITE_FULL || code == SQLITE_BUSY || code == SQLITE_LOCKED)
+                                 ? SBX_E_LIMIT
+                                 : SBX_E_SYSTEM;
+  return sbx_err (err, kind, "%s: %s", what, sqlite3_errmsg (st->db));
+}
+
+int
+sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
+{
+  struct sbx_store *st = calloc (1, sizeof *st);
+  char *msg = NULL;
+
+  if (st == NULL)
+    sbx_oom ();
+  pthread_mutex_init (&st->lock, NULL);
+  if (sqlite3_open_v2 (path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+                                           | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE,
+                       NULL)
+      != SQLITE_OK)
+    {
+      sbx_err (err, SBX_E_SYSTEM, "open database `%s`: %s", path,
+               st->db ? sqlite3_errmsg (st->db) : "out of memory");
+      sbx_store_close (st);
+      return -1;
+    }
+  sqlite3_busy_timeout (st->db, 5000);
+  if (sqlite3_exec (st->db, schema, NULL, NULL, &msg) != SQLITE_OK)
+    {
+      sbx_err (err, SBX_E_SYSTEM, "database `%s`: %s", path, msg ? msg : "schema failed");
+      sqlite3_free (msg);
+      sbx_store_close (st);
+      return -1;
+    }
+  *out = st;
+  return 0;
+}
+
+void
+sbx_store_close (struct sbx_store *st)
+{
+  if (st == NULL)
+    return;
+  sqlite3_close_v2 (st->db);
+  pthread_mutex_destroy (&st->lock);
+  free (st);
+}
+
+/* Prepare, bind with a callback, step to completion. */
+static int
+run (struct sbx_store *st, const char *sql, void (*bind) (sqlite3_stmt *, const void *),
+     const void *arg, int *changes, sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db, sql, -1, &stmt, NULL) != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  if (bind)
+    bind (stmt, arg);
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
+    ;
+  if (rc != SQLITE_DONE)
+    {
+      db_err (st, err, "database write");
+      sqlite3_finalize (stmt);
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  if (changes)
+    *changes = sqlite3_changes (st->db);
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  return 0;
+}
+
+static void
+bind_insert (sqlite3_stmt *s, const void *arg)
+{
+  const struct sbx_sandbox_record *r = arg;
+  sqlite3_bind_text (s, 1, r->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, r->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 3, r->template_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 4, r->user, -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 5, r->created_ms);
+  sqlite3_bind_int64 (s, 6, r->expires_ms);
+  sqlite3_bind_int64 (s, 7, (sqlite3_int64) r->memory);
+  sqlite3_bind_int64 (s, 8, r->cpu_milli);
+  sqlite3_bind_int64 (s, 9, r->pids);
+  sqlite3_bind_int64 (s, 10, (sqlite3_int64) r->disk);
+  sqlite3_bind_text (s, 11, r->env_json, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 12, r->metadata_json, -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 13, r->slot);
+  sqlite3_bind_int64 (s, 14, r->uid_base);
+  sqlite3_bind_int64 (s, 15, r->init_pid);
+}
+
+int
+sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record *r,
+                          sbx_error_t **err)
+{
+  return run (st,
+              "INSERT INTO sandboxes (id, tenant, template, user, state, created_ms, expires_ms,"
+              " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid)"
+              " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+              bind_insert, r, NULL, err);
+}
+
+struct id_int
+{
+  const char *id;
+  int64_t value;
+  const char *s1, *s2;
+};
+
+static void
+bind_id_int (sqlite3_stmt *s, const void *arg)
+{
+  const struct id_int *a = arg;
+  sqlite3_bind_text (s, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 2, a->value);
+  if (a->s1)
+    sqlite3_bind_text (s, 3, a->s1, -1, SQLITE_STATIC);
+  if (a->s2)
+    sqlite3_bind_text (s, 4, a->s2, -1, SQLITE_STATIC);
+}
+
+int
+sbx_store_sandbox_set_expiry (struct sbx_store *st, const char *id, int64_t expires_ms,
+                              sbx_error_t **err)
+{
+  struct id_int a = {id, expires_ms, NULL, NULL};
+  return run (st, "UPDATE sandboxes SET expires_ms = ?2 WHERE id = ?1", bind_id_int, &a, NULL,
+              err);
+}
+
+int
+sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state, const char *reason,
+                       int64_t ended_ms, sbx_error_t **err)
+{
+  struct id_int a = {id, ended_ms, state, reason};
+  return run (st,
+              "UPDATE sandboxes SET ended_ms = ?2, state = ?3, end_reason = ?4"
+              " WHERE id = ?1 AND state = 'running'",
+              bind_id_int, &a, NULL, err);
+}
+
+static void
+bind_end_all (sqlite3_stmt *s, const void *arg)
+{
+  const struct id_int *a = arg;
+  sqlite3_bind_int64 (s, 1, a->value);
+  sqlite3_bind_text (s, 2, a->s1, -1, SQLITE_STATIC);
+}
+
+int
+sbx_store_sandbox_end_all_running (struct sbx_store *st, const char *reason, int64_t ended_ms,
+                                   int *count, sbx_error_t **err)
+{
+  struct id_int a = {NULL, ended_ms, reason, NULL};
+  return run (st,
+              "UPDATE sandboxes SET ended_ms = ?1, state = 'lost', end_reason = ?2"
+              " WHERE state = 'running'",
+              bind_end_all, &a, count, err);
+}
+
+static void
+bind_prune (sqlite3_stmt *s, const void *arg)
+{
+  sqlite3_bind_int64 (s, 1, *(const int64_t *) arg);
+}
+
+int
+sbx_store_sandbox_prune (struct sbx_store *st, int64_t before_ms, sbx_error_t **err)
+{
+  return run (st, "DELETE FROM sandboxes WHERE state != 'running' AND ended_ms < ?1", bind_prune,
+              &before_ms, NULL, err);
+}
+
+struct key_args
+{
+  const char *id, *tenant, *prefix;
+  const unsigned char *hash;
+  int64_t created_ms;
+};
+
+static void
+bind_key (sqlite3_stmt *s, const void *arg)
+{
+  const struct key_args *k = arg;
+  sqlite3_bind_text (s, 1, k->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, k->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_blob (s, 3, k->hash, 32, SQLITE_STATIC);
+  sqlite3_bind_text (s, 4, k->prefix, -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 5, k->created_ms);
+}
+
+int
+sbx_store_key_insert (struct sbx_store *st, const char *id, const char *tenant,
+                      const unsigned char hash[32], const char *prefix, int64_t created_ms,
+                      sbx_error_t **err)
+{
+  struct key_args k = {id, tenant, prefix, hash, created_ms};
+  return run (st,
+              "INSERT INTO api_keys (id, tenant, hash, prefix, created_ms)"
+              " VALUES (?1, ?2, ?3, ?4, ?5)",
+              bind_key, &k, NULL, err);
+}
+
+int
+sbx_store_key_lookup (struct sbx_store *st, const unsigned char hash[32], char *tenant, size_t cap,
+                      sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc, found = 0;
+
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db, "SELECT tenant FROM api_keys WHERE hash = ?1", -1, &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  sqlite3_bind_blob (stmt, 1, hash, 32, SQLITE_STATIC);
+  rc = sqlite3_step (stmt);
+  if (rc == SQLITE_ROW)
+    {
+      const char *t = (const char *) sqlite3_column_text (stmt, 0);
+      snprintf (tenant, cap, "%s", t ? t : "");
+      found = 1;
+    }
+  else if (rc != SQLITE_DONE)
+    {
+      db_err (st, err, "key lookup");
+      sqlite3_finalize (stmt);
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  if (!found)
+    return sbx_err (err, SBX_E_UNAUTHORIZED, "unknown API key");
+  return 0;
+}
+
+int
+sbx_store_key_list (struct sbx_store *st, struct sbx_key_record **out, size_t *n,
+                    sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  struct sbx_key_record *v = NULL;
+  size_t count = 0, cap = 0;
+  int rc;
+
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db,
+                          "SELECT id, tenant, prefix, created_ms FROM api_keys ORDER BY created_ms",
+                          -1, &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
+    {
+      if (count == cap)
+        {
+          cap = cap ? cap * 2 : 16;
+          v = realloc (v, cap * sizeof *v);
+          if (v == NULL)
+            sbx_oom ();
+        }
+      memset (&v[count], 0, sizeof v[count]);
+      snprintf (v[count].id, sizeof v[count].id, "%s", (const char *) sqlite3_column_text (stmt, 0));
+      snprintf (v[count].tenant, sizeof v[count].tenant, "%s",
+                (const char *) sqlite3_column_text (stmt, 1));
+      snprintf (v[count].prefix, sizeof v[count].prefix, "%s",
+                (const char *) sqlite3_column_text (stmt, 2));
+      v[count].created_ms = sqlite3_column_int64 (stmt, 3);
+      count++;
+    }
+  if (rc != SQLITE_DONE)
+    {
+      db_err (st, err, "list keys");
+      free (v);
+      sqlite3_finalize (stmt);
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  *out = v;
+  *n = count;
+  return 0;
+}
+
+static void
+bind_text1 (sqlite3_stmt *s, const void *arg)
+{
+  sqlite3_bind_text (s, 1, arg, -1, SQLITE_STATIC);
+}
+
+int
+sbx_store_key_delete (struct sbx_store *st, const char *id, sbx_error_t **err)
+{
+  int changes = 0;
+
+  if (run (st, "DELETE FROM api_keys WHERE id = ?1", bind_text1, id, &changes, err) < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "key `%s` not found", id);
+  return 0;
+}

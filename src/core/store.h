@@ -1,0 +1,59 @@
+/* sbx: the daemon's persistent state in SQLite (STATE/sbx.db): sandbox
+ * records and API keys. One connection, serialized by a mutex; WAL mode. */
+#ifndef SBX_CORE_STORE_H
+#define SBX_CORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+struct sbx_store;
+
+struct sbx_sandbox_record
+{
+  const char *id, *tenant, *template_name, *user;
+  int64_t created_ms, expires_ms;
+  uint64_t memory, disk;
+  uint32_t cpu_milli, pids;
+  const char *env_json, *metadata_json;
+  uint32_t slot;
+  int64_t uid_base;
+  int64_t init_pid;
+};
+
+int sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err);
+void sbx_store_close (struct sbx_store *st);
+
+int sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record *r,
+                              sbx_error_t **err);
+int sbx_store_sandbox_set_expiry (struct sbx_store *st, const char *id, int64_t expires_ms,
+                                  sbx_error_t **err);
+int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
+                           const char *reason, int64_t ended_ms, sbx_error_t **err);
+/* Mark every record still "running" as ended (after a restart); returns
+   how many. */
+int sbx_store_sandbox_end_all_running (struct sbx_store *st, const char *reason, int64_t ended_ms,
+                                       int *count, sbx_error_t **err);
+/* Drop records of sandboxes that ended before `before_ms`. */
+int sbx_store_sandbox_prune (struct sbx_store *st, int64_t before_ms, sbx_error_t **err);
+
+struct sbx_key_record
+{
+  char id[16];
+  char tenant[80];
+  char prefix[16];
+  int64_t created_ms;
+};
+
+int sbx_store_key_insert (struct sbx_store *st, const char *id, const char *tenant,
+                          const unsigned char hash[32], const char *prefix, int64_t created_ms,
+                          sbx_error_t **err);
+/* Tenant of the key whose hash is given; 0 found, -1 with SBX_E_UNAUTHORIZED. */
+int sbx_store_key_lookup (struct sbx_store *st, const unsigned char hash[32], char *tenant,
+                          size_t cap, sbx_error_t **err);
+int sbx_store_key_list (struct sbx_store *st, struct sbx_key_record **out, size_t *n,
+                        sbx_error_t **err);
+int sbx_store_key_delete (struct sbx_store *st, const char *id, sbx_error_t **err);
+
+#endif

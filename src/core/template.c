@@ -1,0 +1,127 @@
+/* sbx: the built-in template "base": the host's /usr read-only, the
+ * merged-/usr links, and a generated /etc. Nothing else of the host: not
+ * its /etc (only the CA certificates, the alternatives links and the
+ * loader cache, all public and read-only), not /root, /home, /tmp, /var,
+ * /run, /sys, nor the daemon's state directory. */
+#include "core/template.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct sbx_template base = {"base", {SBX_BUF_INIT, 0}};
+
+static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
+                             "user:x:1000:1000:user:/home/user:/bin/bash\n"
+                             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char group[] = "root:x:0:\n"
+                            "tty:x:5:\n"
+                            "user:x:1000:\n"
+                            "nogroup:x:65534:\n";
+static const char hosts[] = "127.0.0.1\tlocalhost\n"
+                            "::1\tlocalhost ip6-localhost ip6-loopback\n"
+                            "127.0.1.1\t" SBX_HOSTNAME "\n";
+static const char nsswitch[] = "passwd: files\n"
+                               "group: files\n"
+                               "shadow: files\n"
+                               "hosts: files dns\n"
+                               "networks: files\n"
+                               "protocols: files\n"
+                               "services: files\n";
+static const char resolv[] = "# sbx: this sandbox has no network access and no DNS server.\n";
+static const char shells[] = "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n";
+
+static int
+add_file (struct sbx_plan *p, const char *dst, const char *content, sbx_error_t **err)
+{
+  return sbx_plan_add (p, SBX_PLAN_FILE, 0, 0644, NULL, dst, content, strlen (content), err);
+}
+
+/* /bin, /lib, ...: links on a merged-/usr host, read-only binds otherwise. */
+static int
+add_top_level (struct sbx_plan *p, const char *name, sbx_error_t **err)
+{
+  char host[64], target[PATH_MAX];
+  struct stat st;
+  ssize_t n;
+
+  snprintf (host, sizeof host, "/%s", name);
+  if (lstat (host, &st) < 0)
+    return 0;
+  if (S_ISLNK (st.st_mode))
+    {
+      n = readlink (host, target, sizeof target - 1);
+      if (n <= 0)
+        return 0;
+      target[n] = '\0';
+      return sbx_plan_add (p, SBX_PLAN_SYMLINK, 0, 0, NULL, name, target, (size_t) n, err);
+    }
+  if (S_ISDIR (st.st_mode))
+    return sbx_plan_add (p, SBX_PLAN_BIND_RO, 0, 0, host, name, NULL, 0, err);
+  return 0;
+}
+
+int
+sbx_templates_init (sbx_error_t **err)
+{
+  static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
+  static const char *const etc_binds[][2] = {
+      {"/etc/ssl/certs", "etc/ssl/certs"},
+      {"/etc/alternatives", "etc/alternatives"},
+      {"/etc/ld.so.cache", "etc/ld.so.cache"},
+      {"/etc/services", "etc/services"},
+      {"/etc/protocols", "etc/protocols"},
+      {NULL, NULL},
+  };
+  struct sbx_plan *p = &base.plan;
+  int i;
+
+  if (access ("/usr/bin", X_OK) < 0)
+    return sbx_err_sys (err, errno, "template base needs the host's /usr");
+  if (sbx_plan_add (p, SBX_PLAN_BIND_RO, 0, 0, "/usr", "usr", NULL, 0, err) < 0)
+    return -1;
+  for (i = 0; tops[i]; i++)
+    if (add_top_level (p, tops[i], err) < 0)
+      return -1;
+  if (add_file (p, "etc/passwd", passwd, err) < 0 || add_file (p, "etc/group", group, err) < 0
+      || add_file (p, "etc/hosts", hosts, err) < 0
+      || add_file (p, "etc/hostname", SBX_HOSTNAME "\n", err) < 0
+      || add_file (p, "etc/nsswitch.conf", nsswitch, err) < 0
+      || add_file (p, "etc/resolv.conf", resolv, err) < 0
+      || add_file (p, "etc/shells", shells, err) < 0)
+    return -1;
+  for (i = 0; etc_binds[i][0]; i++)
+    if (sbx_plan_add (p, SBX_PLAN_BIND_RO, SBX_PLAN_OPTIONAL, 0, etc_binds[i][0], etc_binds[i][1],
+                      NULL, 0, err)
+        < 0)
+      return -1;
+  if (sbx_plan_add (p, SBX_PLAN_SYMLINK, 0, 0, NULL, "etc/os-release", "../usr/lib/os-release",
+                    strlen ("../usr/lib/os-release"), err)
+          < 0
+      || sbx_plan_add (p, SBX_PLAN_SYMLINK, 0, 0, NULL, "etc/localtime",
+                       "/usr/share/zoneinfo/Etc/UTC", strlen ("/usr/share/zoneinfo/Etc/UTC"), err)
+             < 0
+      || sbx_plan_add (p, SBX_PLAN_DIR, 0, 0755, NULL, "home", NULL, 0, err) < 0
+      || sbx_plan_add (p, SBX_PLAN_DIR, 0, 0755, NULL, "var", NULL, 0, err) < 0
+      || sbx_plan_add (p, SBX_PLAN_SYMLINK, 0, 0, NULL, "var/tmp", "/tmp", 4, err) < 0
+      || sbx_plan_add (p, SBX_PLAN_DIR, 0, 0755, NULL, "run", NULL, 0, err) < 0)
+    return -1;
+  return 0;
+}
+
+void
+sbx_templates_free (void)
+{
+  sbx_plan_free (&base.plan);
+}
+
+const struct sbx_template *
+sbx_template_find (const char *name)
+{
+  if (name == NULL || strcmp (name, "base") == 0)
+    return &base;
+  return NULL;
+}

@@ -1,0 +1,131 @@
+/* sbx: the isolation engine's narrow interface.
+ *
+ * Everything that touches namespaces, mounts, cgroups or a sandbox's
+ * processes goes through these calls; server/ and core/ never do. The
+ * shape (create / spawn / signal / files / limits / destroy) is what a
+ * microVM engine would implement too.
+ */
+#ifndef SBX_ISO_ENGINE_H
+#define SBX_ISO_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "iso/cgroup.h"
+#include "iso/proto.h"
+#include "util/buf.h"
+#include "util/error.h"
+
+#define SBX_IDS_PER_SANDBOX 65536 /* uids and gids 0..65535 inside */
+
+struct sbx_engine_opts
+{
+  const char *cgroup_mount;  /* default /sys/fs/cgroup */
+  const char *cgroup_parent; /* default "sbx" */
+  enum sbx_cgroup_mode cgroup_mode; /* 0: detect */
+  uint32_t landlock_max_abi; /* 0: highest the kernel has */
+};
+
+struct sbx_engine
+{
+  int init_memfd; /* sealed copy of sbx-init */
+  int devnull;
+  void *seccomp_prog; /* owned */
+  size_t seccomp_len;
+  uint32_t landlock_abi; /* what the kernel offers, capped by the options */
+  struct sbx_cgroup_root cgroups;
+};
+
+int sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx_error_t **err);
+void sbx_engine_close (struct sbx_engine *eng);
+
+/* The read-only root plan of a template (see proto.h SBX_PLAN_*). */
+struct sbx_plan
+{
+  struct sbx_buf bytes;
+  uint32_t count;
+};
+int sbx_plan_add (struct sbx_plan *plan, enum sbx_plan_kind kind, uint16_t flags, uint32_t mode,
+                  const char *src, const char *dst, const void *data, size_t data_len,
+                  sbx_error_t **err);
+void sbx_plan_free (struct sbx_plan *plan);
+
+struct sbx_iso_spec
+{
+  const char *name;        /* cgroup name, the sandbox id */
+  uid_t uid_base;          /* host id of uid/gid 0 inside */
+  struct sbx_cgroup_limits limits;
+  uint64_t disk_bytes;
+  const char *hostname;
+  const struct sbx_plan *plan;
+  uint32_t user_uid, user_gid; /* owner of /home/user */
+};
+
+/* A running sandbox as the engine sees it. All fds owned, O_CLOEXEC. */
+struct sbx_iso_box
+{
+  pid_t pid;   /* init, in the host's pid namespace */
+  int pidfd;   /* readable when init has exited */
+  int ctl;     /* SOCK_SEQPACKET to init, non-blocking */
+  int root;    /* O_PATH of the sandbox's "/" (for the files API) */
+  int disk;    /* O_PATH of the writable tmpfs */
+  uid_t uid_base;
+  uint32_t landlock_abi;
+  struct sbx_cgroup cg;
+};
+
+int sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec,
+                    struct sbx_iso_box *box, sbx_error_t **err);
+/* Kill everything in the sandbox, wait for it, remove its cgroup and close
+   its fds. Safe to call on a box whose init already died. */
+int sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err);
+int sbx_iso_set_limits (struct sbx_engine *eng, struct sbx_iso_box *box,
+                        const struct sbx_cgroup_limits *limits, sbx_error_t **err);
+int sbx_iso_set_disk (struct sbx_iso_box *box, uint64_t bytes, sbx_error_t **err);
+
+struct sbx_iso_stats
+{
+  struct sbx_cgroup_stats cg;
+  uint64_t disk_used_bytes;
+  uint64_t disk_total_bytes;
+};
+int sbx_iso_stats (struct sbx_engine *eng, const struct sbx_iso_box *box,
+                   struct sbx_iso_stats *out, sbx_error_t **err);
+
+/* Commands. */
+struct sbx_iso_spawn
+{
+  uint64_t req_id;
+  uint32_t uid, gid; /* inside */
+  const char *cwd;
+  char *const *argv; /* NULL-terminated */
+  char *const *envp; /* NULL-terminated */
+  uint64_t rlimit_nofile, rlimit_fsize;
+  int stdio[3]; /* borrowed: the sandbox ends of the pipes */
+};
+int sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_error_t **err);
+int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group,
+                    sbx_error_t **err);
+
+enum sbx_iso_event_type
+{
+  SBX_ISO_SPAWNED = 1,
+  SBX_ISO_SPAWN_FAILED,
+  SBX_ISO_EXITED,
+};
+struct sbx_iso_event
+{
+  enum sbx_iso_event_type type;
+  uint64_t req_id;
+  int pid;
+  int wait_status;
+  int sys_errno;
+  uint32_t stage;
+};
+/* Read one event from init without blocking: 1 with *ev filled, 0 when
+   none is waiting, -1 when init broke the protocol or went away (the
+   caller then destroys the sandbox). */
+int sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err);
+
+#endif

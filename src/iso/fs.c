@@ -1,0 +1,720 @@
+/* sbx: file operations inside a sandbox's root (see fs.h). */
+#include "iso/fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "iso/engine.h"
+#include "util/cleanup.h"
+#include "util/id.h"
+
+#define MAX_TREE_DEPTH 256
+#define NOBODY 65534
+
+/* ---- acting as the sandbox user ---------------------------------------- */
+
+/* fsuid/fsgid are per thread (raw syscalls: glibc does not broadcast these
+   two), and a non-zero fsuid drops the filesystem capabilities, so the
+   kernel checks every access as the sandbox user would see it. */
+struct identity
+{
+  int active;
+};
+
+static struct identity
+as_user (const struct sbx_fs_ctx *ctx)
+{
+  struct identity id = {1};
+  syscall (SYS_setfsgid, (gid_t) (ctx->uid_base + ctx->gid));
+  syscall (SYS_setfsuid, (uid_t) (ctx->uid_base + ctx->uid));
+  return id;
+}
+
+static void
+as_daemon (struct identity *id)
+{
+  if (id->active)
+    {
+      int saved = errno;
+      syscall (SYS_setfsuid, (uid_t) 0);
+      syscall (SYS_setfsgid, (gid_t) 0);
+      errno = saved;
+      id->active = 0;
+    }
+}
+#define AS_USER(ctx) __attribute__ ((cleanup (as_daemon))) struct identity id_ = as_user (ctx)
+
+/* ---- errors ------------------------------------------------------------ */
+
+static int
+fs_err (sbx_error_t **err, int e, const char *op, const char *path)
+{
+  enum sbx_error_kind kind;
+
+  switch (e)
+    {
+    case ENOENT:
+      kind = SBX_E_NOT_FOUND;
+      break;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case EXDEV:
+      kind = SBX_E_FORBIDDEN;
+      break;
+    case EEXIST:
+    case ENOTEMPTY:
+    case EBUSY:
+      kind = SBX_E_CONFLICT;
+      break;
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+      kind = SBX_E_TOO_LARGE;
+      break;
+    case ENOTDIR:
+    case EISDIR:
+    case EINVAL:
+    case ENAMETOOLONG:
+    case ELOOP:
+      kind = SBX_E_INVALID;
+      break;
+    default:
+      return sbx_err_sys (err, e, "%s `%s`", op, path);
+    }
+  return sbx_err_errno (err, kind, e, "%s `%s`", op, path);
+}
+
+/* ---- resolution -------------------------------------------------------- */
+
+const char *
+sbx_fs_type_name (enum sbx_fs_type t)
+{
+  switch (t)
+    {
+    case SBX_FS_FILE:
+      return "file";
+    case SBX_FS_DIR:
+      return "dir";
+    case SBX_FS_SYMLINK:
+      return "symlink";
+    case SBX_FS_OTHER:
+      return "other";
+    default:
+      return "other";
+    }
+}
+
+int
+sbx_fs_normalize (const char *in, char *out, size_t cap, sbx_error_t **err)
+{
+  size_t n;
+
+  if (in == NULL || in[0] == '\0')
+    return sbx_err (err, SBX_E_INVALID, "empty path");
+  n = strlen (in);
+  if (n >= SBX_FS_PATH_MAX)
+    return sbx_err (err, SBX_E_INVALID, "path longer than %d bytes", SBX_FS_PATH_MAX - 1);
+  if (in[0] == '/')
+    {
+      if (n + 1 > cap)
+        return sbx_err (err, SBX_E_INVALID, "path too long");
+      memcpy (out, in, n + 1);
+    }
+  else if ((size_t) snprintf (out, cap, "/home/user/%s", in) >= cap)
+    return sbx_err (err, SBX_E_INVALID, "path too long");
+  return 0;
+}
+
+/* Filesystems the daemon must never open files on: procfs holds init's
+   memory and host-wide knobs; sysfs and devpts are devices. */
+static int
+forbidden_fs (int fd)
+{
+  struct statfs sfs;
+
+  if (fstatfs (fd, &sfs) < 0)
+    return 1;
+  return sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC
+         || sfs.f_type == DEVPTS_SUPER_MAGIC || sfs.f_type == CGROUP_SUPER_MAGIC
+         || sfs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* openat2 inside the sandbox root. EAGAIN means a concurrent rename raced
+   the in-root resolution: the kernel asks us to retry. */
+static int
+resolve (const struct sbx_fs_ctx *ctx, const char *abs, uint64_t flags)
+{
+  struct open_how how;
+  int fd, tries = 0;
+
+  memset (&how, 0, sizeof how);
+  how.flags = flags | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  do
+    fd = (int) syscall (SYS_openat2, ctx->root, abs, &how, sizeof how);
+  while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < 64);
+  return fd;
+}
+
+/* Split "/a/b/c" (or "/a/b/c/") into "/a/b" and "c". The leaf must be a
+   plain name: the root, "." and ".." do not name a file to act on. */
+static int
+split (const char *abs, char *parent, size_t pcap, char *leaf, size_t lcap, sbx_error_t **err)
+{
+  size_t n = strlen (abs), start, plen;
+
+  while (n > 1 && abs[n - 1] == '/')
+    n--;
+  start = n;
+  while (start > 0 && abs[start - 1] != '/')
+    start--;
+  if (start == 0 || start == n || n - start >= lcap)
+    return sbx_err (err, SBX_E_INVALID, "`%s` does not name a file", abs);
+  memcpy (leaf, abs + start, n - start);
+  leaf[n - start] = '\0';
+  if (strcmp (leaf, ".") == 0 || strcmp (leaf, "..") == 0)
+    return sbx_err (err, SBX_E_INVALID, "`%s` does not name a file", abs);
+  plen = start - 1;
+  while (plen > 1 && abs[plen - 1] == '/')
+    plen--;
+  if (plen == 0)
+    plen = 1; /* the root */
+  if (plen >= pcap)
+    return sbx_err (err, SBX_E_INVALID, "path too long");
+  memcpy (parent, abs, plen);
+  parent[plen] = '\0';
+  return 0;
+}
+
+static int
+open_dir (const struct sbx_fs_ctx *ctx, const char *abs, sbx_error_t **err)
+{
+  int fd = resolve (ctx, abs, O_PATH | O_DIRECTORY);
+
+  if (fd < 0)
+    return fs_err (err, errno, "open directory", abs);
+  if (forbidden_fs (fd))
+    {
+      close (fd);
+      return sbx_err (err, SBX_E_FORBIDDEN, "`%s` is not accessible through the files API", abs);
+    }
+  return fd;
+}
+
+static uint32_t
+inside_id (const struct sbx_fs_ctx *ctx, uint32_t host)
+{
+  if (host >= ctx->uid_base && host - ctx->uid_base < SBX_IDS_PER_SANDBOX)
+    return host - ctx->uid_base;
+  return NOBODY;
+}
+
+static void
+fill_entry (const struct sbx_fs_ctx *ctx, const struct stat *st, const char *name,
+            const char *path, struct sbx_fs_entry *e)
+{
+  memset (e, 0, sizeof *e);
+  snprintf (e->name, sizeof e->name, "%s", name);
+  snprintf (e->path, sizeof e->path, "%s", path);
+  if (S_ISREG (st->st_mode))
+    e->type = SBX_FS_FILE;
+  else if (S_ISDIR (st->st_mode))
+    e->type = SBX_FS_DIR;
+  else if (S_ISLNK (st->st_mode))
+    e->type = SBX_FS_SYMLINK;
+  else
+    e->type = SBX_FS_OTHER;
+  e->size = (uint64_t) st->st_size;
+  e->mode = st->st_mode & 07777;
+  e->uid = inside_id (ctx, st->st_uid);
+  e->gid = inside_id (ctx, st->st_gid);
+  e->mtime_sec = st->st_mtim.tv_sec;
+}
+
+/* ---- read -------------------------------------------------------------- */
+
+int
+sbx_fs_open_read (const struct sbx_fs_ctx *ctx, const char *path, uint64_t *size,
+                  sbx_error_t **err)
+{
+  char abs[SBX_FS_PATH_MAX], proc[64];
+  cleanup_close int pathfd = -1;
+  struct stat st;
+  int fd;
+  AS_USER (ctx);
+
+  if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0)
+    return -1;
+  /* O_PATH first: no driver open, no FIFO block, before we know the type. */
+  pathfd = resolve (ctx, abs, O_PATH);
+  if (pathfd < 0)
+    return fs_err (err, errno, "open", abs);
+  if (fstat (pathfd, &st) < 0)
+    return fs_err (err, errno, "stat", abs);
+  if (S_ISDIR (st.st_mode))
+    return sbx_err (err, SBX_E_INVALID, "`%s` is a directory", abs);
+  if (!S_ISREG (st.st_mode) || forbidden_fs (pathfd))
+    return sbx_err (err, SBX_E_FORBIDDEN, "`%s` is not a regular file", abs);
+  /* Re-open the very inode we checked (no second path walk to race). */
+  snprintf (proc, sizeof proc, "/proc/thread-self/fd/%d", pathfd);
+  fd = open (proc, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return fs_err (err, errno, "open", abs);
+  *size = (uint64_t) st.st_size;
+  return fd;
+}
+
+/* ---- upload ------------------------------------------------------------ */
+
+static int
+mkdir_parents (const struct sbx_fs_ctx *ctx, const char *abs, uint32_t mode, sbx_error_t **err)
+{
+  char prefix[SBX_FS_PATH_MAX];
+  size_t i, n = strlen (abs);
+
+  for (i = 1; i <= n; i++)
+    {
+      if (abs[i] != '/' && abs[i] != '\0')
+        continue;
+      memcpy (prefix, abs, i);
+      prefix[i] = '\0';
+      {
+        cleanup_close int fd = resolve (ctx, prefix, O_PATH | O_DIRECTORY);
+        char parent[SBX_FS_PATH_MAX], leaf[256];
+        cleanup_close int pfd = -1;
+        if (fd >= 0)
+          continue;
+        if (errno != ENOENT)
+          return fs_err (err, errno, "open directory", prefix);
+        if (split (prefix, parent, sizeof parent, leaf, sizeof leaf, err) < 0)
+          return -1;
+        pfd = open_dir (ctx, parent, err);
+        if (pfd < 0)
+          return -1;
+        if (mkdirat (pfd, leaf, mode) < 0 && errno != EEXIST)
+          return fs_err (err, errno, "mkdir", prefix);
+      }
+    }
+  return 0;
+}
+
+int
+sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
+                     struct sbx_fs_upload *up, sbx_error_t **err)
+{
+  char abs[SBX_FS_PATH_MAX], parent[SBX_FS_PATH_MAX];
+  struct stat st;
+  AS_USER (ctx);
+
+  memset (up, 0, sizeof *up);
+  up->dir = up->fd = -1;
+  up->ctx = *ctx;
+  up->mode = mode & 07777;
+  if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0
+      || split (abs, parent, sizeof parent, up->leaf, sizeof up->leaf, err) < 0)
+    return -1;
+  if (parents && mkdir_parents (ctx, parent, 0755, err) < 0)
+    return -1;
+  up->dir = open_dir (ctx, parent, err);
+  if (up->dir < 0)
+    return -1;
+  if (fstatat (up->dir, up->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR (st.st_mode))
+    {
+      close_and_reset (&up->dir);
+      return sbx_err (err, SBX_E_INVALID, "`%s` is a directory", abs);
+    }
+  memcpy (up->tmp_name, ".sbx-upload-", 12);
+  sbx_random_hex (up->tmp_name + 12, 8);
+  up->fd = openat (up->dir, up->tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                   0600);
+  if (up->fd < 0)
+    {
+      int e = errno;
+      close_and_reset (&up->dir);
+      return fs_err (err, e, "create", abs);
+    }
+  return 0;
+}
+
+int
+sbx_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len, sbx_error_t **err)
+{
+  const char *p = data;
+
+  while (len > 0)
+    {
+      ssize_t w = write (up->fd, p, len);
+      if (w < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
+            return sbx_err (err, SBX_E_TOO_LARGE, "the sandbox disk is full");
+          return sbx_err_sys (err, errno, "write upload");
+        }
+      p += w;
+      len -= (size_t) w;
+      up->written += (uint64_t) w;
+    }
+  return 0;
+}
+
+int
+sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
+{
+  AS_USER (&up->ctx);
+
+  if (fchmod (up->fd, up->mode) < 0)
+    {
+      int e = errno;
+      sbx_fs_upload_abort (up);
+      return fs_err (err, e, "chmod", up->leaf);
+    }
+  if (renameat (up->dir, up->tmp_name, up->dir, up->leaf) < 0)
+    {
+      int e = errno;
+      sbx_fs_upload_abort (up);
+      return fs_err (err, e, "replace", up->leaf);
+    }
+  close_and_reset (&up->fd);
+  close_and_reset (&up->dir);
+  return 0;
+}
+
+void
+sbx_fs_upload_abort (struct sbx_fs_upload *up)
+{
+  AS_USER (&up->ctx);
+
+  if (up->dir >= 0 && up->tmp_name[0])
+    unlinkat (up->dir, up->tmp_name, 0);
+  close_and_reset (&up->fd);
+  close_and_reset (&up->dir);
+}
+
+/* ---- stat, list -------------------------------------------------------- */
+
+int
+sbx_fs_stat (const struct sbx_fs_ctx *ctx, const char *path, struct sbx_fs_entry *out,
+             sbx_error_t **err)
+{
+  char abs[SBX_FS_PATH_MAX];
+  cleanup_close int fd = -1;
+  struct stat st;
+  const char *name;
+  AS_USER (ctx);
+
+  if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0)
+    return -1;
+  /* Do not follow a final symlink: report the link itself. */
+  fd = resolve (ctx, abs, O_PATH | O_NOFOLLOW);
+  if (fd < 0)
+    return fs_err (err, errno, "stat", abs);
+  if (fstat (fd, &st) < 0)
+    return fs_err (err, errno, "stat", abs);
+  name = strrchr (abs, '/');
+  name = (name && name[1]) ? name + 1 : abs;
+  fill_entry (ctx, &st, name, abs, out);
+  if (S_ISLNK (st.st_mode))
+    {
+      ssize_t n = readlinkat (fd, "", out->target, sizeof out->target - 1);
+      if (n >= 0)
+        out->target[n] = '\0';
+    }
+  return 0;
+}
+
+struct list_state
+{
+  const struct sbx_fs_ctx *ctx;
+  int (*fn) (const struct sbx_fs_entry *e, void *arg);
+  void *arg;
+  size_t count, max;
+  int truncated;
+  struct sbx_fs_entry entry; /* scratch, large: keep off the recursion's stack */
+};
+
+static int
+list_dir (struct list_state *ls, int dir_fd, const char *dirpath, int depth, sbx_error_t **err)
+{
+  cleanup_close int fd = openat (dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct dirent *de;
+  DIR *d;
+  int rc = 0;
+
+  if (fd < 0)
+    return fs_err (err, errno, "list", dirpath);
+  d = fdopendir (fd);
+  if (d == NULL)
+    return sbx_err_sys (err, errno, "fdopendir");
+  fd = -1; /* owned by d now */
+  while ((de = readdir (d)) != NULL)
+    {
+      struct stat st;
+      char child[SBX_FS_PATH_MAX];
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+        continue;
+      if (fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        continue; /* raced with a removal */
+      if ((size_t) snprintf (child, sizeof child, "%s/%s", strcmp (dirpath, "/") ? dirpath : "",
+                             de->d_name)
+          >= sizeof child)
+        continue;
+      if (ls->count >= ls->max)
+        {
+          ls->truncated = 1;
+          break;
+        }
+      fill_entry (ls->ctx, &st, de->d_name, child, &ls->entry);
+      if (S_ISLNK (st.st_mode))
+        {
+          ssize_t n = readlinkat (dirfd (d), de->d_name, ls->entry.target,
+                                  sizeof ls->entry.target - 1);
+          if (n >= 0)
+            ls->entry.target[n] = '\0';
+        }
+      ls->count++;
+      rc = ls->fn (&ls->entry, ls->arg);
+      if (rc < 0)
+        break;
+      if (depth > 1 && S_ISDIR (st.st_mode))
+        {
+          /* A plain name under a directory we hold, without following
+             links: the walk cannot leave the subtree. */
+          cleanup_close int sub
+              = openat (dirfd (d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sub >= 0 && !forbidden_fs (sub))
+            {
+              rc = list_dir (ls, sub, child, depth - 1, err);
+              if (rc < 0)
+                break;
+            }
+        }
+    }
+  closedir (d);
+  return rc;
+}
+
+int
+sbx_fs_list (const struct sbx_fs_ctx *ctx, const char *path, int depth, size_t max_entries,
+             int (*fn) (const struct sbx_fs_entry *e, void *arg), void *arg, int *truncated,
+             sbx_error_t **err)
+{
+  char abs[SBX_FS_PATH_MAX];
+  cleanup_close int dir = -1;
+  cleanup_free struct list_state *ls = NULL;
+  int rc;
+  AS_USER (ctx);
+
+  if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0)
+    return -1;
+  if (strlen (abs) > 1 && abs[strlen (abs) - 1] == '/')
+    abs[strlen (abs) - 1] = '\0';
+  dir = open_dir (ctx, abs, err);
+  if (dir < 0)
+    return -1;
+  ls = calloc (1, sizeof *ls);
+  if (ls == NULL)
+    sbx_oom ();
+  ls->ctx = ctx;
+  ls->fn = fn;
+  ls->arg = arg;
+  ls->max = max_entries;
+  rc = list_dir (ls, dir, abs, depth, err);
+  *truncated = ls->truncated;
+  return rc;
+}
+
+/* ---- mkdir, move, remove ----------------------------------------------- */
+
+int
+sbx_fs_mkdir (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
+              sbx_error_t **err)
+{
+  char abs[SBX_FS_PATH_MAX], parent[SBX_FS_PATH_MAX], leaf[256];
+  cleanup_close int dir = -1;
+  AS_USER (ctx);
+
+  if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0)
+    return -1;
+  if (parents)
+    return mkdir_parents (ctx, abs, mode & 07777, err);
+  if (split (abs, parent, sizeof parent, leaf, sizeof leaf, err) < 0)
+    return -1;
+  dir = open_dir (ctx, parent, err);
+  if (dir < 0)
+    return -1;
+  if (mkdirat (dir, leaf, mode & 07777) < 0)
+    return fs_err (err, errno, "mkdir", abs);
+  return 0;
+}
+
+/* rename(2) cannot cross mounts, and /tmp and /home/user are two binds of
+   one tmpfs: copy regular files across instead. */
+static int
+copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, const char *to,
+             sbx_error_t **err)
+{
+  struct sbx_fs_upload up;
+  cleanup_close int src = -1;
+  struct stat st;
+
+  src = openat (from_dir, from_leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (src < 0)
+    return fs_err (err, errno, "open", from_leaf);
+  if (fstat (src, &st) < 0)
+    return fs_err (err, errno, "stat", from_leaf);
+  if (!S_ISREG (st.st_mode))
+    return sbx_err (err, SBX_E_INVALID,
+                    "only regular files can move between /tmp and /home/user, not `%s`",
+                    from_leaf);
+  if (sbx_fs_upload_begin (ctx, to, st.st_mode & 07777, 0, &up, err) < 0)
+    return -1;
+  for (;;)
+    {
+      ssize_t n = sendfile (up.fd, src, NULL, 1 << 20);
+      if (n == 0)
+        break;
+      if (n < 0)
+        {
+          int e = errno;
+          sbx_fs_upload_abort (&up);
+          if (e == ENOSPC)
+            return sbx_err (err, SBX_E_TOO_LARGE, "the sandbox disk is full");
+          return sbx_err_sys (err, e, "copy `%s`", from_leaf);
+        }
+    }
+  if (sbx_fs_upload_commit (&up, err) < 0)
+    return -1;
+  if (unlinkat (from_dir, from_leaf, 0) < 0)
+    return fs_err (err, errno, "remove", from_leaf);
+  return 0;
+}
+
+int
+sbx_fs_move (const struct sbx_fs_ctx *ctx, const char *from, const char *to, int overwrite,
+             sbx_error_t **err)
+{
+  char a[SBX_FS_PATH_MAX], b[SBX_FS_PATH_MAX];
+  char ap[SBX_FS_PATH_MAX], bp[SBX_FS_PATH_MAX], al[256], bl[256];
+  cleanup_close int ad = -1, bd = -1;
+  AS_USER (ctx);
+
+  if (sbx_fs_normalize (from, a, sizeof a, err) < 0 || sbx_fs_normalize (to, b, sizeof b, err) < 0
+      || split (a, ap, sizeof ap, al, sizeof al, err) < 0
+      || split (b, bp, sizeof bp, bl, sizeof bl, err) < 0)
+    return -1;
+  ad = open_dir (ctx, ap, err);
+  if (ad < 0)
+    return -1;
+  bd = open_dir (ctx, bp, err);
+  if (bd < 0)
+    return -1;
+  if (syscall (SYS_renameat2, ad, al, bd, bl, overwrite ? 0 : RENAME_NOREPLACE) == 0)
+    return 0;
+  if (errno == EXDEV)
+    {
+      struct stat st;
+      if (!overwrite && fstatat (bd, bl, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return fs_err (err, EEXIST, "move to", b);
+      as_daemon (&id_);
+      return copy_across (ctx, ad, al, b, err);
+    }
+  return fs_err (err, errno, "move", a);
+}
+
+static int
+remove_tree (int parent, const char *name, uint64_t mnt_id, int depth, sbx_error_t **err)
+{
+  cleanup_close int fd = -1;
+  struct statx stx;
+  struct dirent *de;
+  DIR *d;
+  int rc = 0;
+
+  if (depth > MAX_TREE_DEPTH)
+    return sbx_err (err, SBX_E_INVALID, "directory tree deeper than %d levels", MAX_TREE_DEPTH);
+  fd = openat (parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return fs_err (err, errno, "open", name);
+  /* Like rm --one-file-system: never descend into another mount. */
+  if (statx (fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0)
+    return sbx_err_sys (err, errno, "statx");
+  if (stx.stx_mnt_id != mnt_id)
+    return sbx_err (err, SBX_E_FORBIDDEN, "`%s` is a mount point", name);
+  d = fdopendir (fd);
+  if (d == NULL)
+    return sbx_err_sys (err, errno, "fdopendir");
+  fd = -1;
+  while ((de = readdir (d)) != NULL)
+    {
+      struct stat st;
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+        continue;
+      if (fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        continue;
+      if (S_ISDIR (st.st_mode))
+        rc = remove_tree (dirfd (d), de->d_name, mnt_id, depth + 1, err);
+      else if (unlinkat (dirfd (d), de->d_name, 0) < 0)
+        rc = fs_err (err, errno, "remove", de->d_name);
+      if (rc < 0)
+        break;
+    }
+  closedir (d);
+  if (rc == 0 && unlinkat (parent, name, AT_REMOVEDIR) < 0)
+    rc = fs_err (err, errno, "remove", name);
+  return rc;
+}
+
+int
+sbx_fs_remove (const struct sbx_fs_ctx *ctx, const char *path, int recursive, sbx_error_t **err)
+{
+  char abs[SBX_FS_PATH_MAX], parent[SBX_FS_PATH_MAX], leaf[256];
+  cleanup_close int dir = -1;
+  struct statx stx;
+  struct stat st;
+  AS_USER (ctx);
+
+  if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0
+      || split (abs, parent, sizeof parent, leaf, sizeof leaf, err) < 0)
+    return -1;
+  dir = open_dir (ctx, parent, err);
+  if (dir < 0)
+    return -1;
+  if (fstatat (dir, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return fs_err (err, errno, "remove", abs);
+  if (!S_ISDIR (st.st_mode))
+    {
+      if (unlinkat (dir, leaf, 0) < 0)
+        return fs_err (err, errno, "remove", abs);
+      return 0;
+    }
+  if (!recursive)
+    {
+      if (unlinkat (dir, leaf, AT_REMOVEDIR) < 0)
+        return fs_err (err, errno, "remove", abs);
+      return 0;
+    }
+  {
+    cleanup_close int sub = openat (dir, leaf, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0)
+      return fs_err (err, errno, "remove", abs);
+    if (forbidden_fs (sub))
+      return sbx_err (err, SBX_E_FORBIDDEN, "`%s` is not accessible through the files API", abs);
+    if (statx (sub, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0)
+      return sbx_err_sys (err, errno, "statx");
+  }
+  return remove_tree (dir, leaf, stx.stx_mnt_id, 0, err);
+}

@@ -1,0 +1,92 @@
+/* sbx: file operations inside a sandbox's root, from the daemon.
+ *
+ * Every path is resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+ * against the O_PATH fd of the sandbox's "/": ".." and symlinks, whatever
+ * the sandbox made of them, never lead out of it (CVE-2021-30465 and the
+ * whole runc path-traversal class). Each operation runs with the sandbox
+ * user's host ids as the thread's fsuid/fsgid, so the sandbox's own
+ * permissions apply and new files belong to that user. procfs, sysfs,
+ * devpts, device nodes, FIFOs and sockets are refused: opening them from
+ * the daemon could block it, reach a driver, or touch init's memory.
+ */
+#ifndef SBX_ISO_FS_H
+#define SBX_ISO_FS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util/error.h"
+
+#define SBX_FS_PATH_MAX 4096
+
+struct sbx_fs_ctx
+{
+  int root;       /* borrowed O_PATH fd of the sandbox's "/" */
+  uid_t uid_base; /* host id of uid 0 inside */
+  uint32_t uid, gid; /* the acting user, inside ids */
+};
+
+enum sbx_fs_type
+{
+  SBX_FS_FILE,
+  SBX_FS_DIR,
+  SBX_FS_SYMLINK,
+  SBX_FS_OTHER,
+};
+
+struct sbx_fs_entry
+{
+  char name[256];
+  char path[SBX_FS_PATH_MAX]; /* absolute, inside the sandbox */
+  enum sbx_fs_type type;
+  uint64_t size;
+  uint32_t mode; /* permission bits */
+  uint32_t uid, gid; /* inside ids (65534 for ids not mapped) */
+  int64_t mtime_sec;
+  char target[SBX_FS_PATH_MAX]; /* symlinks only */
+};
+
+const char *sbx_fs_type_name (enum sbx_fs_type t);
+
+/* Turn a user-supplied path into an absolute one inside the sandbox
+   (relative paths are relative to /home/user); rejects empty, NUL, too long. */
+int sbx_fs_normalize (const char *in, char *out, size_t cap, sbx_error_t **err);
+
+/* Open a regular file for reading; returns an fd (O_RDONLY, O_CLOEXEC). */
+int sbx_fs_open_read (const struct sbx_fs_ctx *ctx, const char *path, uint64_t *size,
+                      sbx_error_t **err);
+
+/* An upload in progress: written to a hidden temporary file beside the
+   target, renamed over it on commit, removed on abort. */
+struct sbx_fs_upload
+{
+  int dir;  /* O_PATH of the target's directory */
+  int fd;   /* the temporary file */
+  char tmp_name[64];
+  char leaf[256];
+  uint32_t mode;
+  uint64_t written;
+  struct sbx_fs_ctx ctx;
+};
+int sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
+                         int parents, struct sbx_fs_upload *up, sbx_error_t **err);
+int sbx_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len,
+                         sbx_error_t **err);
+int sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err);
+void sbx_fs_upload_abort (struct sbx_fs_upload *up);
+
+int sbx_fs_stat (const struct sbx_fs_ctx *ctx, const char *path, struct sbx_fs_entry *out,
+                 sbx_error_t **err);
+/* Calls fn for each entry, depth-first, to `depth` levels (1 = the
+   directory's own entries). Stops after max_entries (sets *truncated). */
+int sbx_fs_list (const struct sbx_fs_ctx *ctx, const char *path, int depth, size_t max_entries,
+                 int (*fn) (const struct sbx_fs_entry *e, void *arg), void *arg, int *truncated,
+                 sbx_error_t **err);
+int sbx_fs_mkdir (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
+                  sbx_error_t **err);
+int sbx_fs_move (const struct sbx_fs_ctx *ctx, const char *from, const char *to, int overwrite,
+                 sbx_error_t **err);
+int sbx_fs_remove (const struct sbx_fs_ctx *ctx, const char *path, int recursive,
+                   sbx_error_t **err);
+
+#endif

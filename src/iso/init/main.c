@@ -1,0 +1,170 @@
+/* sbx-init: entry point and request loop (see init.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "iso/init/init.h"
+
+/* Packets are large (CONFIG carries the plan and the filter); keep them off
+   the stack. */
+static unsigned char packet[SBX_PROTO_MAX_MSG];
+
+void
+init_die (int sys_errno, const char *what)
+{
+  struct sbx_msg_failure m;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_SETUP_FAILED;
+  m.hdr.len = sizeof m;
+  m.sys_errno = sys_errno;
+  strncpy (m.what, what, sizeof m.what - 1);
+  init_send (&m, sizeof m, NULL, 0);
+  _exit (1);
+}
+
+void
+init_protocol_violation (void)
+{
+  /* PID 1 exiting takes every process of the sandbox with it. */
+  _exit (2);
+}
+
+static const struct sbx_msg_config *
+receive_config (const unsigned char **plan, const void **filter, size_t *filter_len)
+{
+  const struct sbx_msg_config *cfg = (const struct sbx_msg_config *) packet;
+  int fds[4], nfds;
+  size_t n, need;
+
+  n = init_recv (packet, sizeof packet, fds, 4, &nfds);
+  if (n < sizeof *cfg || nfds != 0)
+    init_protocol_violation ();
+  if (cfg->hdr.type != SBX_MSG_CONFIG || cfg->hdr.len != n || cfg->version != SBX_PROTO_VERSION)
+    init_protocol_violation ();
+  need = sizeof *cfg + (size_t) cfg->plan_bytes + (size_t) cfg->seccomp_len;
+  if (cfg->plan_bytes > SBX_PROTO_MAX_MSG || cfg->seccomp_len > SBX_PROTO_MAX_MSG || need != n)
+    init_protocol_violation ();
+  if (memchr (cfg->hostname, '\0', sizeof cfg->hostname) == NULL || cfg->hostname[0] == '\0')
+    init_protocol_violation ();
+  if (cfg->disk_bytes == 0 || cfg->disk_inodes == 0)
+    init_protocol_violation ();
+  *plan = packet + sizeof *cfg;
+  *filter = packet + sizeof *cfg + cfg->plan_bytes;
+  *filter_len = cfg->seccomp_len;
+  return cfg;
+}
+
+static void
+serve (int sigfd)
+{
+  for (;;)
+    {
+      struct pollfd pfd[2] = {{SBX_CTL_FD, POLLIN, 0}, {sigfd, POLLIN, 0}};
+      int fds[4], nfds, i;
+
+      if (poll (pfd, 2, -1) < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          init_protocol_violation ();
+        }
+      if (pfd[1].revents & POLLIN)
+        {
+          struct signalfd_siginfo si;
+          while (read (sigfd, &si, sizeof si) == (ssize_t) sizeof si)
+            ;
+          init_reap ();
+        }
+      if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
+        {
+          const struct sbx_msg_hdr *hdr = (const struct sbx_msg_hdr *) packet;
+          size_t n = init_recv (packet, sizeof packet, fds, 4, &nfds);
+
+          /* The daemon went away: the sandbox ends with it, so nothing is
+             left running that nobody can reach. */
+          if (n == 0)
+            _exit (0);
+          if (n < sizeof *hdr || hdr->len != n)
+            init_protocol_violation ();
+          switch (hdr->type)
+            {
+            case SBX_MSG_SPAWN:
+              init_handle_spawn ((const struct sbx_msg_spawn *) packet, n, fds, nfds);
+              break;
+            case SBX_MSG_SIGNAL:
+              if (nfds != 0)
+                init_protocol_violation ();
+              init_handle_signal ((const struct sbx_msg_signal *) packet, n);
+              break;
+            default:
+              for (i = 0; i < nfds; i++)
+                close (fds[i]);
+              init_protocol_violation ();
+            }
+        }
+    }
+}
+
+int
+main (void)
+{
+  const struct sbx_msg_config *cfg;
+  const unsigned char *plan;
+  const void *filter;
+  size_t filter_len;
+  struct sbx_msg_ready ready;
+  sigset_t mask;
+  int root_fd, disk_fd, sigfd, fds[2];
+
+  /* Not dumpable: a root process inside cannot open /proc/1/mem, /proc/1/fd
+     or /proc/1/exe without CAP_SYS_PTRACE (CVE-2016-9962, CVE-2019-5736). */
+  if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    init_die (errno, "PR_SET_DUMPABLE");
+  umask (022);
+
+  sigemptyset (&mask);
+  sigaddset (&mask, SIGCHLD);
+  if (sigprocmask (SIG_SETMASK, &mask, NULL) < 0)
+    init_die (errno, "sigprocmask");
+  signal (SIGPIPE, SIG_IGN);
+  sigfd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0)
+    init_die (errno, "signalfd");
+
+  cfg = receive_config (&plan, &filter, &filter_len);
+  init_build_root (cfg, plan, &root_fd, &disk_fd);
+  init_setup_network ();
+  init_set_hostname (cfg->hostname);
+  /* The daemon put us in our cgroup before we ran; a cgroup namespace
+     rooted there hides the host's cgroup paths from /proc/self/cgroup. */
+  if (unshare (CLONE_NEWCGROUP) < 0)
+    init_die (errno, "unshare cgroup namespace");
+  init_drop_privileges ();
+  memset (&ready, 0, sizeof ready);
+  ready.landlock_abi = init_apply_landlock (cfg->landlock_abi);
+  /* Only stdio (/dev/null), the control socket and what READY carries. */
+  if (close_range (SBX_CTL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+    init_die (errno, "close_range");
+  init_apply_seccomp (filter, filter_len);
+
+  ready.hdr.type = SBX_MSG_READY;
+  ready.hdr.len = sizeof ready;
+  ready.version = SBX_PROTO_VERSION;
+  fds[0] = root_fd;
+  fds[1] = disk_fd;
+  if (init_send (&ready, sizeof ready, fds, 2) < 0)
+    init_protocol_violation ();
+  close (root_fd);
+  close (disk_fd);
+
+  serve (sigfd);
+  return 0;
+}

@@ -1,0 +1,322 @@
+/* sbx-init: run the daemon's commands and reap every process.
+ *
+ * A command is forked from init, so it inherits init's namespaces, cgroup,
+ * Landlock domain and seccomp filter; the child then leads a new session
+ * (no controlling terminal: CVE-2017-5226's TIOCSTI needs one), takes its
+ * stdio from the fds the daemon sent, drops to the requested user, and
+ * execs. Failures before exec travel back on a close-on-exec pipe, so
+ * "command not found" is an answer, not a mystery exit status.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "iso/init/init.h"
+
+#define MAX_TRACKED 4096
+
+struct tracked
+{
+  pid_t pid; /* 0: free slot */
+  uint64_t req_id;
+};
+
+static struct tracked tracked[MAX_TRACKED];
+
+struct child_failure
+{
+  int32_t sys_errno;
+  uint32_t stage;
+};
+
+static void
+send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage)
+{
+  struct sbx_msg_spawn_failed m;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_SPAWN_FAILED;
+  m.hdr.len = sizeof m;
+  m.req_id = req_id;
+  m.sys_errno = sys_errno;
+  m.stage = stage;
+  if (init_send (&m, sizeof m, NULL, 0) < 0)
+    init_protocol_violation ();
+}
+
+static __attribute__ ((noreturn)) void
+child_fail (int pipe_fd, int sys_errno, uint32_t stage)
+{
+  struct child_failure f = {sys_errno, stage};
+  ssize_t w = write (pipe_fd, &f, sizeof f);
+
+  (void) w;
+  _exit (127);
+}
+
+/* execvpe() searches the PATH of the *calling* process; ours is empty, so
+   search the command's own PATH by hand. */
+static void
+exec_with_path (const char *file, char *const argv[], char *const envp[], int *err)
+{
+  const char *path = "/usr/local/bin:/usr/bin:/bin";
+  char buf[4096];
+  int i, saw_eacces = 0;
+
+  if (strchr (file, '/') != NULL)
+    {
+      execve (file, argv, envp);
+      *err = errno;
+      return;
+    }
+  for (i = 0; envp[i] != NULL; i++)
+    if (strncmp (envp[i], "PATH=", 5) == 0)
+      path = envp[i] + 5;
+  *err = ENOENT;
+  while (*path)
+    {
+      const char *end = strchrnul (path, ':');
+      size_t dlen = (size_t) (end - path), flen = strlen (file);
+      if (dlen == 0)
+        dlen = 1, path = "."; /* an empty PATH entry means the cwd */
+      if (dlen + 1 + flen + 1 <= sizeof buf)
+        {
+          memcpy (buf, path, dlen);
+          buf[dlen] = '/';
+          memcpy (buf + dlen + 1, file, flen + 1);
+          execve (buf, argv, envp);
+          if (errno == EACCES)
+            saw_eacces = 1;
+          else if (errno != ENOENT && errno != ENOTDIR)
+            {
+              *err = errno;
+              return;
+            }
+        }
+      if (*end == '\0')
+        break;
+      path = end + 1;
+    }
+  *err = saw_eacces ? EACCES : ENOENT;
+}
+
+static __attribute__ ((noreturn)) void
+run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char **envp,
+           const int *fds, int err_pipe)
+{
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct caps[2];
+  struct rlimit rl;
+  sigset_t none;
+  int i, sys_errno;
+
+  /* Default dispositions and an empty mask: init blocks SIGCHLD for its
+     signalfd and ignores SIGPIPE; neither may leak into user code. */
+  for (i = 1; i < NSIG; i++)
+    signal (i, SIG_DFL);
+  sigemptyset (&none);
+  sigprocmask (SIG_SETMASK, &none, NULL);
+
+  if (setsid () < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+  for (i = 0; i < 3; i++)
+    if (dup2 (fds[i], i) < 0)
+      child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+  /* Exactly 0, 1, 2 and the error pipe (close-on-exec) survive. */
+  if (err_pipe != 3)
+    {
+      if (dup3 (err_pipe, 3, O_CLOEXEC) < 0)
+        child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+      err_pipe = 3;
+    }
+  if (close_range (4, ~0U, 0) < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+
+  rl.rlim_cur = rl.rlim_max = 0;
+  if (setrlimit (RLIMIT_CORE, &rl) < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+  rl.rlim_cur = rl.rlim_max = msg->rlimit_nofile;
+  if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+  rl.rlim_cur = rl.rlim_max = msg->rlimit_fsize;
+  if (setrlimit (RLIMIT_FSIZE, &rl) < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+
+  /* setgroups is denied in our user namespace (CVE-2014-8989), and the
+     group list is already empty. */
+  if (setresgid (msg->gid, msg->gid, msg->gid) < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+  if (setresuid (msg->uid, msg->uid, msg->uid) < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+  /* A uid change away from 0 already cleared every capability; root inside
+     clears them by hand, and NOROOT keeps exec from handing them back. */
+  memset (caps, 0, sizeof caps);
+  if (syscall (SYS_capset, &hdr, caps) < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+  umask (022);
+
+  if (chdir (cwd) < 0)
+    child_fail (err_pipe, errno, SBX_STAGE_CHDIR);
+
+  exec_with_path (argv[0], argv, envp, &sys_errno);
+  child_fail (err_pipe, sys_errno, SBX_STAGE_EXEC);
+}
+
+static int
+track (pid_t pid, uint64_t req_id)
+{
+  int i;
+
+  for (i = 0; i < MAX_TRACKED; i++)
+    if (tracked[i].pid == 0)
+      {
+        tracked[i].pid = pid;
+        tracked[i].req_id = req_id;
+        return 0;
+      }
+  return -1;
+}
+
+void
+init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, const int *fds, int nfds)
+{
+  /* Pointers into msg's string section; sized by the protocol limits. */
+  static char *argv[SBX_SPAWN_MAX_ARGS + 1];
+  static char *envp[SBX_SPAWN_MAX_ENV + 1];
+  char *strings, *p, *end, *cwd;
+  struct sbx_msg_spawned ok;
+  struct child_failure failure;
+  int err_pipe[2];
+  uint32_t i;
+  ssize_t n;
+  pid_t pid;
+
+  if (len < sizeof *msg || nfds != 3 || msg->argc == 0 || msg->argc > SBX_SPAWN_MAX_ARGS
+      || msg->envc > SBX_SPAWN_MAX_ENV || msg->strings_len > SBX_SPAWN_MAX_STRINGS
+      || len != sizeof *msg + msg->strings_len || msg->strings_len == 0)
+    init_protocol_violation ();
+  strings = (char *) (uintptr_t) (msg + 1);
+  end = strings + msg->strings_len;
+  if (end[-1] != '\0')
+    init_protocol_violation ();
+  /* cwd, then argc + envc strings, each NUL-terminated, nothing after. */
+  p = strings;
+  cwd = p;
+  p += strlen (p) + 1;
+  for (i = 0; i < msg->argc + msg->envc; i++)
+    {
+      if (p >= end)
+        init_protocol_violation ();
+      if (i < msg->argc)
+        argv[i] = p;
+      else
+        envp[i - msg->argc] = p;
+      p += strlen (p) + 1;
+    }
+  if (p != end || cwd[0] != '/')
+    init_protocol_violation ();
+  argv[msg->argc] = NULL;
+  envp[msg->envc] = NULL;
+
+  if (pipe2 (err_pipe, O_CLOEXEC) < 0)
+    {
+      send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
+      goto out;
+    }
+  pid = fork ();
+  if (pid < 0)
+    {
+      send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
+      close (err_pipe[0]);
+      close (err_pipe[1]);
+      goto out;
+    }
+  if (pid == 0)
+    {
+      close (err_pipe[0]);
+      run_child (msg, cwd, argv, envp, fds, err_pipe[1]);
+    }
+  close (err_pipe[1]);
+  do
+    n = read (err_pipe[0], &failure, sizeof failure);
+  while (n < 0 && errno == EINTR);
+  close (err_pipe[0]);
+  if (n == (ssize_t) sizeof failure)
+    {
+      /* It never ran user code; reap it now so it is not reported twice. */
+      while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+      send_spawn_failed (msg->req_id, failure.sys_errno, failure.stage);
+      goto out;
+    }
+  if (track (pid, msg->req_id) < 0)
+    {
+      kill (pid, SIGKILL);
+      send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
+      goto out;
+    }
+  memset (&ok, 0, sizeof ok);
+  ok.hdr.type = SBX_MSG_SPAWNED;
+  ok.hdr.len = sizeof ok;
+  ok.req_id = msg->req_id;
+  ok.pid = pid;
+  if (init_send (&ok, sizeof ok, NULL, 0) < 0)
+    init_protocol_violation ();
+out:
+  for (i = 0; i < 3; i++)
+    close (fds[i]);
+}
+
+void
+init_handle_signal (const struct sbx_msg_signal *msg, size_t len)
+{
+  int i;
+
+  if (len != sizeof *msg || msg->signo == 0 || msg->signo >= NSIG)
+    init_protocol_violation ();
+  for (i = 0; i < MAX_TRACKED; i++)
+    if (tracked[i].pid != 0 && tracked[i].req_id == msg->req_id)
+      {
+        /* The command leads its own session and process group (setsid). */
+        if (msg->flags & SBX_SIGNAL_GROUP)
+          kill (-tracked[i].pid, (int) msg->signo);
+        else
+          kill (tracked[i].pid, (int) msg->signo);
+        return;
+      }
+  /* Already exited: the daemon learns that from EXITED. */
+}
+
+void
+init_reap (void)
+{
+  int status, i;
+  pid_t pid;
+
+  /* Reap everything: our commands and every orphan re-parented to us. */
+  while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
+    for (i = 0; i < MAX_TRACKED; i++)
+      if (tracked[i].pid == pid)
+        {
+          struct sbx_msg_exited m;
+          memset (&m, 0, sizeof m);
+          m.hdr.type = SBX_MSG_EXITED;
+          m.hdr.len = sizeof m;
+          m.req_id = tracked[i].req_id;
+          m.pid = pid;
+          m.wait_status = status;
+          tracked[i].pid = 0;
+          if (init_send (&m, sizeof m, NULL, 0) < 0)
+            init_protocol_violation ();
+          break;
+        }
+}

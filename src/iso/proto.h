@@ -1,0 +1,197 @@
+/* sbx: the wire protocol between the daemon and a sandbox's init (PID 1).
+ *
+ * One SOCK_SEQPACKET socketpair per sandbox; every message is one packet
+ * that starts with struct sbx_msg_hdr, whose `len` must equal the packet
+ * length. Fixed-size messages must be exactly their size; variable ones
+ * carry counted payloads that the receiver checks against `len` before
+ * reading. File descriptors travel as SCM_RIGHTS on the messages that say
+ * so, in exactly the number stated. A receiver that finds anything else
+ * treats the peer as broken: init exits (which ends the sandbox), the
+ * daemon kills the sandbox. Nothing is "best effort" here (OpenSMTPD's
+ * imsg discipline).
+ *
+ * Both sides are built from this header: the daemon (dynamic, threaded)
+ * and init (static, single-threaded). Keep it free of libc beyond types.
+ */
+#ifndef SBX_ISO_PROTO_H
+#define SBX_ISO_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SBX_PROTO_VERSION 1
+#define SBX_INIT_CTL_FD 3 /* where init finds its control socket */
+#define SBX_PROTO_MAX_MSG (1024 * 1024) /* largest packet either side accepts */
+
+enum sbx_msg_type
+{
+  /* daemon -> child before exec: one byte, "the id maps and cgroup are set" */
+  SBX_MSG_GO = 0x47,
+  /* daemon -> init */
+  SBX_MSG_CONFIG = 1,   /* sbx_msg_config + plan entries + seccomp program */
+  SBX_MSG_SPAWN = 2,    /* sbx_msg_spawn + strings; SCM_RIGHTS: stdin, stdout, stderr */
+  SBX_MSG_SIGNAL = 3,   /* sbx_msg_signal */
+  /* init -> daemon */
+  SBX_MSG_READY = 16,        /* sbx_msg_ready; SCM_RIGHTS: root dir, disk dir (O_PATH) */
+  SBX_MSG_SETUP_FAILED = 17, /* sbx_msg_failure */
+  SBX_MSG_SPAWNED = 18,      /* sbx_msg_spawned */
+  SBX_MSG_SPAWN_FAILED = 19, /* sbx_msg_spawn_failed */
+  SBX_MSG_EXITED = 20,       /* sbx_msg_exited */
+};
+
+struct sbx_msg_hdr
+{
+  uint32_t type;
+  uint32_t len; /* whole packet, header included */
+};
+
+/* ---- CONFIG ------------------------------------------------------------ */
+
+enum sbx_plan_kind
+{
+  SBX_PLAN_DIR = 1,     /* mkdir dst (mode) in the read-only skeleton */
+  SBX_PLAN_FILE = 2,    /* write dst (mode) with data as its content */
+  SBX_PLAN_SYMLINK = 3, /* symlink dst -> data */
+  SBX_PLAN_BIND_RO = 4, /* bind host src (dir or file) at dst, read-only, nosuid, nodev */
+};
+
+#define SBX_PLAN_OPTIONAL 0x1 /* skip a BIND_RO whose source does not exist */
+
+struct sbx_plan_entry
+{
+  uint16_t kind;  /* enum sbx_plan_kind */
+  uint16_t flags; /* SBX_PLAN_* */
+  uint32_t mode;  /* permission bits for DIR and FILE */
+  uint32_t src_len, dst_len, data_len; /* byte counts of what follows, no NULs */
+};
+
+#define SBX_PLAN_MAX_ENTRIES 64
+#define SBX_PATH_MAX 512
+#define SBX_HOSTNAME_MAX 63
+
+struct sbx_msg_config
+{
+  struct sbx_msg_hdr hdr;
+  uint32_t version;        /* SBX_PROTO_VERSION */
+  uint32_t plan_count;     /* entries that follow, each header + bytes */
+  uint32_t plan_bytes;     /* total size of the plan section */
+  uint32_t seccomp_len;    /* bytes of struct sock_filter[] after the plan */
+  uint64_t disk_bytes;     /* size of the writable tmpfs (/home/user, /tmp, /dev/shm) */
+  uint64_t disk_inodes;    /* inode limit of that tmpfs */
+  uint32_t user_uid;       /* in-sandbox ids of the owner of /home/user */
+  uint32_t user_gid;
+  uint32_t landlock_abi;   /* highest Landlock ABI to use; 0 disables (tests only) */
+  uint32_t reserved;
+  char hostname[SBX_HOSTNAME_MAX + 1];
+};
+
+/* ---- SPAWN ------------------------------------------------------------- */
+
+#define SBX_SPAWN_MAX_ARGS 4096
+#define SBX_SPAWN_MAX_ENV 4096
+#define SBX_SPAWN_MAX_STRINGS (1000 * 1024) /* cwd, argv and env together */
+
+struct sbx_msg_spawn
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;     /* daemon's handle; echoed in SPAWNED/FAILED/EXITED */
+  uint32_t uid, gid;   /* in-sandbox ids to run as */
+  uint32_t argc, envc; /* counts of NUL-terminated strings after cwd */
+  uint32_t strings_len;
+  uint32_t reserved;
+  uint64_t rlimit_nofile; /* soft = hard */
+  uint64_t rlimit_fsize;  /* soft = hard, bytes */
+  /* followed by: cwd\0 argv[0]\0 ... argv[argc-1]\0 env[0]\0 ... env[envc-1]\0 */
+};
+
+/* ---- SIGNAL ------------------------------------------------------------ */
+
+#define SBX_SIGNAL_GROUP 0x1 /* deliver to the process group the spawn leads */
+
+struct sbx_msg_signal
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  uint32_t signo;
+  uint32_t flags;
+};
+
+/* ---- init -> daemon ---------------------------------------------------- */
+
+struct sbx_msg_ready
+{
+  struct sbx_msg_hdr hdr;
+  uint32_t version;
+  uint32_t landlock_abi; /* the ABI actually enforced */
+};
+
+struct sbx_msg_failure
+{
+  struct sbx_msg_hdr hdr;
+  int32_t sys_errno;
+  uint32_t reserved;
+  char what[240]; /* NUL-terminated step that failed, e.g. "pivot_root" */
+};
+
+enum sbx_spawn_stage
+{
+  SBX_STAGE_SETUP = 1, /* fds, ids, limits before exec */
+  SBX_STAGE_CHDIR = 2, /* the working directory */
+  SBX_STAGE_EXEC = 3,  /* execve itself (ENOENT: no such command) */
+  SBX_STAGE_FORK = 4,  /* init could not fork (pids limit) */
+};
+
+struct sbx_msg_spawned
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  int32_t pid; /* in the sandbox's pid namespace */
+  uint32_t reserved;
+};
+
+struct sbx_msg_spawn_failed
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  int32_t sys_errno;
+  uint32_t stage; /* enum sbx_spawn_stage */
+};
+
+struct sbx_msg_exited
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  int32_t pid;
+  int32_t wait_status; /* as from waitpid(2) */
+};
+
+/* A plan path is relative, made of non-empty components other than "." and
+   "..", without NULs, and shorter than SBX_PATH_MAX. Both sides check it:
+   the daemon before sending, init before acting. */
+static inline int
+sbx_plan_path_ok (const char *p, size_t n)
+{
+  size_t i, start = 0;
+
+  if (n == 0 || n >= SBX_PATH_MAX || p[0] == '/')
+    return 0;
+  for (i = 0; i <= n; i++)
+    {
+      if (i < n && p[i] == '\0')
+        return 0;
+      if (i == n || p[i] == '/')
+        {
+          size_t len = i - start;
+          if (len == 0)
+            return 0;
+          if (len == 1 && p[start] == '.')
+            return 0;
+          if (len == 2 && p[start] == '.' && p[start + 1] == '.')
+            return 0;
+          start = i + 1;
+        }
+    }
+  return 1;
+}
+
+#endif

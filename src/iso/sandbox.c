@@ -1,0 +1,692 @@
+/* sbx: creating and destroying sandboxes (the daemon's half of the setup
+ * sequence in docs/isolation.md; init.c-side steps are in iso/init/).
+ *
+ *   parent                                   child (then sbx-init)
+ *   cgroup dir + limits
+ *   socketpair (SEQPACKET)
+ *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS [|INTO_CGROUP])
+ *                                            stdio -> /dev/null, ctl -> fd 3
+ *                                            wait for GO          (sync 1)
+ *   uid_map, setgroups=deny, gid_map
+ *   cgroup.procs (v1)
+ *   GO ------------------------------------> execveat(sealed memfd)
+ *   CONFIG (plan, limits, seccomp BPF) ----> build root, pivot, lock down
+ *   <------------------------------------- READY (root fd, disk fd)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "iso/engine.h"
+#include "iso/seccomp.h"
+#include "util/cleanup.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef CLONE_CLEAR_SIGHAND
+#define CLONE_CLEAR_SIGHAND 0x100000000ULL
+#endif
+
+extern const unsigned char sbx_init_blob[];
+extern const unsigned char sbx_init_blob_end[];
+
+#define SETUP_TIMEOUT_MS 10000
+#define CTL_SNDBUF (2 * 1024 * 1024)
+
+/* ---- engine ------------------------------------------------------------ */
+
+static int
+make_init_memfd (sbx_error_t **err)
+{
+  const unsigned char *p = sbx_init_blob;
+  size_t left = (size_t) (sbx_init_blob_end - sbx_init_blob);
+  int fd;
+
+  fd = memfd_create ("sbx-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  if (fd < 0 && errno == EINVAL)
+    fd = memfd_create ("sbx-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    return sbx_err_sys (err, errno, "memfd_create");
+  while (left > 0)
+    {
+      ssize_t w = write (fd, p, left);
+      if (w < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          close (fd);
+          return sbx_err_sys (err, errno, "write init memfd");
+        }
+      p += w;
+      left -= (size_t) w;
+    }
+  /* Sealed: nothing, not even root inside a sandbox reaching /proc/1/exe,
+     can change what every sandbox's PID 1 runs (CVE-2019-5736). */
+  if (fchmod (fd, 0555) < 0
+      || fcntl (fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+    {
+      int e = errno;
+      close (fd);
+      return sbx_err_sys (err, e, "seal init memfd");
+    }
+  return fd;
+}
+
+int
+sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx_error_t **err)
+{
+  struct open_how how = {0};
+  long abi;
+
+  memset (eng, 0, sizeof *eng);
+  eng->init_memfd = eng->devnull = -1;
+  for (int c = 0; c < SBX_CG_NCTRL; c++)
+    eng->cgroups.parent[c] = -1;
+
+  /* Probe the kernel once and refuse to run without a layer we rely on:
+     failing closed beats a sandbox that is quietly weaker. */
+  if (syscall (SYS_openat2, AT_FDCWD, NULL, &how, sizeof how) >= 0 || errno == ENOSYS)
+    return sbx_err (err, SBX_E_SYSTEM, "the kernel lacks openat2 (Linux 5.6+ needed)");
+  abi = syscall (SYS_landlock_create_ruleset, NULL, 0, 1U /* VERSION */);
+  if (abi < 1)
+    return sbx_err (err, SBX_E_SYSTEM,
+                    "Landlock is not available (Linux 5.13+ with landlock in lsm= needed)");
+  eng->landlock_abi = (uint32_t) abi;
+  if (opts->landlock_max_abi && eng->landlock_abi > opts->landlock_max_abi)
+    eng->landlock_abi = opts->landlock_max_abi;
+
+  if (sbx_seccomp_build (&eng->seccomp_prog, &eng->seccomp_len, err) < 0)
+    return sbx_err_wrap (err, "seccomp policy");
+  eng->init_memfd = make_init_memfd (err);
+  if (eng->init_memfd < 0)
+    goto fail;
+  eng->devnull = open ("/dev/null", O_RDWR | O_CLOEXEC);
+  if (eng->devnull < 0)
+    {
+      sbx_err_sys (err, errno, "open /dev/null");
+      goto fail;
+    }
+  if (sbx_cgroup_root_open (&eng->cgroups, opts->cgroup_mount ? opts->cgroup_mount : "/sys/fs/cgroup",
+                            opts->cgroup_parent ? opts->cgroup_parent : "sbx", opts->cgroup_mode,
+                            err)
+      < 0)
+    goto fail;
+  return 0;
+fail:
+  sbx_engine_close (eng);
+  return -1;
+}
+
+void
+sbx_engine_close (struct sbx_engine *eng)
+{
+  close_and_reset (&eng->init_memfd);
+  close_and_reset (&eng->devnull);
+  free (eng->seccomp_prog);
+  eng->seccomp_prog = NULL;
+  sbx_cgroup_root_close (&eng->cgroups);
+}
+
+/* ---- create ------------------------------------------------------------ */
+
+static int
+write_proc_file (pid_t pid, const char *name, const char *value, sbx_error_t **err)
+{
+  char path[64];
+  cleanup_close int fd = -1;
+  size_t len = strlen (value);
+
+  snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
+  fd = open (path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sbx_err_sys (err, errno, "open `%s`", path);
+  if (write (fd, value, len) != (ssize_t) len)
+    return sbx_err_sys (err, errno, "write `%s`", path);
+  return 0;
+}
+
+/* One range, 65536 ids, starting at the sandbox's own unprivileged base:
+   root inside is a nobody outside, and two sandboxes never share an id, so
+   they cannot signal or ptrace each other even if something leaks. */
+static int
+write_id_maps (pid_t pid, uid_t base, sbx_error_t **err)
+{
+  char map[64];
+
+  snprintf (map, sizeof map, "0 %u %u\n", (unsigned) base, SBX_IDS_PER_SANDBOX);
+  if (write_proc_file (pid, "uid_map", map, err) < 0)
+    return -1;
+  /* setgroups must be denied before gid_map is written (CVE-2014-8989:
+     dropping supplementary groups could defeat negative group permissions). */
+  if (write_proc_file (pid, "setgroups", "deny", err) < 0)
+    return -1;
+  return write_proc_file (pid, "gid_map", map, err);
+}
+
+/* The child between clone and exec. The daemon is multi-threaded, so only
+   async-signal-safe calls here: no malloc, no stdio, no locks. */
+static __attribute__ ((noreturn)) void
+child_exec_init (int ctl, int memfd, int devnull)
+{
+  static char arg0[] = "sbx-init";
+  static char *const argv[] = {arg0, NULL};
+  static char *const envp[] = {NULL};
+  int m, c, n;
+  char go = 0;
+
+  /* Lift every fd we need above the stdio and control slots first, so that
+     placing them cannot clobber one another. */
+  m = fcntl (memfd, F_DUPFD_CLOEXEC, 10);
+  c = fcntl (ctl, F_DUPFD_CLOEXEC, 10);
+  n = fcntl (devnull, F_DUPFD_CLOEXEC, 10);
+  if (m < 0 || c < 0 || n < 0)
+    _exit (126);
+  /* The sandbox must never share the daemon's stdio: a terminal would allow
+     TIOCSTI injection (CVE-2017-5226), a log file would leak. */
+  if (dup2 (n, 0) < 0 || dup2 (n, 1) < 0 || dup2 (n, 2) < 0 || dup2 (c, SBX_INIT_CTL_FD) < 0)
+    _exit (126);
+  /* Every other fd the daemon holds is close-on-exec; make sure of it
+     (CVE-2024-21626 leaked one that was not). */
+  if (syscall (SYS_close_range, SBX_INIT_CTL_FD + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */) < 0)
+    _exit (126);
+  /* sync 1: wait until the parent wrote our id maps and cgroup. */
+  if (read (SBX_INIT_CTL_FD, &go, 1) != 1 || go != SBX_MSG_GO)
+    _exit (126);
+  /* Our ids are still the host's root, which the new map does not cover;
+     become the namespace's root (host uid BASE) so that exec hands init
+     its capabilities there. Raw syscalls: glibc's wrappers would try to
+     broadcast the change to the parent's other threads. */
+  if (syscall (SYS_setresgid, 0, 0, 0) < 0 || syscall (SYS_setresuid, 0, 0, 0) < 0)
+    _exit (126);
+  syscall (SYS_execveat, m, "", argv, envp, AT_EMPTY_PATH);
+  _exit (127);
+}
+
+static int
+send_packet (int fd, const void *p, size_t len, const int *fds, int nfds, sbx_error_t **err)
+{
+  union
+  {
+    char space[CMSG_SPACE (sizeof (int) * 3)];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {(void *) (uintptr_t) p, len};
+  struct msghdr msg = {0};
+  ssize_t n;
+
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (nfds > 0)
+    {
+      struct cmsghdr *c;
+      memset (&control, 0, sizeof control);
+      msg.msg_control = control.space;
+      msg.msg_controllen = CMSG_SPACE (sizeof (int) * (size_t) nfds);
+      c = CMSG_FIRSTHDR (&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN (sizeof (int) * (size_t) nfds);
+      memcpy (CMSG_DATA (c), fds, sizeof (int) * (size_t) nfds);
+    }
+  do
+    n = sendmsg (fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    {
+      if (errno == EAGAIN)
+        return sbx_err (err, SBX_E_UNAVAILABLE, "the sandbox's init is not keeping up");
+      return sbx_err_sys (err, errno, "send to sandbox init");
+    }
+  return 0;
+}
+
+/* Receive one packet with up to max_fds descriptors (closed on any error). */
+static ssize_t
+recv_packet (int fd, void *buf, size_t cap, int *fds, int max_fds, int *nfds, int flags)
+{
+  union
+  {
+    char space[CMSG_SPACE (sizeof (int) * 4)];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {buf, cap};
+  struct msghdr msg = {0};
+  struct cmsghdr *c;
+  ssize_t n;
+  int got = 0, bad = 0;
+
+  memset (&control, 0, sizeof control);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.space;
+  msg.msg_controllen = sizeof control.space;
+  do
+    n = recvmsg (fd, &msg, MSG_CMSG_CLOEXEC | flags);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return -1;
+  for (c = CMSG_FIRSTHDR (&msg); c != NULL; c = CMSG_NXTHDR (&msg, c))
+    {
+      int count, i;
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+        {
+          bad = 1;
+          continue;
+        }
+      count = (int) ((c->cmsg_len - CMSG_LEN (0)) / sizeof (int));
+      for (i = 0; i < count; i++)
+        {
+          int one;
+          memcpy (&one, CMSG_DATA (c) + (size_t) i * sizeof (int), sizeof one);
+          if (got < max_fds)
+            fds[got++] = one;
+          else
+            {
+              close (one);
+              bad = 1;
+            }
+        }
+    }
+  if (bad || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+    {
+      while (got > 0)
+        close (fds[--got]);
+      errno = EPROTO;
+      return -1;
+    }
+  *nfds = got;
+  return n;
+}
+
+static int
+send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, sbx_error_t **err)
+{
+  struct sbx_msg_config cfg;
+  struct sbx_buf packet = SBX_BUF_INIT;
+  int rc;
+
+  memset (&cfg, 0, sizeof cfg);
+  cfg.hdr.type = SBX_MSG_CONFIG;
+  cfg.hdr.len = (uint32_t) (sizeof cfg + spec->plan->bytes.len + eng->seccomp_len);
+  cfg.version = SBX_PROTO_VERSION;
+  cfg.plan_count = spec->plan->count;
+  cfg.plan_bytes = (uint32_t) spec->plan->bytes.len;
+  cfg.seccomp_len = (uint32_t) eng->seccomp_len;
+  cfg.disk_bytes = spec->disk_bytes;
+  /* Small files are the common case; one inode per 4 KiB of disk, bounded,
+     keeps an inode bomb inside the same budget. */
+  cfg.disk_inodes = spec->disk_bytes / 4096;
+  if (cfg.disk_inodes < 1024)
+    cfg.disk_inodes = 1024;
+  if (cfg.disk_inodes > (1U << 22))
+    cfg.disk_inodes = 1U << 22;
+  cfg.user_uid = spec->user_uid;
+  cfg.user_gid = spec->user_gid;
+  cfg.landlock_abi = eng->landlock_abi;
+  snprintf (cfg.hostname, sizeof cfg.hostname, "%s", spec->hostname);
+  if (cfg.hdr.len > SBX_PROTO_MAX_MSG)
+    return sbx_err (err, SBX_E_INVALID, "sandbox configuration too large");
+  sbx_buf_append (&packet, &cfg, sizeof cfg);
+  sbx_buf_append (&packet, spec->plan->bytes.data, spec->plan->bytes.len);
+  sbx_buf_append (&packet, eng->seccomp_prog, eng->seccomp_len);
+  rc = send_packet (ctl, packet.data, packet.len, NULL, 0, err);
+  sbx_buf_free (&packet);
+  return rc;
+}
+
+/* sync 2: wait for READY (or the reason setup failed). */
+static int
+wait_ready (struct sbx_iso_box *box, sbx_error_t **err)
+{
+  union
+  {
+    struct sbx_msg_ready ready;
+    struct sbx_msg_failure failure;
+    char raw[512];
+  } m;
+  struct pollfd pfd[2] = {{box->ctl, POLLIN, 0}, {box->pidfd, POLLIN, 0}};
+  int fds[4], nfds = 0, r;
+  ssize_t n;
+
+  r = poll (pfd, 2, SETUP_TIMEOUT_MS);
+  if (r < 0)
+    return sbx_err_sys (err, errno, "poll sandbox setup");
+  if (r == 0)
+    return sbx_err (err, SBX_E_SYSTEM, "sandbox setup timed out");
+  if (!(pfd[0].revents & (POLLIN | POLLHUP)))
+    return sbx_err (err, SBX_E_SYSTEM, "sandbox init exited during setup");
+  n = recv_packet (box->ctl, &m, sizeof m, fds, 4, &nfds, MSG_DONTWAIT);
+  if (n < 0)
+    return sbx_err_sys (err, errno, "receive from sandbox init");
+  if (n == 0)
+    return sbx_err (err, SBX_E_SYSTEM, "sandbox init exited during setup");
+  if ((size_t) n == sizeof m.failure && m.failure.hdr.type == SBX_MSG_SETUP_FAILED
+      && m.failure.hdr.len == sizeof m.failure && nfds == 0)
+    {
+      m.failure.what[sizeof m.failure.what - 1] = '\0';
+      return sbx_err (err, SBX_E_SYSTEM, "sandbox setup failed at %s: %s", m.failure.what,
+                      strerror (m.failure.sys_errno));
+    }
+  if ((size_t) n != sizeof m.ready || m.ready.hdr.type != SBX_MSG_READY
+      || m.ready.hdr.len != sizeof m.ready || m.ready.version != SBX_PROTO_VERSION || nfds != 2)
+    {
+      while (nfds > 0)
+        close (fds[--nfds]);
+      return sbx_err (err, SBX_E_SYSTEM, "sandbox init sent a malformed READY");
+    }
+  box->root = fds[0];
+  box->disk = fds[1];
+  box->landlock_abi = m.ready.landlock_abi;
+  return 0;
+}
+
+static void
+box_init (struct sbx_iso_box *box)
+{
+  memset (box, 0, sizeof *box);
+  box->pidfd = box->ctl = box->root = box->disk = -1;
+  for (int c = 0; c < SBX_CG_NCTRL; c++)
+    box->cg.dir[c] = -1;
+}
+
+int
+sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct sbx_iso_box *box,
+                sbx_error_t **err)
+{
+  struct clone_args args;
+  cleanup_close int child_end = -1;
+  int sv[2], cg_fd, sndbuf = CTL_SNDBUF;
+  char go = SBX_MSG_GO;
+  long pid;
+
+  box_init (box);
+  box->uid_base = spec->uid_base;
+  if (sbx_cgroup_create (&eng->cgroups, spec->name, &spec->limits, &box->cg, err) < 0)
+    return -1;
+  if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    {
+      sbx_err_sys (err, errno, "socketpair");
+      goto fail;
+    }
+  box->ctl = sv[0];
+  child_end = sv[1];
+  /* A spawn request can be large (argv and env up to ~1 MiB). */
+  if (setsockopt (box->ctl, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
+    setsockopt (box->ctl, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+
+  memset (&args, 0, sizeof args);
+  /* The cgroup namespace is unshared by init once it sits in its cgroup. */
+  args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
+               | CLONE_NEWUTS | CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
+  args.pidfd = (uint64_t) (uintptr_t) &box->pidfd;
+  args.exit_signal = SIGCHLD;
+  cg_fd = sbx_cgroup_clone_fd (&eng->cgroups, &box->cg);
+  if (cg_fd >= 0)
+    {
+      /* v2: born inside its cgroup, no window outside the limits. */
+      args.flags |= CLONE_INTO_CGROUP;
+      args.cgroup = (uint64_t) cg_fd;
+    }
+  pid = syscall (SYS_clone3, &args, sizeof args);
+  if (pid < 0)
+    {
+      sbx_err_sys (err, errno, "clone3");
+      goto fail;
+    }
+  if (pid == 0)
+    child_exec_init (child_end, eng->init_memfd, eng->devnull);
+  box->pid = (pid_t) pid;
+  close_and_reset (&child_end);
+  /* The pidfd from clone3 is not marked close-on-exec by every kernel. */
+  fcntl (box->pidfd, F_SETFD, FD_CLOEXEC);
+
+  if (write_id_maps (box->pid, spec->uid_base, err) < 0)
+    goto fail;
+  if (cg_fd < 0 && sbx_cgroup_attach (&eng->cgroups, &box->cg, box->pid, err) < 0)
+    goto fail;
+  if (send (box->ctl, &go, 1, MSG_NOSIGNAL) != 1)
+    {
+      sbx_err_sys (err, errno, "release sandbox child");
+      goto fail;
+    }
+  if (send_config (eng, box->ctl, spec, err) < 0)
+    goto fail;
+  if (wait_ready (box, err) < 0)
+    goto fail;
+  if (fcntl (box->ctl, F_SETFL, O_NONBLOCK) < 0)
+    {
+      sbx_err_sys (err, errno, "fcntl");
+      goto fail;
+    }
+  return 0;
+fail:
+  sbx_iso_destroy (eng, box, NULL);
+  return -1;
+}
+
+/* ---- destroy ----------------------------------------------------------- */
+
+int
+sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err)
+{
+  int rc = 0;
+
+  if (box->pidfd >= 0)
+    {
+      siginfo_t info;
+      /* PID 1 of a pid namespace dying takes every process in it along;
+         the kernel does not let init's exit complete before they are gone. */
+      syscall (SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
+      while (waitid ((idtype_t) P_PIDFD, (id_t) box->pidfd, &info, WEXITED) < 0 && errno == EINTR)
+        ;
+      close_and_reset (&box->pidfd);
+    }
+  close_and_reset (&box->ctl);
+  close_and_reset (&box->root);
+  close_and_reset (&box->disk);
+  if (box->cg.name[0] != '\0')
+    {
+      /* Belt and braces: anything still in the cgroup is killed too. */
+      if (sbx_cgroup_kill (&eng->cgroups, &box->cg, err) < 0)
+        {
+          rc = -1;
+          err = NULL;
+        }
+      if (sbx_cgroup_destroy (&eng->cgroups, &box->cg, err) < 0)
+        rc = -1;
+      box->cg.name[0] = '\0';
+    }
+  return rc;
+}
+
+/* ---- limits, stats ----------------------------------------------------- */
+
+int
+sbx_iso_set_limits (struct sbx_engine *eng, struct sbx_iso_box *box,
+                    const struct sbx_cgroup_limits *limits, sbx_error_t **err)
+{
+  return sbx_cgroup_set_limits (&eng->cgroups, &box->cg, limits, err);
+}
+
+int
+sbx_iso_set_disk (struct sbx_iso_box *box, uint64_t bytes, sbx_error_t **err)
+{
+  cleanup_close int fs = -1;
+  char v[32], inodes[32];
+  uint64_t n = bytes / 4096;
+
+  if (n < 1024)
+    n = 1024;
+  if (n > (1U << 22))
+    n = 1U << 22;
+  snprintf (v, sizeof v, "%llu", (unsigned long long) bytes);
+  snprintf (inodes, sizeof inodes, "%llu", (unsigned long long) n);
+  fs = fspick (box->disk, "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC);
+  if (fs < 0)
+    return sbx_err_sys (err, errno, "fspick sandbox disk");
+  if (fsconfig (fs, FSCONFIG_SET_STRING, "size", v, 0) < 0
+      || fsconfig (fs, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0
+      || fsconfig (fs, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0) < 0)
+    {
+      if (errno == EINVAL)
+        return sbx_err (err, SBX_E_CONFLICT, "the sandbox already uses more disk than %s", v);
+      return sbx_err_sys (err, errno, "resize sandbox disk");
+    }
+  return 0;
+}
+
+int
+sbx_iso_stats (struct sbx_engine *eng, const struct sbx_iso_box *box, struct sbx_iso_stats *out,
+               sbx_error_t **err)
+{
+  struct statfs sfs;
+
+  memset (out, 0, sizeof *out);
+  if (sbx_cgroup_stats (&eng->cgroups, &box->cg, &out->cg, err) < 0)
+    return -1;
+  if (fstatfs (box->disk, &sfs) == 0)
+    {
+      out->disk_total_bytes = (uint64_t) sfs.f_blocks * (uint64_t) sfs.f_bsize;
+      out->disk_used_bytes = (uint64_t) (sfs.f_blocks - sfs.f_bfree) * (uint64_t) sfs.f_bsize;
+    }
+  return 0;
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+int
+sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_error_t **err)
+{
+  struct sbx_msg_spawn m;
+  struct sbx_buf packet = SBX_BUF_INIT;
+  uint32_t argc = 0, envc = 0;
+  size_t strings = strlen (req->cwd) + 1;
+  int rc;
+
+  for (; req->argv[argc]; argc++)
+    strings += strlen (req->argv[argc]) + 1;
+  for (; req->envp[envc]; envc++)
+    strings += strlen (req->envp[envc]) + 1;
+  if (argc == 0 || argc > SBX_SPAWN_MAX_ARGS || envc > SBX_SPAWN_MAX_ENV
+      || strings > SBX_SPAWN_MAX_STRINGS)
+    return sbx_err (err, SBX_E_TOO_LARGE,
+                    "command too large (at most %d arguments, %d variables, %d KiB in all)",
+                    SBX_SPAWN_MAX_ARGS, SBX_SPAWN_MAX_ENV, SBX_SPAWN_MAX_STRINGS / 1024);
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_SPAWN;
+  m.hdr.len = (uint32_t) (sizeof m + strings);
+  m.req_id = req->req_id;
+  m.uid = req->uid;
+  m.gid = req->gid;
+  m.argc = argc;
+  m.envc = envc;
+  m.strings_len = (uint32_t) strings;
+  m.rlimit_nofile = req->rlimit_nofile;
+  m.rlimit_fsize = req->rlimit_fsize;
+  sbx_buf_append (&packet, &m, sizeof m);
+  sbx_buf_append (&packet, req->cwd, strlen (req->cwd) + 1);
+  for (uint32_t i = 0; i < argc; i++)
+    sbx_buf_append (&packet, req->argv[i], strlen (req->argv[i]) + 1);
+  for (uint32_t i = 0; i < envc; i++)
+    sbx_buf_append (&packet, req->envp[i], strlen (req->envp[i]) + 1);
+  rc = send_packet (box->ctl, packet.data, packet.len, req->stdio, 3, err);
+  sbx_buf_free (&packet);
+  return rc;
+}
+
+int
+sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group, sbx_error_t **err)
+{
+  struct sbx_msg_signal m;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_SIGNAL;
+  m.hdr.len = sizeof m;
+  m.req_id = req_id;
+  m.signo = (uint32_t) signo;
+  m.flags = group ? SBX_SIGNAL_GROUP : 0;
+  return send_packet (box->ctl, &m, sizeof m, NULL, 0, err);
+}
+
+int
+sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err)
+{
+  union
+  {
+    struct sbx_msg_hdr hdr;
+    struct sbx_msg_spawned spawned;
+    struct sbx_msg_spawn_failed failed;
+    struct sbx_msg_exited exited;
+    char raw[256];
+  } m;
+  int fds[4], nfds = 0;
+  ssize_t n;
+
+  n = recv_packet (box->ctl, &m, sizeof m, fds, 4, &nfds, MSG_DONTWAIT);
+  if (n < 0)
+    {
+      if (errno == EAGAIN)
+        return 0;
+      return sbx_err_sys (err, errno, "receive from sandbox init");
+    }
+  if (n == 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "sandbox init went away");
+  /* Init runs inside the sandbox: treat what it says as hostile. Exact
+     sizes, no descriptors, known types; anything else ends the sandbox. */
+  if (nfds != 0 || (size_t) n < sizeof m.hdr || m.hdr.len != (size_t) n)
+    goto bad;
+  memset (ev, 0, sizeof *ev);
+  switch (m.hdr.type)
+    {
+    case SBX_MSG_SPAWNED:
+      if ((size_t) n != sizeof m.spawned || m.spawned.pid <= 0)
+        goto bad;
+      ev->type = SBX_ISO_SPAWNED;
+      ev->req_id = m.spawned.req_id;
+      ev->pid = m.spawned.pid;
+      return 1;
+    case SBX_MSG_SPAWN_FAILED:
+      if ((size_t) n != sizeof m.failed)
+        goto bad;
+      ev->type = SBX_ISO_SPAWN_FAILED;
+      ev->req_id = m.failed.req_id;
+      ev->sys_errno = m.failed.sys_errno;
+      ev->stage = m.failed.stage;
+      return 1;
+    case SBX_MSG_EXITED:
+      if ((size_t) n != sizeof m.exited || m.exited.pid <= 0)
+        goto bad;
+      ev->type = SBX_ISO_EXITED;
+      ev->req_id = m.exited.req_id;
+      ev->pid = m.exited.pid;
+      ev->wait_status = m.exited.wait_status;
+      return 1;
+    default:
+      goto bad;
+    }
+bad:
+  while (nfds > 0)
+    close (fds[--nfds]);
+  return sbx_err (err, SBX_E_SYSTEM, "sandbox init broke the protocol");
+}

@@ -1,0 +1,586 @@
+/* sbx: HTTP plumbing on libmicrohttpd: the two listeners, per-request
+ * state, authentication, body limits, routing, and replies.
+ *
+ * MHD runs one thread per connection (with poll(), not select(): the
+ * daemon holds thousands of fds), so a handler may block on a command or a
+ * stream without holding anyone else up.
+ */
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/keys.h"
+#include "server/request.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define CONNECTION_LIMIT 2048
+#define IDLE_TIMEOUT_S 300
+
+struct listener
+{
+  struct MHD_Daemon *mhd;
+  int fd;
+  int admin;
+};
+
+static struct listener unix_listener = {NULL, -1, 1}, tcp_listener = {NULL, -1, 0};
+static char socket_path[600];
+
+static const struct sbx_route routes[] = {
+    {"GET", "healthz", SBX_BODY_NONE, 0, sbx_route_healthz},
+    {"GET", "v1/info", SBX_BODY_NONE, 0, sbx_route_info},
+    {"POST", "v1/sandboxes", SBX_BODY_JSON, 0, sbx_route_sandbox_create},
+    {"GET", "v1/sandboxes", SBX_BODY_NONE, 0, sbx_route_sandbox_list},
+    {"GET", "v1/sandboxes/*", SBX_BODY_NONE, 0, sbx_route_sandbox_get},
+    {"DELETE", "v1/sandboxes/*", SBX_BODY_NONE, 0, sbx_route_sandbox_kill},
+    {"POST", "v1/sandboxes/*/timeout", SBX_BODY_JSON, 0, sbx_route_sandbox_timeout},
+    {"GET", "v1/sandboxes/*/metrics", SBX_BODY_NONE, 0, sbx_route_sandbox_metrics},
+    {"POST", "v1/sandboxes/*/exec", SBX_BODY_JSON, 0, sbx_route_exec},
+    {"POST", "v1/sandboxes/*/processes", SBX_BODY_JSON, 0, sbx_route_process_start},
+    {"GET", "v1/sandboxes/*/processes", SBX_BODY_NONE, 0, sbx_route_process_list},
+    {"GET", "v1/sandboxes/*/processes/*", SBX_BODY_NONE, 0, sbx_route_process_get},
+    {"POST", "v1/sandboxes/*/processes/*/stdin", SBX_BODY_RAW, 0, sbx_route_process_stdin},
+    {"POST", "v1/sandboxes/*/processes/*/signal", SBX_BODY_JSON, 0, sbx_route_process_signal},
+    {"GET", "v1/sandboxes/*/processes/*/wait", SBX_BODY_NONE, 0, sbx_route_process_wait},
+    {"GET", "v1/sandboxes/*/processes/*/attach", SBX_BODY_NONE, 0, sbx_route_process_attach},
+    {"GET", "v1/sandboxes/*/files", SBX_BODY_NONE, 0, sbx_route_file_get},
+    {"PUT", "v1/sandboxes/*/files", SBX_BODY_UPLOAD, 0, sbx_route_file_put},
+    {"DELETE", "v1/sandboxes/*/files", SBX_BODY_NONE, 0, sbx_route_file_delete},
+    {"GET", "v1/sandboxes/*/files/stat", SBX_BODY_NONE, 0, sbx_route_file_stat},
+    {"GET", "v1/sandboxes/*/files/list", SBX_BODY_NONE, 0, sbx_route_file_list},
+    {"POST", "v1/sandboxes/*/files/mkdir", SBX_BODY_JSON, 0, sbx_route_file_mkdir},
+    {"POST", "v1/sandboxes/*/files/move", SBX_BODY_JSON, 0, sbx_route_file_move},
+    {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
+    {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
+    {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
+    {NULL, NULL, SBX_BODY_NONE, 0, NULL},
+};
+
+/* ---- replies ----------------------------------------------------------- */
+
+void
+sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *resp)
+{
+  if (r->responded)
+    {
+      MHD_destroy_response (resp);
+      return;
+    }
+  MHD_add_response_header (resp, "Cache-Control", "no-store");
+  MHD_add_response_header (resp, "X-Content-Type-Options", "nosniff");
+  if (MHD_queue_response (r->conn, status, resp) != MHD_YES)
+    sbx_debug ("queue response %u failed", status);
+  MHD_destroy_response (resp);
+  r->responded = 1;
+}
+
+void
+sbx_reply_json (struct sbx_req *r, unsigned status, json_t *body)
+{
+  char *text = json_dumps (body, JSON_COMPACT);
+  struct MHD_Response *resp;
+  size_t len;
+
+  json_decref (body);
+  if (text == NULL)
+    sbx_oom ();
+  len = strlen (text);
+  text[len] = '\0';
+  resp = MHD_create_response_from_buffer (len, text, MHD_RESPMEM_MUST_FREE);
+  if (resp == NULL)
+    sbx_oom ();
+  MHD_add_response_header (resp, "Content-Type", "application/json");
+  sbx_reply_response (r, status, resp);
+}
+
+static void
+reply_error_kind (struct sbx_req *r, unsigned status, const char *kind, const char *msg)
+{
+  json_t *o = json_object ();
+
+  json_object_set_new (o, "code", json_integer (status));
+  json_object_set_new (o, "error", json_string (kind));
+  json_object_set_new (o, "message", json_string (msg));
+  sbx_reply_json (r, status, o);
+}
+
+void
+sbx_reply_error (struct sbx_req *r, sbx_error_t *err)
+{
+  unsigned status = (unsigned) sbx_error_kind_http_status (err->kind);
+
+  if (status >= 500)
+    sbx_warn ("%s %s: %s", r->route ? r->route->method : "?", r->path, err->msg);
+  reply_error_kind (r, status, sbx_error_kind_name (err->kind), err->msg);
+  sbx_error_free (err);
+}
+
+void
+sbx_reply_errorf (struct sbx_req *r, enum sbx_error_kind kind, const char *fmt, ...)
+{
+  sbx_error_t *err = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  sbx_errv (&err, kind, 0, fmt, ap);
+  va_end (ap);
+  sbx_reply_error (r, err);
+}
+
+void
+sbx_reply_empty (struct sbx_req *r, unsigned status)
+{
+  struct MHD_Response *resp = MHD_create_response_from_buffer (0, NULL, MHD_RESPMEM_PERSISTENT);
+
+  if (resp == NULL)
+    sbx_oom ();
+  sbx_reply_response (r, status, resp);
+}
+
+int
+sbx_req_client_gone (struct sbx_req *r)
+{
+  const union MHD_ConnectionInfo *ci
+      = MHD_get_connection_info (r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  struct pollfd pfd;
+
+  if (ci == NULL)
+    return 0;
+  pfd.fd = ci->connect_fd;
+  pfd.events = POLLRDHUP;
+  pfd.revents = 0;
+  /* Only a hang-up counts: POLLIN may just be the next pipelined request. */
+  return poll (&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+const char *
+sbx_req_tenant (const struct sbx_req *r)
+{
+  return r->admin ? NULL : r->tenant;
+}
+
+const char *
+sbx_req_query (struct sbx_req *r, const char *name)
+{
+  return MHD_lookup_connection_value (r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+struct sbx_sandbox *
+sbx_req_sandbox (struct sbx_req *r, int seg, sbx_error_t **err)
+{
+  return sbx_sandbox_get (sbx_req_tenant (r), r->segs[seg], err);
+}
+
+/* ---- routing ----------------------------------------------------------- */
+
+static int
+split_path (struct sbx_req *r, const char *url)
+{
+  char *p, *save = NULL;
+
+  if (strlen (url) >= sizeof r->path)
+    return -1;
+  snprintf (r->path, sizeof r->path, "%s", url);
+  {
+    char *q = strchr (r->path, '?');
+    if (q)
+      *q = '\0';
+  }
+  r->nsegs = 0;
+  for (p = strtok_r (r->path, "/", &save); p; p = strtok_r (NULL, "/", &save))
+    {
+      if (r->nsegs == SBX_MAX_SEGS)
+        return -1;
+      r->segs[r->nsegs++] = p;
+    }
+  return 0;
+}
+
+static int
+pattern_matches (const char *pattern, struct sbx_req *r)
+{
+  char buf[128], *p, *save = NULL;
+  int i = 0;
+
+  snprintf (buf, sizeof buf, "%s", pattern);
+  for (p = strtok_r (buf, "/", &save); p; p = strtok_r (NULL, "/", &save), i++)
+    {
+      if (i >= r->nsegs)
+        return 0;
+      if (strcmp (p, "*") != 0 && strcmp (p, r->segs[i]) != 0)
+        return 0;
+    }
+  return i == r->nsegs;
+}
+
+/* 0 found, 404 no such path, 405 path exists with other methods. */
+static int
+find_route (struct sbx_req *r, const char *method)
+{
+  int i, path_known = 0;
+
+  for (i = 0; routes[i].method; i++)
+    if (pattern_matches (routes[i].pattern, r))
+      {
+        path_known = 1;
+        if (strcmp (routes[i].method, method) == 0)
+          {
+            r->route = &routes[i];
+            return 0;
+          }
+      }
+  return path_known ? 405 : 404;
+}
+
+/* ---- authentication ---------------------------------------------------- */
+
+static int
+authenticate (struct sbx_req *r, sbx_error_t **err)
+{
+  const char *auth, *key = NULL;
+
+  auth = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Authorization");
+  if (auth && strncasecmp (auth, "Bearer ", 7) == 0)
+    key = auth + 7;
+  if (key == NULL)
+    key = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "X-API-Key");
+  if (key == NULL)
+    return sbx_err (err, SBX_E_UNAUTHORIZED,
+                    "an API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
+  while (*key == ' ')
+    key++;
+  return sbx_key_check (sbx_core_store (), key, r->tenant, sizeof r->tenant, err);
+}
+
+/* ---- the MHD callbacks ------------------------------------------------- */
+
+static void
+free_request (struct sbx_req *r)
+{
+  if (r->upload_open)
+    sbx_fs_upload_abort (&r->up);
+  if (r->fs.root >= 0)
+    close (r->fs.root);
+  if (r->sb)
+    sbx_sandbox_unref (r->sb);
+  sbx_error_free (r->upload_err);
+  sbx_buf_free (&r->body);
+  free (r);
+}
+
+static void
+on_completed (void *cls, struct MHD_Connection *c, void **con_cls,
+              enum MHD_RequestTerminationCode toe)
+{
+  (void) cls;
+  (void) c;
+  (void) toe;
+  if (*con_cls)
+    free_request (*con_cls);
+  *con_cls = NULL;
+}
+
+/* First call for a request: everything that can be decided from the
+   request line and headers, before any body arrives. */
+static void
+begin_request (struct sbx_req *r, struct listener *l, const char *url, const char *method)
+{
+  const char *cl;
+  sbx_error_t *err = NULL;
+  int rc;
+
+  r->admin = l->admin;
+  r->fs.root = -1;
+  r->content_length = UINT64_MAX;
+  cl = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Content-Length");
+  if (cl)
+    r->content_length = strtoull (cl, NULL, 10);
+  if (split_path (r, url) < 0)
+    {
+      reply_error_kind (r, 404, "not_found", "no such route");
+      return;
+    }
+  rc = find_route (r, method);
+  if (rc == 404)
+    {
+      char msg[200];
+      snprintf (msg, sizeof msg, "no route for %s %.100s", method, url);
+      reply_error_kind (r, 404, "not_found", msg);
+      return;
+    }
+  if (rc == 405)
+    {
+      char msg[200];
+      snprintf (msg, sizeof msg, "%s is not allowed on %.100s", method, url);
+      reply_error_kind (r, 405, "method_not_allowed", msg);
+      return;
+    }
+  if (!r->admin && strcmp (r->route->pattern, "healthz") != 0 && authenticate (r, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  if (r->route->admin_only && !r->admin)
+    {
+      reply_error_kind (r, 403, "forbidden", "API keys are managed through the unix socket only");
+      return;
+    }
+  if ((r->route->body == SBX_BODY_JSON || r->route->body == SBX_BODY_RAW)
+      && r->content_length != UINT64_MAX && r->content_length > SBX_JSON_BODY_MAX)
+    {
+      reply_error_kind (r, 413, "too_large", "request body larger than 1 MiB");
+      return;
+    }
+  if (r->route->body == SBX_BODY_UPLOAD && sbx_files_upload_begin (r, &err) < 0)
+    sbx_reply_error (r, err);
+}
+
+static void
+take_body (struct sbx_req *r, const char *data, size_t len)
+{
+  sbx_error_t *err = NULL;
+
+  if (r->responded)
+    return; /* an early answer was queued; the rest is discarded */
+  switch (r->route->body)
+    {
+    case SBX_BODY_UPLOAD:
+      if (r->upload_open && r->upload_err == NULL
+          && sbx_fs_upload_write (&r->up, data, len, &err) < 0)
+        {
+          r->upload_err = err;
+          sbx_fs_upload_abort (&r->up);
+          r->upload_open = 0;
+        }
+      break;
+    case SBX_BODY_JSON:
+    case SBX_BODY_RAW:
+    case SBX_BODY_NONE:
+      if (r->body.len + len > SBX_JSON_BODY_MAX)
+        r->body_too_large = 1;
+      else if (r->route->body != SBX_BODY_NONE)
+        sbx_buf_append (&r->body, data, len);
+      break;
+    default:
+      break;
+    }
+}
+
+static enum MHD_Result
+on_request (void *cls, struct MHD_Connection *c, const char *url, const char *method,
+            const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+  struct listener *l = cls;
+  struct sbx_req *r = *con_cls;
+
+  (void) version;
+  if (r == NULL)
+    {
+      r = calloc (1, sizeof *r);
+      if (r == NULL)
+        return MHD_NO;
+      r->conn = c;
+      *con_cls = r;
+      begin_request (r, l, url, method);
+      return MHD_YES;
+    }
+  if (*upload_data_size > 0)
+    {
+      take_body (r, upload_data, *upload_data_size);
+      *upload_data_size = 0;
+      return MHD_YES;
+    }
+  if (r->responded)
+    return MHD_YES;
+  if (r->body_too_large)
+    {
+      reply_error_kind (r, 413, "too_large", "request body larger than 1 MiB");
+      return MHD_YES;
+    }
+  r->route->handler (r);
+  if (!r->responded)
+    reply_error_kind (r, 500, "internal", "the handler gave no answer");
+  return MHD_YES;
+}
+
+static void
+mhd_log (void *cls, const char *fmt, va_list ap)
+{
+  char line[512];
+
+  (void) cls;
+  vsnprintf (line, sizeof line, fmt, ap);
+  line[strcspn (line, "\n")] = '\0';
+  sbx_debug ("http: %s", line);
+}
+
+/* ---- listeners --------------------------------------------------------- */
+
+static int
+listen_unix (const char *state_dir, sbx_error_t **err)
+{
+  struct sockaddr_un sa;
+  int fd;
+  mode_t old;
+
+  if ((size_t) snprintf (socket_path, sizeof socket_path, "%s/sbx.sock", state_dir)
+      >= sizeof sa.sun_path)
+    return sbx_err (err, SBX_E_INVALID, "state directory path too long for a unix socket");
+  memset (&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy (sa.sun_path, socket_path, strlen (socket_path) + 1);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return sbx_err_sys (err, errno, "socket");
+  unlink (socket_path);
+  /* 0600 from birth: whoever can connect is the administrator. */
+  old = umask (0177);
+  if (bind (fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+    {
+      int e = errno;
+      umask (old);
+      close (fd);
+      return sbx_err_sys (err, e, "bind `%s`", socket_path);
+    }
+  umask (old);
+  if (chmod (socket_path, 0600) < 0 || listen (fd, 512) < 0)
+    {
+      int e = errno;
+      close (fd);
+      return sbx_err_sys (err, e, "listen `%s`", socket_path);
+    }
+  return fd;
+}
+
+static int
+listen_tcp (const char *spec, sbx_error_t **err)
+{
+  char host[256], *colon;
+  struct addrinfo hints, *res = NULL;
+  int fd, one = 1, rc;
+
+  if (strlen (spec) >= sizeof host)
+    return sbx_err (err, SBX_E_INVALID, "--listen `%s` is too long", spec);
+  snprintf (host, sizeof host, "%s", spec);
+  colon = strrchr (host, ':');
+  if (colon == NULL || colon[1] == '\0')
+    return sbx_err (err, SBX_E_INVALID, "--listen wants HOST:PORT, not `%s`", spec);
+  *colon = '\0';
+  if (host[0] == '[' && colon > host + 1 && colon[-1] == ']')
+    {
+      colon[-1] = '\0';
+      memmove (host, host + 1, strlen (host));
+    }
+  memset (&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  rc = getaddrinfo (host[0] ? host : NULL, colon + 1, &hints, &res);
+  if (rc != 0)
+    return sbx_err (err, SBX_E_INVALID, "--listen `%s`: %s", spec, gai_strerror (rc));
+  fd = socket (res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    {
+      freeaddrinfo (res);
+      return sbx_err_sys (err, errno, "socket");
+    }
+  setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind (fd, res->ai_addr, res->ai_addrlen) < 0 || listen (fd, 512) < 0)
+    {
+      int e = errno;
+      freeaddrinfo (res);
+      close (fd);
+      return sbx_err_sys (err, e, "listen on `%s`", spec);
+    }
+  freeaddrinfo (res);
+  return fd;
+}
+
+static int
+start_mhd (struct listener *l, sbx_error_t **err)
+{
+  l->mhd = MHD_start_daemon (MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD
+                                 | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+                             0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, l->fd,
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                             MHD_OPTION_CONNECTION_LIMIT, (unsigned) CONNECTION_LIMIT,
+                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) IDLE_TIMEOUT_S,
+                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                             MHD_OPTION_THREAD_STACK_SIZE, (size_t) (512 * 1024),
+                             MHD_OPTION_END);
+  if (l->mhd == NULL)
+    return sbx_err (err, SBX_E_SYSTEM, "cannot start the HTTP server");
+  return 0;
+}
+
+int
+sbx_server_start (const char *state_dir, const char *listen, sbx_error_t **err)
+{
+  unix_listener.fd = listen_unix (state_dir, err);
+  if (unix_listener.fd < 0)
+    return -1;
+  if (start_mhd (&unix_listener, err) < 0)
+    return -1;
+  sbx_info ("listening on unix:%s", socket_path);
+  if (listen && listen[0])
+    {
+      tcp_listener.fd = listen_tcp (listen, err);
+      if (tcp_listener.fd < 0 || start_mhd (&tcp_listener, err) < 0)
+        {
+          sbx_server_stop ();
+          return -1;
+        }
+      sbx_info ("listening on http://%s (API keys required)", listen);
+    }
+  return 0;
+}
+
+void
+sbx_server_quiesce (void)
+{
+  struct listener *ls[] = {&tcp_listener, &unix_listener};
+  size_t i;
+
+  /* Stop accepting; connections already open go on until stop. */
+  for (i = 0; i < 2; i++)
+    if (ls[i]->mhd)
+      MHD_quiesce_daemon (ls[i]->mhd);
+}
+
+void
+sbx_server_stop (void)
+{
+  struct listener *ls[] = {&tcp_listener, &unix_listener};
+  size_t i;
+
+  for (i = 0; i < 2; i++)
+    {
+      if (ls[i]->mhd)
+        {
+          MHD_stop_daemon (ls[i]->mhd);
+          ls[i]->mhd = NULL;
+        }
+      if (ls[i]->fd >= 0)
+        {
+          close (ls[i]->fd);
+          ls[i]->fd = -1;
+        }
+    }
+  if (socket_path[0])
+    unlink (socket_path);
+}

@@ -1,0 +1,122 @@
+/* sbx: one HTTP request as the route handlers see it. */
+#ifndef SBX_SERVER_REQUEST_H
+#define SBX_SERVER_REQUEST_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "iso/fs.h"
+#include "util/buf.h"
+#include "util/error.h"
+
+#define SBX_MAX_SEGS 8
+#define SBX_JSON_BODY_MAX (1024 * 1024)
+
+enum sbx_body_kind
+{
+  SBX_BODY_NONE,   /* a body is ignored (and bounded) */
+  SBX_BODY_JSON,   /* buffered, <= SBX_JSON_BODY_MAX, parsed by the handler */
+  SBX_BODY_RAW,    /* buffered raw bytes, <= SBX_JSON_BODY_MAX */
+  SBX_BODY_UPLOAD, /* streamed into a file in the sandbox */
+};
+
+struct sbx_req;
+typedef void (*sbx_handler) (struct sbx_req *r);
+
+struct sbx_route
+{
+  const char *method;
+  const char *pattern; /* segments; "*" matches one */
+  enum sbx_body_kind body;
+  int admin_only;
+  sbx_handler handler;
+};
+
+struct sbx_req
+{
+  struct MHD_Connection *conn;
+  int admin;          /* came through the unix socket */
+  char tenant[80];    /* the key's tenant (TCP) */
+  const struct sbx_route *route;
+  char path[1024];
+  char *segs[SBX_MAX_SEGS];
+  int nsegs;
+  uint64_t content_length; /* UINT64_MAX when not given */
+  struct sbx_buf body;
+  int body_too_large;
+  int responded;
+  /* uploads */
+  struct sbx_sandbox *sb;
+  struct sbx_fs_ctx fs;
+  struct sbx_fs_upload up;
+  int upload_open;
+  sbx_error_t *upload_err;
+};
+
+/* Tenant filter for the core: NULL for the administrator. */
+const char *sbx_req_tenant (const struct sbx_req *r);
+const char *sbx_req_query (struct sbx_req *r, const char *name);
+/* Responses; each queues exactly one. */
+void sbx_reply_json (struct sbx_req *r, unsigned status, json_t *body); /* steals body */
+void sbx_reply_error (struct sbx_req *r, sbx_error_t *err);             /* frees err */
+void sbx_reply_errorf (struct sbx_req *r, enum sbx_error_kind kind, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+void sbx_reply_empty (struct sbx_req *r, unsigned status);
+void sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *resp);
+/* 1 if the client has hung up (for long waits). */
+int sbx_req_client_gone (struct sbx_req *r);
+
+/* params.c: strict parsing of JSON bodies and query values. */
+int sbx_req_json (struct sbx_req *r, json_t **out, sbx_error_t **err);
+int sbx_params_only (json_t *o, const char *const *allowed, sbx_error_t **err);
+int sbx_param_string (json_t *o, const char *key, const char **out, sbx_error_t **err);
+int sbx_param_bool (json_t *o, const char *key, int *out, sbx_error_t **err);
+int sbx_param_size (json_t *o, const char *key, uint64_t *out, sbx_error_t **err);
+int sbx_param_duration (json_t *o, const char *key, uint64_t *out_ms, sbx_error_t **err);
+int sbx_param_cpus (json_t *o, const char *key, uint32_t *milli, sbx_error_t **err);
+int sbx_param_uint (json_t *o, const char *key, uint64_t *out, sbx_error_t **err);
+/* An object of strings: at most max_entries, keys <= key_max bytes (and
+   valid env names when env), values <= value_max, total <= total_max. */
+int sbx_param_string_map (json_t *o, const char *key, size_t max_entries, size_t key_max,
+                          size_t value_max, size_t total_max, int env, json_t **out,
+                          sbx_error_t **err);
+int sbx_query_bool (struct sbx_req *r, const char *name, int *out, sbx_error_t **err);
+int sbx_query_duration (struct sbx_req *r, const char *name, int64_t *out_ms, sbx_error_t **err);
+
+/* Route handlers. */
+void sbx_route_healthz (struct sbx_req *r);
+void sbx_route_info (struct sbx_req *r);
+void sbx_route_sandbox_create (struct sbx_req *r);
+void sbx_route_sandbox_list (struct sbx_req *r);
+void sbx_route_sandbox_get (struct sbx_req *r);
+void sbx_route_sandbox_kill (struct sbx_req *r);
+void sbx_route_sandbox_timeout (struct sbx_req *r);
+void sbx_route_sandbox_metrics (struct sbx_req *r);
+void sbx_route_exec (struct sbx_req *r);
+void sbx_route_process_start (struct sbx_req *r);
+void sbx_route_process_list (struct sbx_req *r);
+void sbx_route_process_get (struct sbx_req *r);
+void sbx_route_process_stdin (struct sbx_req *r);
+void sbx_route_process_signal (struct sbx_req *r);
+void sbx_route_process_wait (struct sbx_req *r);
+void sbx_route_process_attach (struct sbx_req *r);
+void sbx_route_file_get (struct sbx_req *r);
+void sbx_route_file_put (struct sbx_req *r);
+void sbx_route_file_delete (struct sbx_req *r);
+void sbx_route_file_stat (struct sbx_req *r);
+void sbx_route_file_list (struct sbx_req *r);
+void sbx_route_file_mkdir (struct sbx_req *r);
+void sbx_route_file_move (struct sbx_req *r);
+void sbx_route_key_create (struct sbx_req *r);
+void sbx_route_key_list (struct sbx_req *r);
+void sbx_route_key_delete (struct sbx_req *r);
+
+/* routes_files.c: open the upload on the first body chunk's call. */
+int sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err);
+
+/* The sandbox named by segment i, for this request's tenant. */
+struct sbx_sandbox *sbx_req_sandbox (struct sbx_req *r, int seg, sbx_error_t **err);
+
+#endif

@@ -1,0 +1,344 @@
+/* sbx: the files API. Every path goes to iso/fs.c, which resolves it
+ * inside the sandbox's root as the sandbox's user. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/request.h"
+#include "util/cleanup.h"
+
+#define LIST_MAX_ENTRIES 10000
+
+json_t *sbx__time_json (int64_t ms);
+
+/* Resolve sandbox (segment 2) and the acting user; ctx->root is ours. */
+static struct sbx_sandbox *
+open_ctx (struct sbx_req *r, struct sbx_fs_ctx *ctx, sbx_error_t **err)
+{
+  struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, err);
+
+  ctx->root = -1;
+  if (sb == NULL)
+    return NULL;
+  if (sbx_sandbox_fs_ctx (sb, sbx_req_query (r, "user"), ctx, err) < 0)
+    {
+      sbx_sandbox_unref (sb);
+      return NULL;
+    }
+  return sb;
+}
+
+static void
+close_ctx (struct sbx_sandbox *sb, struct sbx_fs_ctx *ctx)
+{
+  if (ctx->root >= 0)
+    close (ctx->root);
+  ctx->root = -1;
+  if (sb)
+    sbx_sandbox_unref (sb);
+}
+
+static int
+query_path (struct sbx_req *r, const char *name, const char **out, sbx_error_t **err)
+{
+  const char *p = sbx_req_query (r, name);
+
+  if (p == NULL || p[0] == '\0')
+    return sbx_err (err, SBX_E_INVALID, "the `%s` query parameter is required", name);
+  *out = p;
+  return 0;
+}
+
+static int
+parse_mode (const char *s, uint32_t *mode, sbx_error_t **err)
+{
+  char *end;
+  unsigned long v;
+
+  if (s == NULL)
+    return 0;
+  v = strtoul (s, &end, 8);
+  if (*s == '\0' || *end != '\0' || v > 0777)
+    return sbx_err (err, SBX_E_INVALID, "mode must be octal permission bits like 0644 (no setuid)");
+  *mode = (uint32_t) v;
+  return 0;
+}
+
+static json_t *
+entry_json (const struct sbx_fs_entry *e)
+{
+  char mode[8];
+  json_t *o;
+
+  snprintf (mode, sizeof mode, "%04o", e->mode);
+  o = json_pack ("{s:s, s:s, s:s, s:I, s:s, s:i, s:i, s:o}", "name", e->name, "path", e->path,
+                 "type", sbx_fs_type_name (e->type), "size", (json_int_t) e->size, "mode", mode,
+                 "uid", (int) e->uid, "gid", (int) e->gid, "mtime",
+                 sbx__time_json (e->mtime_sec * 1000));
+  if (e->type == SBX_FS_SYMLINK)
+    json_object_set_new (o, "target", json_string (e->target));
+  return o;
+}
+
+static void
+reply_stat (struct sbx_req *r, const struct sbx_fs_ctx *ctx, const char *path, unsigned status)
+{
+  struct sbx_fs_entry *e = malloc (sizeof *e);
+  sbx_error_t *err = NULL;
+
+  if (e == NULL)
+    sbx_oom ();
+  if (sbx_fs_stat (ctx, path, e, &err) < 0)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_json (r, status, entry_json (e));
+  free (e);
+}
+
+void
+sbx_route_file_get (struct sbx_req *r)
+{
+  struct sbx_fs_ctx ctx;
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  struct MHD_Response *resp;
+  const char *path = NULL;
+  uint64_t size = 0;
+  int fd;
+
+  if (query_path (r, "path", &path, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  fd = sbx_fs_open_read (&ctx, path, &size, &err);
+  close_ctx (sb, &ctx);
+  if (fd < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  /* MHD owns fd now and sends it with sendfile. */
+  resp = MHD_create_response_from_fd64 (size, fd);
+  if (resp == NULL)
+    {
+      close (fd);
+      sbx_reply_errorf (r, SBX_E_SYSTEM, "cannot send the file");
+      return;
+    }
+  MHD_add_response_header (resp, "Content-Type", "application/octet-stream");
+  sbx_reply_response (r, 200, resp);
+}
+
+int
+sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err)
+{
+  const char *path = NULL;
+  uint32_t mode = 0644;
+  int parents = 0;
+
+  if (query_path (r, "path", &path, err) < 0 || parse_mode (sbx_req_query (r, "mode"), &mode, err) < 0
+      || sbx_query_bool (r, "parents", &parents, err) < 0)
+    return -1;
+  r->sb = open_ctx (r, &r->fs, err);
+  if (r->sb == NULL)
+    return -1;
+  {
+    const struct sbx_limits *l = &r->sb->limits;
+    if (r->content_length != UINT64_MAX && r->content_length > l->disk_bytes)
+      return sbx_err (err, SBX_E_TOO_LARGE, "the file is larger than the sandbox's disk");
+  }
+  if (sbx_fs_upload_begin (&r->fs, path, mode, parents, &r->up, err) < 0)
+    return -1;
+  r->upload_open = 1;
+  return 0;
+}
+
+void
+sbx_route_file_put (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  char abs[SBX_FS_PATH_MAX];
+
+  if (r->upload_err)
+    {
+      sbx_reply_error (r, r->upload_err);
+      r->upload_err = NULL;
+      return;
+    }
+  if (!r->upload_open)
+    {
+      sbx_reply_errorf (r, SBX_E_SYSTEM, "upload was not started");
+      return;
+    }
+  r->upload_open = 0;
+  if (sbx_fs_upload_commit (&r->up, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  if (sbx_fs_normalize (sbx_req_query (r, "path"), abs, sizeof abs, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  reply_stat (r, &r->fs, abs, 201);
+}
+
+void
+sbx_route_file_delete (struct sbx_req *r)
+{
+  struct sbx_fs_ctx ctx;
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  const char *path = NULL;
+  int recursive = 0;
+
+  if (query_path (r, "path", &path, &err) < 0 || sbx_query_bool (r, "recursive", &recursive, &err) < 0
+      || (sb = open_ctx (r, &ctx, &err)) == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  if (sbx_fs_remove (&ctx, path, recursive, &err) < 0)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_empty (r, 204);
+  close_ctx (sb, &ctx);
+}
+
+void
+sbx_route_file_stat (struct sbx_req *r)
+{
+  struct sbx_fs_ctx ctx;
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb;
+  const char *path = NULL;
+
+  if (query_path (r, "path", &path, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  reply_stat (r, &ctx, path, 200);
+  close_ctx (sb, &ctx);
+}
+
+static int
+add_entry (const struct sbx_fs_entry *e, void *arg)
+{
+  json_array_append_new (arg, entry_json (e));
+  return 0;
+}
+
+void
+sbx_route_file_list (struct sbx_req *r)
+{
+  struct sbx_fs_ctx ctx;
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb;
+  const char *path = NULL, *depth_s = sbx_req_query (r, "depth");
+  json_t *arr;
+  long depth = 1;
+  int truncated = 0;
+
+  if (depth_s)
+    {
+      char *end;
+      depth = strtol (depth_s, &end, 10);
+      if (*depth_s == '\0' || *end != '\0' || depth < 1 || depth > 16)
+        {
+          sbx_reply_errorf (r, SBX_E_INVALID, "depth must be 1 to 16");
+          return;
+        }
+    }
+  if (query_path (r, "path", &path, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  arr = json_array ();
+  if (sbx_fs_list (&ctx, path, (int) depth, LIST_MAX_ENTRIES, add_entry, arr, &truncated, &err)
+      < 0)
+    {
+      json_decref (arr);
+      sbx_reply_error (r, err);
+    }
+  else
+    sbx_reply_json (r, 200,
+                    json_pack ("{s:o, s:b}", "entries", arr, "truncated", truncated));
+  close_ctx (sb, &ctx);
+}
+
+void
+sbx_route_file_mkdir (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"path", "parents", "mode", NULL};
+  struct sbx_fs_ctx ctx = {.root = -1};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  const char *path = NULL, *mode_s = NULL;
+  char abs[SBX_FS_PATH_MAX];
+  uint32_t mode = 0755;
+  int parents = 0;
+  json_t *body = NULL;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_string (body, "path", &path, &err) < 0
+      || sbx_param_bool (body, "parents", &parents, &err) < 0
+      || sbx_param_string (body, "mode", &mode_s, &err) < 0 || parse_mode (mode_s, &mode, &err) < 0)
+    goto fail;
+  if (path == NULL)
+    {
+      sbx_err (&err, SBX_E_INVALID, "`path` is required");
+      goto fail;
+    }
+  if (sbx_fs_normalize (path, abs, sizeof abs, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL
+      || sbx_fs_mkdir (&ctx, abs, mode, parents, &err) < 0)
+    goto fail;
+  reply_stat (r, &ctx, abs, 201);
+  close_ctx (sb, &ctx);
+  json_decref (body);
+  return;
+fail:
+  close_ctx (sb, &ctx);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+void
+sbx_route_file_move (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"from", "to", "overwrite", NULL};
+  struct sbx_fs_ctx ctx = {.root = -1};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  const char *from = NULL, *to = NULL;
+  char abs[SBX_FS_PATH_MAX];
+  int overwrite = 0;
+  json_t *body = NULL;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_string (body, "from", &from, &err) < 0
+      || sbx_param_string (body, "to", &to, &err) < 0
+      || sbx_param_bool (body, "overwrite", &overwrite, &err) < 0)
+    goto fail;
+  if (from == NULL || to == NULL)
+    {
+      sbx_err (&err, SBX_E_INVALID, "`from` and `to` are required");
+      goto fail;
+    }
+  if (sbx_fs_normalize (to, abs, sizeof abs, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL
+      || sbx_fs_move (&ctx, from, to, overwrite, &err) < 0)
+    goto fail;
+  reply_stat (r, &ctx, abs, 200);
+  close_ctx (sb, &ctx);
+  json_decref (body);
+  return;
+fail:
+  close_ctx (sb, &ctx);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}

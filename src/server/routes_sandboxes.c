@@ -1,0 +1,263 @@
+/* sbx: routes for health, info, sandboxes and API keys. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/keys.h"
+#include "server/request.h"
+#include "util/cleanup.h"
+
+#ifndef SBX_VERSION
+#define SBX_VERSION "0.1.0"
+#endif
+
+json_t *sbx__time_json (int64_t ms);
+
+void
+sbx_route_healthz (struct sbx_req *r)
+{
+  sbx_reply_json (r, 200, json_pack ("{s:s}", "status", "ok"));
+}
+
+void
+sbx_route_info (struct sbx_req *r)
+{
+  struct sbx_engine *eng = sbx_core_engine ();
+  unsigned running = 0, pooled = 0;
+
+  sbx_core_counts (sbx_req_tenant (r), &running, &pooled);
+  sbx_reply_json (r, 200,
+                  json_pack ("{s:s, s:s, s:i, s:i, s:i}", "version", SBX_VERSION, "cgroup",
+                             eng->cgroups.mode == SBX_CGROUP_V2 ? "v2" : "v1", "landlock_abi",
+                             (int) eng->landlock_abi, "pool", (int) pooled, "sandboxes",
+                             (int) running));
+}
+
+void
+sbx_route_sandbox_create (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
+                                        "env",      "metadata", "user", NULL};
+  struct sbx_create_opts opts;
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb;
+  json_t *body = NULL;
+  uint64_t pids = 0;
+
+  memset (&opts, 0, sizeof opts);
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_string (body, "template", &opts.template_name, &err) < 0
+      || sbx_param_duration (body, "timeout", &opts.timeout_ms, &err) < 0
+      || sbx_param_size (body, "memory", &opts.limits.memory_bytes, &err) < 0
+      || sbx_param_cpus (body, "cpus", &opts.limits.cpu_milli, &err) < 0
+      || sbx_param_uint (body, "pids", &pids, &err) < 0
+      || sbx_param_size (body, "disk", &opts.limits.disk_bytes, &err) < 0
+      || sbx_param_string_map (body, "env", 256, 256, 128 * 1024, 128 * 1024, 1, &opts.env, &err)
+             < 0
+      || sbx_param_string_map (body, "metadata", 64, 128, 1024, 64 * 1024, 0, &opts.metadata,
+                               &err)
+             < 0
+      || sbx_param_string (body, "user", &opts.user, &err) < 0)
+    goto fail;
+  if (json_object_get (body, "pids") && (pids == 0 || pids > UINT32_MAX))
+    {
+      sbx_err (&err, SBX_E_INVALID, "pids %llu is out of range", (unsigned long long) pids);
+      goto fail;
+    }
+  opts.limits.pids = (uint32_t) pids;
+  sb = sbx_sandbox_create (sbx_req_tenant (r) ? sbx_req_tenant (r) : "default", &opts, &err);
+  if (sb == NULL)
+    goto fail;
+  sbx_reply_json (r, 201, sbx_sandbox_json (sb));
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+struct filter_ctx
+{
+  json_t *filter;
+  int bad;
+};
+
+static enum MHD_Result
+collect_metadata (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+  struct filter_ctx *f = cls;
+
+  (void) kind;
+  if (key && strncmp (key, "metadata.", 9) == 0)
+    {
+      if (key[9] == '\0' || value == NULL)
+        f->bad = 1;
+      else
+        json_object_set_new (f->filter, key + 9, json_string (value));
+    }
+  return MHD_YES;
+}
+
+void
+sbx_route_sandbox_list (struct sbx_req *r)
+{
+  struct filter_ctx f = {json_object (), 0};
+  json_t *list;
+
+  MHD_get_connection_values (r->conn, MHD_GET_ARGUMENT_KIND, collect_metadata, &f);
+  if (f.bad)
+    {
+      json_decref (f.filter);
+      sbx_reply_errorf (r, SBX_E_INVALID, "metadata filters look like metadata.KEY=VALUE");
+      return;
+    }
+  list = sbx_sandbox_list (sbx_req_tenant (r), f.filter);
+  json_decref (f.filter);
+  sbx_reply_json (r, 200, json_pack ("{s:o}", "sandboxes", list));
+}
+
+void
+sbx_route_sandbox_get (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, &err);
+
+  if (sb == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  sbx_reply_json (r, 200, sbx_sandbox_json (sb));
+  sbx_sandbox_unref (sb);
+}
+
+void
+sbx_route_sandbox_kill (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, &err);
+
+  if (sb == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  sbx_sandbox_kill (sb, "sandbox killed", NULL);
+  sbx_sandbox_unref (sb);
+  sbx_reply_empty (r, 204);
+}
+
+void
+sbx_route_sandbox_timeout (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"timeout", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL;
+  uint64_t ms = 0;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_duration (body, "timeout", &ms, &err) < 0)
+    goto fail;
+  if (ms == 0)
+    {
+      sbx_err (&err, SBX_E_INVALID, "`timeout` is required");
+      goto fail;
+    }
+  sb = sbx_req_sandbox (r, 2, &err);
+  if (sb == NULL || sbx_sandbox_set_timeout (sb, ms, &err) < 0)
+    goto fail;
+  sbx_reply_json (r, 200, sbx_sandbox_json (sb));
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+void
+sbx_route_sandbox_metrics (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, &err);
+  json_t *m;
+
+  if (sb == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  m = sbx_sandbox_metrics (sb, &err);
+  sbx_sandbox_unref (sb);
+  if (m == NULL)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_json (r, 200, m);
+}
+
+/* ---- keys -------------------------------------------------------------- */
+
+void
+sbx_route_key_create (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"tenant", NULL};
+  const char *tenant = "default";
+  char key[SBX_KEY_LEN + 1], id[16];
+  long long created;
+  sbx_error_t *err = NULL;
+  json_t *body = NULL;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_string (body, "tenant", &tenant, &err) < 0
+      || sbx_key_create (sbx_core_store (), tenant, key, id, &created, &err) < 0)
+    {
+      json_decref (body);
+      sbx_reply_error (r, err);
+      return;
+    }
+  sbx_reply_json (r, 201,
+                  json_pack ("{s:s, s:s, s:s, s:o}", "id", id, "tenant", tenant, "key", key,
+                             "created_at", sbx__time_json (created)));
+  json_decref (body);
+}
+
+void
+sbx_route_key_list (struct sbx_req *r)
+{
+  struct sbx_key_record *keys = NULL;
+  sbx_error_t *err = NULL;
+  json_t *arr;
+  size_t n = 0, i;
+
+  if (sbx_store_key_list (sbx_core_store (), &keys, &n, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  arr = json_array ();
+  for (i = 0; i < n; i++)
+    json_array_append_new (arr, json_pack ("{s:s, s:s, s:s, s:o}", "id", keys[i].id, "tenant",
+                                           keys[i].tenant, "prefix", keys[i].prefix, "created_at",
+                                           sbx__time_json (keys[i].created_ms)));
+  free (keys);
+  sbx_reply_json (r, 200, json_pack ("{s:o}", "keys", arr));
+}
+
+void
+sbx_route_key_delete (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+
+  if (strlen (r->segs[2]) > 15 || sbx_store_key_delete (sbx_core_store (), r->segs[2], &err) < 0)
+    {
+      if (err == NULL)
+        sbx_err (&err, SBX_E_NOT_FOUND, "key `%.32s` not found", r->segs[2]);
+      sbx_reply_error (r, err);
+      return;
+    }
+  sbx_reply_empty (r, 204);
+}

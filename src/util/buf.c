@@ -1,0 +1,102 @@
+/* sbx: growable byte buffer. */
+#include "util/buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+static void
+reserve (struct sbx_buf *b, size_t extra)
+{
+  size_t need, cap;
+  char *p;
+
+  if (extra > (size_t) -1 - b->len - 1)
+    sbx_oom ();
+  need = b->len + extra + 1;
+  if (need <= b->cap)
+    return;
+  cap = b->cap ? b->cap : 64;
+  while (cap < need)
+    cap = cap > ((size_t) -1) / 2 ? need : cap * 2;
+  p = realloc (b->data, cap);
+  if (p == NULL)
+    sbx_oom ();
+  b->data = p;
+  b->cap = cap;
+}
+
+void
+sbx_buf_append (struct sbx_buf *b, const void *p, size_t n)
+{
+  reserve (b, n);
+  if (n)
+    memcpy (b->data + b->len, p, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+void
+sbx_buf_printf (struct sbx_buf *b, const char *fmt, ...)
+{
+  va_list ap;
+  int n;
+
+  va_start (ap, fmt);
+  n = vsnprintf (NULL, 0, fmt, ap);
+  va_end (ap);
+  if (n < 0)
+    sbx_oom ();
+  reserve (b, (size_t) n);
+  va_start (ap, fmt);
+  vsnprintf (b->data + b->len, (size_t) n + 1, fmt, ap);
+  va_end (ap);
+  b->len += (size_t) n;
+}
+
+void
+sbx_buf_consume (struct sbx_buf *b, size_t n)
+{
+  if (n >= b->len)
+    {
+      b->len = 0;
+      if (b->data)
+        b->data[0] = '\0';
+      return;
+    }
+  memmove (b->data, b->data + n, b->len - n);
+  b->len -= n;
+  b->data[b->len] = '\0';
+}
+
+void
+sbx_buf_reset (struct sbx_buf *b)
+{
+  b->len = 0;
+  if (b->data)
+    b->data[0] = '\0';
+}
+
+void
+sbx_buf_free (struct sbx_buf *b)
+{
+  free (b->data);
+  b->data = NULL;
+  b->len = b->cap = 0;
+}
+
+char *
+sbx_buf_steal (struct sbx_buf *b)
+{
+  char *p;
+
+  if (b->data == NULL)
+    reserve (b, 0);
+  p = b->data;
+  b->data = NULL;
+  b->len = b->cap = 0;
+  return p;
+}

@@ -1,0 +1,27 @@
+/* sbx: a growable byte buffer with a hard cap. */
+#ifndef SBX_UTIL_BUF_H
+#define SBX_UTIL_BUF_H
+
+#include <stddef.h>
+
+struct sbx_buf
+{
+  char *data; /* owned; always NUL-terminated when non-NULL */
+  size_t len;
+  size_t cap;
+};
+
+#define SBX_BUF_INIT {NULL, 0, 0}
+
+/* Append; aborts on allocation failure (see sbx_oom). */
+void sbx_buf_append (struct sbx_buf *b, const void *p, size_t n);
+void sbx_buf_printf (struct sbx_buf *b, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+/* Drop the first n bytes. */
+void sbx_buf_consume (struct sbx_buf *b, size_t n);
+void sbx_buf_reset (struct sbx_buf *b);
+void sbx_buf_free (struct sbx_buf *b);
+/* Hand the storage to the caller (NUL-terminated); the buffer becomes empty. */
+char *sbx_buf_steal (struct sbx_buf *b);
+
+#endif
