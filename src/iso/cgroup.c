@@ -465,8 +465,12 @@ sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg
         }
       return sbx_err (err, SBX_E_SYSTEM, "cgroup `%s` still populated after cgroup.kill", cg->name);
     }
-  /* v1 (or v2 before 5.14): freeze so nothing forks while we read the
-     list, kill what is listed, always thaw (a frozen task cannot die). */
+  /* v1 (or v2 before 5.14). Usually the cgroup is already empty (killing
+     init ended its pid namespace), and freezing costs milliseconds, so
+     look first. Otherwise freeze so nothing forks while we read the list,
+     kill what is listed, and always thaw (a frozen task cannot die). */
+  if (kill_listed (dir) == 0)
+    return 0;
   for (round = 0; round < 200; round++)
     {
       int n;

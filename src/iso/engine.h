@@ -8,6 +8,7 @@
 #ifndef SBX_ISO_ENGINE_H
 #define SBX_ISO_ENGINE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -31,6 +32,9 @@ struct sbx_engine
 {
   int init_memfd; /* sealed copy of sbx-init */
   int devnull;
+  int zygote;         /* SEQPACKET to the zygote, -1 when not running */
+  int zygote_pidfd;
+  pthread_mutex_t zygote_lock; /* one CLONE exchange at a time */
   void *seccomp_prog; /* owned */
   size_t seccomp_len;
   uint32_t landlock_abi; /* what the kernel offers, capped by the options */

@@ -25,8 +25,12 @@
 
 enum sbx_msg_type
 {
-  /* daemon -> child before exec: one byte, "the id maps and cgroup are set" */
+  /* daemon -> new sandbox child: one byte, "the id maps and cgroup are set" */
   SBX_MSG_GO = 0x47,
+  /* daemon -> zygote */
+  SBX_MSG_CLONE = 32,  /* sbx_msg_clone; SCM_RIGHTS: control socket [, cgroup dir] */
+  /* zygote -> daemon */
+  SBX_MSG_CLONED = 33, /* sbx_msg_cloned; SCM_RIGHTS: pidfd on success */
   /* daemon -> init */
   SBX_MSG_CONFIG = 1,   /* sbx_msg_config + plan entries + seccomp program */
   SBX_MSG_SPAWN = 2,    /* sbx_msg_spawn + strings; SCM_RIGHTS: stdin, stdout, stderr */
@@ -43,6 +47,31 @@ struct sbx_msg_hdr
 {
   uint32_t type;
   uint32_t len; /* whole packet, header included */
+};
+
+/* ---- the zygote ---------------------------------------------------------
+ *
+ * Sandboxes are not forked from the daemon (a large, multi-threaded
+ * process whose copy would then have to exec): a small static "zygote"
+ * (sbx-init started in zygote mode from the sealed memfd) clones each
+ * sandbox's PID 1 from its own clean address space, with CLONE_PARENT so
+ * that the daemon is the parent that reaps it. The clone needs no exec:
+ * it runs init's code, which the zygote already is. */
+
+#define SBX_CLONE_INTO_CGROUP 0x1 /* a cgroup v2 dir fd follows the socket */
+
+struct sbx_msg_clone
+{
+  struct sbx_msg_hdr hdr;
+  uint32_t flags;
+  uint32_t reserved;
+};
+
+struct sbx_msg_cloned
+{
+  struct sbx_msg_hdr hdr;
+  int32_t pid;       /* > 0 on success */
+  int32_t sys_errno; /* when pid <= 0 */
 };
 
 /* ---- CONFIG ------------------------------------------------------------ */

@@ -1,15 +1,17 @@
 /* sbx: creating and destroying sandboxes (the daemon's half of the setup
  * sequence in docs/isolation.md; init.c-side steps are in iso/init/).
  *
- *   parent                                   child (then sbx-init)
+ *   daemon                                   zygote / new sandbox init
  *   cgroup dir + limits
  *   socketpair (SEQPACKET)
- *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS [|INTO_CGROUP])
- *                                            stdio -> /dev/null, ctl -> fd 3
+ *   CLONE (ctl end [, cgroup fd]) ---------> clone3(NEWUSER|NEWNS|NEWPID|NEWNET|
+ *                                              NEWIPC|NEWUTS|PARENT [|INTO_CGROUP])
+ *   <------------------------------------- CLONED (pidfd)
+ *                                            child: ctl -> fd 3, close the rest,
  *                                            wait for GO          (sync 1)
  *   uid_map, setgroups=deny, gid_map
  *   cgroup.procs (v1)
- *   GO ------------------------------------> execveat(sealed memfd)
+ *   GO ------------------------------------> setresuid(0): root of its userns
  *   CONFIG (plan, limits, seccomp BPF) ----> build root, pivot, lock down
  *   <------------------------------------- READY (root fd, disk fd)
  */
@@ -53,6 +55,9 @@ extern const unsigned char sbx_init_blob_end[];
 
 #define SETUP_TIMEOUT_MS 10000
 #define CTL_SNDBUF (2 * 1024 * 1024)
+
+static int start_zygote (struct sbx_engine *eng, sbx_error_t **err);
+static void stop_zygote (struct sbx_engine *eng);
 
 /* ---- engine ------------------------------------------------------------ */
 
@@ -100,7 +105,8 @@ sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx
   long abi;
 
   memset (eng, 0, sizeof *eng);
-  eng->init_memfd = eng->devnull = -1;
+  eng->init_memfd = eng->devnull = eng->zygote = eng->zygote_pidfd = -1;
+  pthread_mutex_init (&eng->zygote_lock, NULL);
   for (int c = 0; c < SBX_CG_NCTRL; c++)
     eng->cgroups.parent[c] = -1;
 
@@ -127,6 +133,8 @@ sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx
       sbx_err_sys (err, errno, "open /dev/null");
       goto fail;
     }
+  if (start_zygote (eng, err) < 0)
+    goto fail;
   if (sbx_cgroup_root_open (&eng->cgroups, opts->cgroup_mount ? opts->cgroup_mount : "/sys/fs/cgroup",
                             opts->cgroup_parent ? opts->cgroup_parent : "sbx", opts->cgroup_mode,
                             err)
@@ -141,6 +149,7 @@ fail:
 void
 sbx_engine_close (struct sbx_engine *eng)
 {
+  stop_zygote (eng);
   close_and_reset (&eng->init_memfd);
   close_and_reset (&eng->devnull);
   free (eng->seccomp_prog);
@@ -184,25 +193,25 @@ write_id_maps (pid_t pid, uid_t base, sbx_error_t **err)
   return write_proc_file (pid, "gid_map", map, err);
 }
 
-/* The child between clone and exec. The daemon is multi-threaded, so only
-   async-signal-safe calls here: no malloc, no stdio, no locks. */
+/* The child between clone and exec of the zygote. The daemon may be
+   multi-threaded by then (a zygote is restarted on demand), so only
+   async-signal-safe calls: no malloc, no stdio, no locks. */
 static __attribute__ ((noreturn)) void
-child_exec_init (int ctl, int memfd, int devnull)
+child_exec_zygote (int sock, int memfd, int devnull)
 {
-  static char arg0[] = "sbx-init";
-  static char *const argv[] = {arg0, NULL};
+  static char arg0[] = "sbx-init", arg1[] = "zygote";
+  static char *const argv[] = {arg0, arg1, NULL};
   static char *const envp[] = {NULL};
   int m, c, n;
-  char go = 0;
 
   /* Lift every fd we need above the stdio and control slots first, so that
      placing them cannot clobber one another. */
   m = fcntl (memfd, F_DUPFD_CLOEXEC, 10);
-  c = fcntl (ctl, F_DUPFD_CLOEXEC, 10);
+  c = fcntl (sock, F_DUPFD_CLOEXEC, 10);
   n = fcntl (devnull, F_DUPFD_CLOEXEC, 10);
   if (m < 0 || c < 0 || n < 0)
     _exit (126);
-  /* The sandbox must never share the daemon's stdio: a terminal would allow
+  /* Sandboxes must never share the daemon's stdio: a terminal would allow
      TIOCSTI injection (CVE-2017-5226), a log file would leak. */
   if (dup2 (n, 0) < 0 || dup2 (n, 1) < 0 || dup2 (n, 2) < 0 || dup2 (c, SBX_INIT_CTL_FD) < 0)
     _exit (126);
@@ -210,17 +219,53 @@ child_exec_init (int ctl, int memfd, int devnull)
      (CVE-2024-21626 leaked one that was not). */
   if (syscall (SYS_close_range, SBX_INIT_CTL_FD + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */) < 0)
     _exit (126);
-  /* sync 1: wait until the parent wrote our id maps and cgroup. */
-  if (read (SBX_INIT_CTL_FD, &go, 1) != 1 || go != SBX_MSG_GO)
-    _exit (126);
-  /* Our ids are still the host's root, which the new map does not cover;
-     become the namespace's root (host uid BASE) so that exec hands init
-     its capabilities there. Raw syscalls: glibc's wrappers would try to
-     broadcast the change to the parent's other threads. */
-  if (syscall (SYS_setresgid, 0, 0, 0) < 0 || syscall (SYS_setresuid, 0, 0, 0) < 0)
-    _exit (126);
   syscall (SYS_execveat, m, "", argv, envp, AT_EMPTY_PATH);
   _exit (127);
+}
+
+static void
+stop_zygote (struct sbx_engine *eng)
+{
+  close_and_reset (&eng->zygote);
+  if (eng->zygote_pidfd >= 0)
+    {
+      siginfo_t info;
+      /* It exits when its socket closes; make sure, and reap it. */
+      syscall (SYS_pidfd_send_signal, eng->zygote_pidfd, SIGKILL, NULL, 0);
+      while (waitid ((idtype_t) P_PIDFD, (id_t) eng->zygote_pidfd, &info, WEXITED) < 0
+             && errno == EINTR)
+        ;
+      close_and_reset (&eng->zygote_pidfd);
+    }
+}
+
+static int
+start_zygote (struct sbx_engine *eng, sbx_error_t **err)
+{
+  struct clone_args args;
+  int sv[2];
+  long pid;
+
+  if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    return sbx_err_sys (err, errno, "socketpair");
+  memset (&args, 0, sizeof args);
+  args.flags = CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
+  args.pidfd = (uint64_t) (uintptr_t) &eng->zygote_pidfd;
+  args.exit_signal = SIGCHLD;
+  pid = syscall (SYS_clone3, &args, sizeof args);
+  if (pid < 0)
+    {
+      int e = errno;
+      close (sv[0]);
+      close (sv[1]);
+      return sbx_err_sys (err, e, "start the zygote");
+    }
+  if (pid == 0)
+    child_exec_zygote (sv[1], eng->init_memfd, eng->devnull);
+  close (sv[1]);
+  fcntl (eng->zygote_pidfd, F_SETFD, FD_CLOEXEC);
+  eng->zygote = sv[0];
+  return 0;
 }
 
 static int
@@ -410,15 +455,71 @@ box_init (struct sbx_iso_box *box)
     box->cg.dir[c] = -1;
 }
 
+/* Ask the zygote for a new sandbox PID 1 holding `child_ctl` as its
+   control socket. One exchange at a time; a zygote that broke is replaced
+   (a request it never received is retried once). */
+static int
+zygote_clone (struct sbx_engine *eng, int child_ctl, int cg_fd, pid_t *pid, int *pidfd,
+              sbx_error_t **err)
+{
+  struct sbx_msg_clone m;
+  struct sbx_msg_cloned r;
+  int fds[2] = {child_ctl, cg_fd}, rfds[4], rn = 0, attempt, rc = -1;
+  ssize_t n;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_CLONE;
+  m.hdr.len = sizeof m;
+  m.flags = cg_fd >= 0 ? SBX_CLONE_INTO_CGROUP : 0;
+  pthread_mutex_lock (&eng->zygote_lock);
+  for (attempt = 0; attempt < 2 && rc < 0; attempt++)
+    {
+      struct pollfd pfd;
+      if (eng->zygote < 0 && start_zygote (eng, err) < 0)
+        break;
+      if (send_packet (eng->zygote, &m, sizeof m, fds, cg_fd >= 0 ? 2 : 1, err) < 0)
+        {
+          stop_zygote (eng);
+          continue;
+        }
+      pfd.fd = eng->zygote;
+      pfd.events = POLLIN;
+      if (poll (&pfd, 1, SETUP_TIMEOUT_MS) <= 0)
+        {
+          stop_zygote (eng);
+          sbx_err (err, SBX_E_SYSTEM, "the zygote did not answer");
+          break;
+        }
+      n = recv_packet (eng->zygote, &r, sizeof r, rfds, 4, &rn, MSG_DONTWAIT);
+      if (n != (ssize_t) sizeof r || r.hdr.type != SBX_MSG_CLONED || r.hdr.len != sizeof r
+          || (r.pid > 0) != (rn == 1))
+        {
+          while (n > 0 && rn > 0)
+            close (rfds[--rn]);
+          stop_zygote (eng);
+          sbx_err (err, SBX_E_SYSTEM, "the zygote broke the protocol");
+          break;
+        }
+      if (r.pid <= 0)
+        {
+          sbx_err_sys (err, r.sys_errno, "clone a sandbox");
+          break;
+        }
+      *pid = r.pid;
+      *pidfd = rfds[0];
+      rc = 0;
+    }
+  pthread_mutex_unlock (&eng->zygote_lock);
+  return rc;
+}
+
 int
 sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct sbx_iso_box *box,
                 sbx_error_t **err)
 {
-  struct clone_args args;
   cleanup_close int child_end = -1;
-  int sv[2], cg_fd, sndbuf = CTL_SNDBUF;
+  int sv[2], sndbuf = CTL_SNDBUF;
   char go = SBX_MSG_GO;
-  long pid;
 
   box_init (box);
   box->uid_base = spec->uid_base;
@@ -435,35 +536,16 @@ sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct 
   if (setsockopt (box->ctl, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
     setsockopt (box->ctl, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 
-  memset (&args, 0, sizeof args);
-  /* The cgroup namespace is unshared by init once it sits in its cgroup. */
-  args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
-               | CLONE_NEWUTS | CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
-  args.pidfd = (uint64_t) (uintptr_t) &box->pidfd;
-  args.exit_signal = SIGCHLD;
-  cg_fd = sbx_cgroup_clone_fd (&eng->cgroups, &box->cg);
-  if (cg_fd >= 0)
-    {
-      /* v2: born inside its cgroup, no window outside the limits. */
-      args.flags |= CLONE_INTO_CGROUP;
-      args.cgroup = (uint64_t) cg_fd;
-    }
-  pid = syscall (SYS_clone3, &args, sizeof args);
-  if (pid < 0)
-    {
-      sbx_err_sys (err, errno, "clone3");
-      goto fail;
-    }
-  if (pid == 0)
-    child_exec_init (child_end, eng->init_memfd, eng->devnull);
-  box->pid = (pid_t) pid;
+  if (zygote_clone (eng, child_end, sbx_cgroup_clone_fd (&eng->cgroups, &box->cg), &box->pid,
+                    &box->pidfd, err)
+      < 0)
+    goto fail;
   close_and_reset (&child_end);
-  /* The pidfd from clone3 is not marked close-on-exec by every kernel. */
-  fcntl (box->pidfd, F_SETFD, FD_CLOEXEC);
 
   if (write_id_maps (box->pid, spec->uid_base, err) < 0)
     goto fail;
-  if (cg_fd < 0 && sbx_cgroup_attach (&eng->cgroups, &box->cg, box->pid, err) < 0)
+  if (sbx_cgroup_clone_fd (&eng->cgroups, &box->cg) < 0
+      && sbx_cgroup_attach (&eng->cgroups, &box->cg, box->pid, err) < 0)
     goto fail;
   if (send (box->ctl, &go, 1, MSG_NOSIGNAL) != 1)
     {

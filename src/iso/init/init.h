@@ -1,10 +1,11 @@
 /* sbx-init: PID 1 of every sandbox.
  *
- * The daemon clones a child into fresh user, mount, pid, net, ipc and uts
- * namespaces, writes its id maps, puts it in its cgroup, and execs this
- * program from a sealed memfd (CVE-2019-5736: /proc/1/exe must not lead to
- * a host binary the sandbox could rewrite). From then on nothing of the
- * daemon's memory is in the sandbox.
+ * The daemon runs this program once, from a sealed memfd (CVE-2019-5736:
+ * /proc/1/exe must not lead to a host binary the sandbox could rewrite), as
+ * the "zygote" (zygote.c). The zygote clones every sandbox's PID 1 into
+ * fresh user, mount, pid, net, ipc and uts namespaces; the daemon writes
+ * its id maps and puts it in its cgroup. Nothing of the daemon's memory is
+ * ever in a sandbox: the zygote is a fresh static process.
  *
  * init builds the root (rootfs.c), locks itself down (harden.c) in the
  * consensus order of docs/isolation.md, reports READY, and then only
@@ -21,6 +22,11 @@
 #include "iso/proto.h"
 
 #define SBX_CTL_FD SBX_INIT_CTL_FD
+
+/* zygote.c: the loop of zygote mode (never returns). */
+__attribute__ ((noreturn)) void init_zygote_main (char *mode_arg);
+/* main.c: a sandbox's init, from GO on (never returns). */
+__attribute__ ((noreturn)) void init_sandbox_main (void);
 
 /* Report a failed setup step to the daemon and exit. */
 __attribute__ ((noreturn)) void init_die (int sys_errno, const char *what);

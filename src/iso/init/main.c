@@ -113,8 +113,8 @@ serve (int sigfd)
     }
 }
 
-int
-main (void)
+void
+init_sandbox_main (void)
 {
   const struct sbx_msg_config *cfg;
   const unsigned char *plan;
@@ -166,5 +166,14 @@ main (void)
   close (disk_fd);
 
   serve (sigfd);
-  return 0;
+  _exit (0);
+}
+
+int
+main (int argc, char **argv)
+{
+  /* The daemon starts us only in zygote mode; sandboxes are its clones. */
+  if (argc == 2 && strcmp (argv[1], "zygote") == 0)
+    init_zygote_main (argv[1]);
+  return 2;
 }
