@@ -38,6 +38,9 @@ LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(LDSAN) $(LDFLAGS)
 INIT_CFLAGS := -std=gnu11 -g -Os -D_GNU_SOURCE -Isrc -static -fno-strict-aliasing \
         -fstack-protector-strong $(WARN)
 
+# `make V=1` shows the full commands.
+Q := $(if $(V),,@)
+
 UTIL_SRC   := $(wildcard src/util/*.c)
 CLI_SRC    := src/sbx.c $(wildcard src/cli/*.c) src/util/error.c src/util/parse.c \
               src/util/buf.c src/util/base64.c src/util/id.c
@@ -60,40 +63,47 @@ all: $(BUILD)/sbx $(BUILD)/sbxd $(BUILD)/probe
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(BUILD)/sbx: $(CLI_OBJ)
-	$(CC) $(LDFLAGS_ALL) $^ -o $@ $(CLI_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS_ALL) $^ -o $@ $(CLI_LIBS)
 
 $(BUILD)/libsbxd.a: $(DAEMON_LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/sbxd: $(BUILD)/obj/src/sbxd.o $(BUILD)/libsbxd.a
-	$(CC) $(LDFLAGS_ALL) $^ -o $@ $(DAEMON_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS_ALL) $^ -o $@ $(DAEMON_LIBS)
 
 $(BUILD)/sbx-init: $(INIT_SRC) $(wildcard src/iso/init/*.h) src/iso/proto.h
 	@mkdir -p $(dir $@)
-	$(CC) $(INIT_CFLAGS) $(INIT_SRC) -o $@
+	@echo "  CC      $@ (static)"
+	$(Q)$(CC) $(INIT_CFLAGS) $(INIT_SRC) -o $@
 
 # The init binary is embedded into the daemon, which serves it to every
 # sandbox from a sealed memfd (CVE-2019-5736: no host path to overwrite).
 $(BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
 	@mkdir -p $(dir $@)
-	$(CC) -c -DSBX_INIT_PATH='"$(BUILD)/sbx-init"' $< -o $@
+	$(Q)$(CC) -c -DSBX_INIT_PATH='"$(BUILD)/sbx-init"' $< -o $@
 
 $(BUILD)/probe: tests/probe/probe.c
 	@mkdir -p $(dir $@)
-	$(CC) $(INIT_CFLAGS) $< -o $@
+	@echo "  CC      $@ (static)"
+	$(Q)$(CC) $(INIT_CFLAGS) $< -o $@
 
 # Unit tests of the CLI link its objects; the others the daemon library.
 $(BUILD)/tests/test_cli_%: tests/unit/test_cli_%.c tests/unit/tap.h $(CLI_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) $< $(CLI_LIB_OBJ) -o $@ $(CLI_LIBS)
+	@echo "  TEST    $@"
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) $< $(CLI_LIB_OBJ) -o $@ $(CLI_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(BUILD)/libsbxd.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) $< $(BUILD)/libsbxd.a -o $@ $(DAEMON_LIBS)
+	@echo "  TEST    $@"
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) $< $(BUILD)/libsbxd.a -o $@ $(DAEMON_LIBS)
 
 test-unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do echo "# $$t"; $$t || fail=1; done; exit $$fail

@@ -157,6 +157,7 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   pthread_mutex_unlock (&sbx_core.lock);
   pthread_cond_init (&sbx_core.pool_cond, NULL);
   pthread_cond_init (&sbx_core.janitor_cond, NULL);
+  pthread_cond_init (&sbx_core.creating_cond, NULL);
   if (pthread_create (&sbx_core.loop_thread, NULL, sbx__loop_main, NULL) != 0
       || pthread_create (&sbx_core.janitor_thread, NULL, sbx__janitor_main, NULL) != 0
       || pthread_create (&sbx_core.pool_thread, NULL, sbx__pool_main, NULL) != 0)
@@ -176,6 +177,10 @@ sbx_core_stop (void)
       pthread_mutex_lock (&sbx_core.lock);
       sbx_core.stopping = 1;
       pthread_cond_broadcast (&sbx_core.pool_cond);
+      /* Creates already past the stopping check finish first, so every
+         sandbox is in a list when we sweep. */
+      while (sbx_core.creating > 0)
+        pthread_cond_wait (&sbx_core.creating_cond, &sbx_core.lock);
       pthread_mutex_unlock (&sbx_core.lock);
       pthread_join (sbx_core.pool_thread, NULL);
 

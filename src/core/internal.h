@@ -46,6 +46,8 @@ struct sbx_core_state
   struct sbx_sandbox **janitor_q;
   size_t janitor_len, janitor_cap;
   int stopping;
+  unsigned creating;            /* creates in flight (stop waits for them) */
+  pthread_cond_t creating_cond;
 };
 
 extern struct sbx_core_state sbx_core;

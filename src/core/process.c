@@ -329,7 +329,26 @@ sbx__process_on_output (struct sbx_process *p, int idx)
     }
   if (o->drain_left >= 0 && (uint64_t) o->drain_left < want)
     want = (size_t) o->drain_left;
+  if (p->mode == SBX_OUT_HEAD && o->end >= o->cap && want > 0)
+    {
+      /* Past max_output: discard in the kernel (splice to /dev/null), so a
+         command printing gigabytes costs the daemon no copies. */
+      size_t chunk = o->drain_left >= 0 ? want : (1u << 20);
+      n = splice (o->fd, NULL, sbx_core.engine.devnull, NULL, chunk, SPLICE_F_NONBLOCK);
+      if (n > 0)
+        {
+          o->dropped += (uint64_t) n;
+          if (o->drain_left >= 0 && (o->drain_left -= n) == 0)
+            outbuf_close (o);
+          maybe_done (p);
+          return;
+        }
+      if (n < 0 && errno != EINVAL)
+        goto after_read; /* EAGAIN or a closed pipe: handled as for read */
+      /* splice refused (EINVAL): fall back to reading. */
+    }
   n = want ? read (o->fd, buf, want) : 0;
+after_read:
   if (n < 0)
     {
       if (errno == EAGAIN || errno == EINTR)

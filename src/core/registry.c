@@ -274,6 +274,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
              NULL;
     }
   sbx_core.running++; /* reserved now, so parallel creates respect the cap */
+  sbx_core.creating++;
   if (sbx_core.pool)
     {
       sb = sbx_core.pool;
@@ -353,6 +354,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   sb->state = SBX_SB_RUNNING;
   sb->next = sbx_core.sandboxes;
   sbx_core.sandboxes = sb;
+  /* Registered: a stop from now on finds it in the list. */
+  if (--sbx_core.creating == 0)
+    pthread_cond_broadcast (&sbx_core.creating_cond);
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop (); /* a new deadline */
   return sb;
@@ -362,6 +366,8 @@ fail_discard:
 fail_unreserve:
   pthread_mutex_lock (&sbx_core.lock);
   sbx_core.running--;
+  if (--sbx_core.creating == 0)
+    pthread_cond_broadcast (&sbx_core.creating_cond);
   pthread_mutex_unlock (&sbx_core.lock);
   return NULL;
 }

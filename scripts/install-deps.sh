@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install what sbx needs to build, run and test, from Debian's packages only.
+# Idempotent: packages already present are left alone.
+set -euo pipefail
+
+packages=(
+  # build
+  gcc make pkg-config libc6-dev
+  libmicrohttpd-dev libjansson-dev libseccomp-dev libsqlite3-dev libssl-dev libhttp-parser-dev
+  # run: CA bundle for sandboxes, procps/iproute2 for operators
+  ca-certificates procps iproute2
+  # test and benchmark: Debian's Python runs the suites; bubblewrap is the peer
+  python3 bubblewrap
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: need root to install: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

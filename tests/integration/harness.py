@@ -1,0 +1,306 @@
+"""sbx integration test harness: real daemons, real sandboxes, real HTTP.
+
+Each test class gets its own daemon (sbxd) with a private state directory,
+its own cgroup parent and its own host uid range, so tests never touch a
+production daemon or each other. After every test the harness checks that
+nothing was left behind: no process in the daemon's uid range outside live
+sandboxes, and after the daemon stops no cgroup, mount or state directory.
+
+Run with Debian's /usr/bin/python3 (stdlib only).
+"""
+import http.client
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, os.environ.get("SBX_BUILD", "build"))
+SBX = os.path.join(BUILD, "sbx")
+SBXD = os.path.join(BUILD, "sbxd")
+PROBE = os.path.join(BUILD, "probe")
+CGROUP_ROOT = "/sys/fs/cgroup"
+IDS_PER_SANDBOX = 65536
+MAX_SANDBOXES = 64
+
+_daemon_counter = itertools.count()
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=120):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return "<%d %r>" % (self.status, self.body[:300])
+
+
+def cgroup_hierarchies():
+    """Directories under which a daemon with cgroup parent P creates P/<id>."""
+    unified = os.path.join(CGROUP_ROOT, "cgroup.controllers")
+    if os.path.exists(unified):
+        return [CGROUP_ROOT]
+    return [os.path.join(CGROUP_ROOT, c) for c in ("memory", "pids", "cpu", "cpuacct", "freezer")
+            if os.path.isdir(os.path.join(CGROUP_ROOT, c))]
+
+
+def processes_with_uid_in(lo, hi):
+    """(pid, uid, comm) of every host process whose real uid is in [lo, hi)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % pid) as f:
+                status = f.read()
+        except OSError:
+            continue
+        uid = comm = None
+        for line in status.splitlines():
+            if line.startswith("Uid:"):
+                uid = int(line.split()[1])
+            elif line.startswith("Name:"):
+                comm = line.split(None, 1)[1] if len(line.split()) > 1 else ""
+        if uid is not None and lo <= uid < hi:
+            found.append((int(pid), uid, comm))
+    return found
+
+
+class Daemon:
+    """One sbxd with a private state dir, cgroup parent and uid range."""
+
+    def __init__(self, pool=2, listen=None, extra=(), max_sandboxes=MAX_SANDBOXES):
+        n = next(_daemon_counter)
+        self.tag = "sbx-test-%d-%d" % (os.getpid(), n)
+        self.state = tempfile.mkdtemp(prefix=self.tag + "-")
+        self.cgroup_parent = self.tag
+        # Distinct ranges per daemon: 2^23 ids (128 sandboxes) each, far from
+        # the production default (0x60000000).
+        self.uid_base = 0x80000000 + ((os.getpid() * 16 + n) % 256) * (1 << 23)
+        self.uid_end = self.uid_base + (max_sandboxes + pool + 16) * IDS_PER_SANDBOX
+        self.listen = listen
+        self.pool = pool
+        self.args = [SBXD, "--state", self.state, "--pool", str(pool),
+                     "--cgroup-parent", self.cgroup_parent, "--uid-base", str(self.uid_base),
+                     "--max-sandboxes", str(max_sandboxes)] + list(extra)
+        if listen:
+            self.args += ["--listen", listen]
+        self.log_path = os.path.join(tempfile.gettempdir(), self.tag + ".log")
+        self.proc = None
+
+    @property
+    def socket_path(self):
+        return os.path.join(self.state, "sbx.sock")
+
+    def start(self):
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("sbxd exited: %s" % self.read_log())
+            try:
+                if self.api("GET", "/healthz").status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("sbxd did not start: %s" % self.read_log())
+
+    def read_log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode if self.proc else 0
+        self.log.close() if self.proc else None
+        return rc
+
+    def cleanup(self):
+        """After stop: everything of this daemon must be gone. Returns problems."""
+        problems = []
+        deadline = time.time() + 5
+        while True:
+            left = processes_with_uid_in(self.uid_base, self.uid_end)
+            if not left or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        if left:
+            problems.append("processes left: %r" % left)
+            for pid, _, _ in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        for h in cgroup_hierarchies():
+            parent = os.path.join(h, self.cgroup_parent)
+            if not os.path.isdir(parent):
+                continue
+            subs = [d for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d))]
+            if subs:
+                problems.append("cgroups left in %s: %r" % (parent, subs))
+            for d in subs:
+                try:
+                    os.rmdir(os.path.join(parent, d))
+                except OSError:
+                    pass
+            try:
+                os.rmdir(parent)
+            except OSError as e:
+                problems.append("cannot remove %s: %s" % (parent, e))
+        with open("/proc/self/mountinfo") as f:
+            mounts = [l for l in f if self.state in l]
+        if mounts:
+            problems.append("mounts left: %r" % mounts)
+        shutil.rmtree(self.state, ignore_errors=True)
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+        return problems
+
+    # ---- HTTP ----------------------------------------------------------
+
+    def api(self, method, path, body=None, headers=None, timeout=120, raw=False):
+        conn = UnixHTTPConnection(self.socket_path, timeout=timeout)
+        return _request(conn, method, path, body, headers, raw)
+
+    def tcp(self, method, path, body=None, key=None, headers=None, timeout=120, raw=False):
+        host, port = self.listen.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        h = dict(headers or {})
+        if key is not None:
+            h["Authorization"] = "Bearer " + key
+        return _request(conn, method, path, body, h, raw)
+
+    def create(self, **fields):
+        r = self.api("POST", "/v1/sandboxes", fields)
+        if r.status != 201:
+            raise AssertionError("create failed: %r" % r)
+        return r.json()["id"]
+
+    def exec(self, sid, **fields):
+        r = self.api("POST", "/v1/sandboxes/%s/exec" % sid, fields)
+        if r.status != 200:
+            raise AssertionError("exec failed: %r" % r)
+        return r.json()
+
+    def sh(self, sid, cmd, **fields):
+        return self.exec(sid, cmd=cmd, **fields)
+
+    def kill(self, sid):
+        return self.api("DELETE", "/v1/sandboxes/%s" % sid)
+
+    def new_key(self, tenant="default"):
+        r = self.api("POST", "/v1/keys", {"tenant": tenant})
+        assert r.status == 201, r
+        return r.json()["key"]
+
+    # ---- CLI -----------------------------------------------------------
+
+    def sbx(self, *args, input=None, timeout=120, env=None, check=False):
+        e = {"PATH": "/usr/bin:/bin", "SBX_STATE": self.state}
+        if env:
+            e.update(env)
+        return subprocess.run([SBX] + list(args), input=input, capture_output=True,
+                              timeout=timeout, env=e, check=check)
+
+    def upload(self, sid, path, data, **query):
+        from urllib.parse import urlencode
+        q = urlencode(dict(path=path, **query))
+        return self.api("PUT", "/v1/sandboxes/%s/files?%s" % (sid, q), data, raw=True)
+
+
+def _request(conn, method, path, body, headers, raw):
+    h = dict(headers or {})
+    if body is not None and not raw and not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+    try:
+        conn.request(method, path, body=body, headers=h)
+        resp = conn.getresponse()
+        data = resp.read()
+        return Response(resp.status, dict(resp.getheaders()), data)
+    finally:
+        conn.close()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class DaemonTest(unittest.TestCase):
+    """A test class with one daemon for all its tests (started in setUpClass).
+
+    After each test, sandboxes the test left running are killed and the
+    harness checks that none of their processes survived.
+    """
+
+    pool = 2
+    listen = False
+    extra_args = ()
+
+    @classmethod
+    def setUpClass(cls):
+        listen = "127.0.0.1:%d" % free_port() if cls.listen else None
+        cls.d = Daemon(pool=cls.pool, listen=listen, extra=cls.extra_args).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.d.stop()
+        problems = cls.d.cleanup()
+        if rc != 0:
+            problems.append("sbxd exited with %r" % rc)
+        if problems:
+            raise AssertionError("after the daemon stopped: " + "; ".join(problems))
+
+    def tearDown(self):
+        r = self.d.api("GET", "/v1/sandboxes")
+        for sb in r.json().get("sandboxes", []):
+            self.d.kill(sb["id"])
+
+    def assertError(self, resp, status, kind=None):
+        self.assertEqual(resp.status, status, resp)
+        body = resp.json()
+        self.assertEqual(body["code"], status, body)
+        self.assertIsInstance(body["message"], str)
+        self.assertTrue(body["message"])
+        if kind:
+            self.assertEqual(body["error"], kind, body)
+        return body
