@@ -150,6 +150,62 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
   return 0;
 }
 
+/* Hold an exclusive lock on path for the life of the process. */
+static int
+take_lock (const char *path, const char *what)
+{
+  int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+  if (fd < 0)
+    {
+      fprintf (stderr, "sbx serve: open `%s`: %s\n", path, strerror (errno));
+      return -1;
+    }
+  if (flock (fd, LOCK_EX | LOCK_NB) < 0)
+    {
+      fprintf (stderr, "sbx serve: another daemon is using %s\n", what);
+      close (fd);
+      return -1;
+    }
+  return fd;
+}
+
+/* Two daemons on one host must not share a state directory, a cgroup
+   parent (each removes "leftover" cgroups under its parent at start) or a
+   uid range (their sandboxes could then signal each other). Locks under
+   /run make those exclusive. */
+static int
+take_host_locks (const struct sbx_config *cfg)
+{
+  char path[700], what[600], name[256];
+  const char *parent = cfg->engine.cgroup_parent ? cfg->engine.cgroup_parent : "sbx";
+  size_t i;
+
+  snprintf (path, sizeof path, "%s/sbxd.lock", cfg->state_dir);
+  snprintf (what, sizeof what, "`%s`", cfg->state_dir);
+  if (take_lock (path, what) < 0)
+    return -1;
+  if (mkdir ("/run/sbx", 0700) < 0 && errno != EEXIST)
+    {
+      fprintf (stderr, "sbx serve: create /run/sbx: %s\n", strerror (errno));
+      return -1;
+    }
+  snprintf (name, sizeof name, "%s", parent);
+  for (i = 0; name[i]; i++)
+    if (name[i] == '/')
+      name[i] = '_';
+  snprintf (path, sizeof path, "/run/sbx/cgroup-%s.lock", name);
+  snprintf (what, sizeof what, "cgroup parent `%s` (choose another with --cgroup-parent)", parent);
+  if (take_lock (path, what) < 0)
+    return -1;
+  snprintf (path, sizeof path, "/run/sbx/uids-%u.lock", (unsigned) cfg->uid_base);
+  snprintf (what, sizeof what, "uid base %u (choose another with --uid-base)",
+            (unsigned) cfg->uid_base);
+  if (take_lock (path, what) < 0)
+    return -1;
+  return 0;
+}
+
 /* fds 0-2 must be open: otherwise the first file we open becomes "stdout". */
 static void
 ensure_stdio (void)
@@ -170,8 +226,7 @@ main (int argc, char **argv)
   struct rlimit rl;
   sigset_t mask;
   siginfo_t info;
-  char lock_path[600];
-  int lock_fd, rc;
+  int rc;
 
   ensure_stdio ();
   sbx_config_defaults (&cfg);
@@ -213,13 +268,9 @@ main (int argc, char **argv)
       fprintf (stderr, "sbx serve: create `%s`: %s\n", cfg.state_dir, strerror (errno));
       return 1;
     }
-  snprintf (lock_path, sizeof lock_path, "%s/sbxd.lock", cfg.state_dir);
-  lock_fd = open (lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0 || flock (lock_fd, LOCK_EX | LOCK_NB) < 0)
-    {
-      fprintf (stderr, "sbx serve: another daemon is using `%s`\n", cfg.state_dir);
-      return 1;
-    }
+  /* The lock fds stay open (close-on-exec) until we exit. */
+  if (take_host_locks (&cfg) < 0)
+    return 1;
 
   if (sbx_core_start (&cfg, &err) < 0)
     {
@@ -247,7 +298,6 @@ main (int argc, char **argv)
   sbx_core_stop ();
   sbx_server_stop ();
   sbx_core_free ();
-  close (lock_fd);
   sbx_info ("stopped");
   return 0;
 }

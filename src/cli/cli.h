@@ -41,7 +41,7 @@ int sbx_cli_has_help (const char *cmd);
 /* The general help. */
 extern const char sbx_cli_main_help[];
 
-/* "sbx: <message>" and "try 'sbx help'" on stderr. */
+/* "sbx: <message> (try 'sbx help')" on stderr, one line. */
 void sbx_cli_usage (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 /* "sbx: <message>" on stderr. */
 void sbx_cli_message (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));

@@ -32,7 +32,8 @@ sbx_cli_usage (const char *fmt, ...)
   va_start (ap, fmt);
   vfprintf (stderr, fmt, ap);
   va_end (ap);
-  fputs ("\ntry 'sbx help'\n", stderr);
+  /* One line, like every other error: scripts keep the last line. */
+  fputs (" (try 'sbx help')\n", stderr);
 }
 
 int

@@ -199,8 +199,11 @@ void sbx_process_unref (struct sbx_process *p);
 /* Block until done or timeout_ms passes (-1: forever); 1 done, 0 timeout. */
 int sbx_process_wait (struct sbx_process *p, int64_t timeout_ms);
 int sbx_process_signal (struct sbx_process *p, int signo, sbx_error_t **err);
+/* Queue bytes for the command's stdin; waits while 1 MiB is pending and
+   the command does not read, checking `gone` (may be NULL) every second so
+   that a client that left does not hold a thread forever. */
 int sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, int eof,
-                             sbx_error_t **err);
+                             int (*gone) (void *arg), void *arg, sbx_error_t **err);
 /* Mark a finished process as collected so it leaves the list. */
 void sbx_process_collect (struct sbx_process *p);
 /* The result object (exit_code, signal, timed_out, ...); with output when

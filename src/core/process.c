@@ -766,11 +766,12 @@ sbx_process_signal (struct sbx_process *p, int signo, sbx_error_t **err)
 
 int
 sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, int eof,
-                         sbx_error_t **err)
+                         int (*gone) (void *arg), void *arg, sbx_error_t **err)
 {
   pthread_mutex_lock (&sbx_core.lock);
   for (;;)
     {
+      struct timespec ts;
       if (!p->stdin_open || p->stdin_fd < 0)
         {
           pthread_mutex_unlock (&sbx_core.lock);
@@ -779,7 +780,14 @@ sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, in
       if (p->stdin_pending.len + len <= STDIN_PENDING_MAX || p->stdin_pending.len == 0)
         break;
       /* Back-pressure: wait until the command has read some. */
-      pthread_cond_wait (&p->cond, &sbx_core.lock);
+      clock_gettime (CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1;
+      if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT && gone
+          && gone (arg))
+        {
+          pthread_mutex_unlock (&sbx_core.lock);
+          return sbx_err (err, SBX_E_UNAVAILABLE, "the client went away");
+        }
     }
   if (len)
     sbx_buf_append (&p->stdin_pending, data, len);
@@ -818,7 +826,9 @@ signal_name (int sig)
       {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
       {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
       {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGXCPU, "SIGXCPU"},
-      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},   {0, NULL},
+      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},   {SIGTTIN, "SIGTTIN"}, {SIGTTOU, "SIGTTOU"},
+      {SIGURG, "SIGURG"},   {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"},
+      {SIGIO, "SIGIO"},     {SIGPWR, "SIGPWR"},   {SIGSTKFLT, "SIGSTKFLT"}, {0, NULL},
   };
   int i;
 
@@ -896,15 +906,28 @@ describe (struct sbx_process *p, char *reason, size_t cap)
 }
 
 static void
-add_output (json_t *o, const char *key, struct sbx_outbuf *b, int base64)
+add_output (json_t *o, const char *key, struct sbx_outbuf *b, enum sbx_out_mode mode, int base64)
 {
   struct sbx_buf s = SBX_BUF_INIT;
+  cleanup_free char *linear = NULL;
+  const char *kept = b->data ? b->data : "";
+  size_t n = (size_t) (b->end - b->start);
   char tkey[32];
 
+  /* TAIL and BLOCK buffers are rings: [start, end) are absolute offsets,
+     not positions in data. */
+  if (mode != SBX_OUT_HEAD && n > 0)
+    {
+      linear = malloc (n);
+      if (linear == NULL)
+        sbx_oom ();
+      outbuf_copy (b, mode, b->start, linear, n);
+      kept = linear;
+    }
   if (base64)
-    sbx_base64_encode (&s, b->data ? b->data : "", (size_t) b->end);
+    sbx_base64_encode (&s, kept, n);
   else
-    sbx_utf8_sanitize (&s, b->data ? b->data : "", (size_t) b->end, 1);
+    sbx_utf8_sanitize (&s, kept, n, 1);
   json_object_set_new (o, key, json_stringn (s.data ? s.data : "", s.len));
   snprintf (tkey, sizeof tkey, "%s_truncated", key);
   json_object_set_new (o, tkey, json_boolean (b->dropped > 0 || b->start > 0));
@@ -948,8 +971,8 @@ result_locked (struct sbx_process *p, int with_output, int base64)
   json_object_set_new (o, "reason", reason[0] ? json_string (reason) : json_null ());
   if (with_output)
     {
-      add_output (o, "stdout", &p->out[0], base64);
-      add_output (o, "stderr", &p->out[1], base64);
+      add_output (o, "stdout", &p->out[0], p->mode, base64);
+      add_output (o, "stderr", &p->out[1], p->mode, base64);
     }
   return o;
 }
@@ -1023,8 +1046,10 @@ sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int b
   r->p = p;
   r->primary = primary;
   r->base64 = base64;
-  r->off[0] = p->out[0].start;
-  r->off[1] = p->out[1].start;
+  /* From the very first byte: what the buffer no longer holds is reported
+     as dropped by the first sbx_reader_next. */
+  r->off[0] = 0;
+  r->off[1] = 0;
   pthread_mutex_unlock (&sbx_core.lock);
 }
 
@@ -1064,7 +1089,7 @@ emit_data (struct sbx_reader *r, struct sbx_buf *out, int idx, const char *data,
     }
   line = json_pack ("{s:s, s:s%}", "type", idx == 0 ? "stdout" : "stderr", "data", enc.data,
                     enc.len);
-  text = json_dumps (line, JSON_COMPACT);
+  text = json_dumps (line, JSON_COMPACT | JSON_REAL_PRECISION (10));
   if (text == NULL)
     sbx_oom ();
   sbx_buf_append (out, text, strlen (text));
@@ -1077,7 +1102,7 @@ emit_data (struct sbx_reader *r, struct sbx_buf *out, int idx, const char *data,
 static void
 emit_json_line (struct sbx_buf *out, json_t *o)
 {
-  char *text = json_dumps (o, JSON_COMPACT);
+  char *text = json_dumps (o, JSON_COMPACT | JSON_REAL_PRECISION (10));
 
   if (text == NULL)
     sbx_oom ();
@@ -1118,15 +1143,23 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
           r->sent_start = 1;
           progress = 1;
         }
+      /* Say what was lost before the output that follows it. */
+      for (i = 0; i < 2; i++)
+        if (r->off[i] < p->out[i].start)
+          {
+            dropped[i] = p->out[i].start - r->off[i];
+            r->off[i] = p->out[i].start;
+          }
+      if (dropped[0] || dropped[1])
+        {
+          emit_json_line (out, json_pack ("{s:s, s:I, s:I}", "type", "dropped", "stdout",
+                                          (json_int_t) dropped[0], "stderr", (json_int_t) dropped[1]));
+          progress = 1;
+        }
       for (i = 0; i < 2; i++)
         {
           struct sbx_outbuf *o = &p->out[i];
           size_t n;
-          if (r->off[i] < o->start)
-            {
-              dropped[i] = o->start - r->off[i];
-              r->off[i] = o->start;
-            }
           n = (size_t) (o->end - r->off[i]);
           if (n > LINE_CHUNK)
             n = LINE_CHUNK;
@@ -1149,9 +1182,6 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
           if (r->off[i] < o->end || o->fd >= 0)
             all_read = 0;
         }
-      if (dropped[0] || dropped[1])
-        emit_json_line (out, json_pack ("{s:s, s:I, s:I}", "type", "dropped", "stdout",
-                                        (json_int_t) dropped[0], "stderr", (json_int_t) dropped[1]));
       if (progress)
         break;
       if (p->state == SBX_PROC_DONE && all_read)

@@ -201,7 +201,7 @@ resolve_limits (const struct sbx_limits *in, struct sbx_limits *out, sbx_error_t
       || check_range ("disk", out->disk_bytes, c->min.disk_bytes, c->max.disk_bytes, 1, err) < 0)
     return -1;
   if (out->cpu_milli < c->min.cpu_milli || out->cpu_milli > c->max.cpu_milli)
-    return sbx_err (err, SBX_E_INVALID, "cpus %.3g is out of range (%.3g .. %.3g)",
+    return sbx_err (err, SBX_E_INVALID, "cpus %g is out of range (%g .. %g)",
                     out->cpu_milli / 1000.0, c->min.cpu_milli / 1000.0, c->max.cpu_milli / 1000.0);
   return 0;
 }
@@ -513,9 +513,12 @@ sbx_core_counts (const char *tenant, unsigned *running, unsigned *pooled)
 int
 sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err)
 {
-  int64_t expires;
+  int64_t now_mono = sbx_mono_ms (), expires = sbx_now_ms () + (int64_t) timeout_ms;
 
   if (sbx__check_timeout (timeout_ms, err) < 0)
+    return -1;
+  /* The record first: a request that fails must change nothing. */
+  if (sbx_store_sandbox_set_expiry (sbx_core.store, sb->id, expires, err) < 0)
     return -1;
   pthread_mutex_lock (&sbx_core.lock);
   if (sb->state != SBX_SB_RUNNING)
@@ -524,12 +527,11 @@ sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id);
     }
   sb->timeout_ms = timeout_ms;
-  sb->expires_ms = sbx_now_ms () + (int64_t) timeout_ms;
-  sb->expires_mono = sbx_mono_ms () + (int64_t) timeout_ms;
-  expires = sb->expires_ms;
+  sb->expires_ms = expires;
+  sb->expires_mono = now_mono + (int64_t) timeout_ms;
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop ();
-  return sbx_store_sandbox_set_expiry (sbx_core.store, sb->id, expires, err);
+  return 0;
 }
 
 json_t *

@@ -19,6 +19,16 @@ sbx_plan_add (struct sbx_plan *plan, enum sbx_plan_kind kind, uint16_t flags, ui
   if (src_len >= SBX_PATH_MAX || (kind == SBX_PLAN_BIND_RO && (src_len == 0 || src[0] != '/')))
     return sbx_err (err, SBX_E_INVALID, "template source `%s` must be an absolute path",
                     src ? src : "");
+  if (kind != SBX_PLAN_DIR && kind != SBX_PLAN_FILE && kind != SBX_PLAN_SYMLINK
+      && kind != SBX_PLAN_BIND_RO)
+    return sbx_err (err, SBX_E_INVALID, "template entry `%s` has an unknown kind %d", dst,
+                    (int) kind);
+  /* init refuses an empty or path-sized link target (a protocol violation
+     that ends the sandbox), and a NUL would cut it short there. */
+  if (kind == SBX_PLAN_SYMLINK
+      && (data_len == 0 || data_len >= SBX_PATH_MAX || memchr (data, '\0', data_len) != NULL))
+    return sbx_err (err, SBX_E_INVALID, "template link `%s` needs a target of 1 to %d bytes",
+                    dst, SBX_PATH_MAX - 1);
   if (data_len > SBX_PROTO_MAX_MSG / 2)
     return sbx_err (err, SBX_E_TOO_LARGE, "template file `%s` is too large", dst);
   memset (&e, 0, sizeof e);

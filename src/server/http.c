@@ -27,6 +27,7 @@
 #include "server/request.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/utf8.h"
 
 #define CONNECTION_LIMIT 2048
 #define IDLE_TIMEOUT_S 300
@@ -92,7 +93,7 @@ sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *res
 void
 sbx_reply_json (struct sbx_req *r, unsigned status, json_t *body)
 {
-  char *text = json_dumps (body, JSON_COMPACT);
+  char *text = json_dumps (body, JSON_COMPACT | JSON_REAL_PRECISION (10));
   struct MHD_Response *resp;
   size_t len;
 
@@ -111,11 +112,20 @@ sbx_reply_json (struct sbx_req *r, unsigned status, json_t *body)
 static void
 reply_error_kind (struct sbx_req *r, unsigned status, const char *kind, const char *msg)
 {
-  json_t *o = json_object ();
+  json_t *o = json_object (), *m;
 
   json_object_set_new (o, "code", json_integer (status));
   json_object_set_new (o, "error", json_string (kind));
-  json_object_set_new (o, "message", json_string (msg));
+  m = json_string (msg);
+  if (m == NULL)
+    {
+      /* The message quotes the client's bytes, which need not be UTF-8. */
+      struct sbx_buf b = SBX_BUF_INIT;
+      sbx_utf8_sanitize (&b, msg, strlen (msg), 1);
+      m = json_stringn (b.data ? b.data : "", b.len);
+      sbx_buf_free (&b);
+    }
+  json_object_set_new (o, "message", m);
   sbx_reply_json (r, status, o);
 }
 
@@ -267,6 +277,27 @@ authenticate (struct sbx_req *r, sbx_error_t **err)
   return sbx_key_check (sbx_core_store (), key, r->tenant, sizeof r->tenant, err);
 }
 
+/* ---- NULs in the URL --------------------------------------------------- */
+
+/* MHD decodes %00 into a NUL, and the path and every query value are then
+   C strings cut there: "/v1/sandboxes/ID%00/files" would route as
+   "/v1/sandboxes/ID", "path=/tmp/a%00b" act on /tmp/a. Such requests are
+   refused. Each connection has its own thread, which parses the request
+   line (calling the unescaper) and then runs the handler. */
+static __thread int url_had_nul;
+
+static size_t
+unescape (void *cls, struct MHD_Connection *c, char *s)
+{
+  size_t n = MHD_http_unescape (s);
+
+  (void) cls;
+  (void) c;
+  if (strlen (s) != n)
+    url_had_nul = 1;
+  return n;
+}
+
 /* ---- the MHD callbacks ------------------------------------------------- */
 
 static void
@@ -310,6 +341,12 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
   cl = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Content-Length");
   if (cl)
     r->content_length = strtoull (cl, NULL, 10);
+  if (url_had_nul)
+    {
+      url_had_nul = 0;
+      reply_error_kind (r, 400, "invalid_argument", "the URL contains a NUL character (%00)");
+      return;
+    }
   if (split_path (r, url) < 0)
     {
       reply_error_kind (r, 404, "not_found", "no such route");
@@ -521,6 +558,7 @@ start_mhd (struct listener *l, sbx_error_t **err)
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned) CONNECTION_LIMIT,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) IDLE_TIMEOUT_S,
                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                              MHD_OPTION_THREAD_STACK_SIZE, (size_t) (512 * 1024),
                              MHD_OPTION_END);
   if (l->mhd == NULL)

@@ -115,6 +115,9 @@ sbx_param_size (json_t *o, const char *key, uint64_t *out, sbx_error_t **err)
     {
       if (sbx_parse_size (json_string_value (v), out, err) < 0)
         return sbx_err_wrap (err, "`%s`", key);
+      /* Zero would mean "not given": the default, not what was asked. */
+      if (*out == 0)
+        return sbx_err (err, SBX_E_INVALID, "`%s` must be positive", key);
       return 0;
     }
   return sbx_err (err, SBX_E_INVALID, "`%s` must be a size: bytes, or a string like \"512M\"", key);
@@ -162,15 +165,18 @@ sbx_param_cpus (json_t *o, const char *key, uint32_t *milli, sbx_error_t **err)
       if (!isfinite (c) || c <= 0 || c > 4096)
         return sbx_err (err, SBX_E_INVALID, "`%s` must be a positive number of CPUs", key);
       *milli = (uint32_t) llround (c * 1000.0);
-      return 0;
     }
-  if (plain_string (v))
+  else if (plain_string (v))
     {
       if (sbx_parse_cpus (json_string_value (v), milli, err) < 0)
         return sbx_err_wrap (err, "`%s`", key);
-      return 0;
     }
-  return sbx_err (err, SBX_E_INVALID, "`%s` must be a number of CPUs", key);
+  else
+    return sbx_err (err, SBX_E_INVALID, "`%s` must be a number of CPUs", key);
+  /* Zero would mean "not given": the default, not what was asked. */
+  if (*milli == 0)
+    return sbx_err (err, SBX_E_INVALID, "`%s` must be at least 0.001", key);
+  return 0;
 }
 
 static int
@@ -226,11 +232,15 @@ sbx_param_string_map (json_t *o, const char *key, size_t max_entries, size_t key
 int
 sbx_query_bool (struct sbx_req *r, const char *name, int *out, sbx_error_t **err)
 {
-  const char *v = sbx_req_query (r, name);
+  const char *v = NULL;
+  size_t vlen = 0;
 
-  if (v == NULL)
+  if (MHD_lookup_connection_value_n (r->conn, MHD_GET_ARGUMENT_KIND, name, strlen (name), &v,
+                                     &vlen)
+      != MHD_YES)
     return 0;
-  if (strcmp (v, "1") == 0 || strcmp (v, "true") == 0 || strcmp (v, "") == 0)
+  /* A bare "?eof" (no "=") is a flag that is set. */
+  if (v == NULL || strcmp (v, "1") == 0 || strcmp (v, "true") == 0 || strcmp (v, "") == 0)
     *out = 1;
   else if (strcmp (v, "0") == 0 || strcmp (v, "false") == 0)
     *out = 0;

@@ -259,7 +259,14 @@ run_exec (struct sbx_req *r, int background)
   if (p == NULL)
     goto fail;
   if (background)
-    sbx_reply_json (r, 201, sbx_process_info_json (p));
+    {
+      json_t *info = sbx_process_info_json (p);
+      /* A command that could not start has no pid to look it up by: its
+         result is in this answer, and it is not kept. */
+      if (json_is_null (json_object_get (info, "pid")))
+        sbx_process_collect (p);
+      sbx_reply_json (r, 201, info);
+    }
   else if (e.stream)
     reply_stream (r, p, 1, e.base64, 1);
   else
@@ -359,13 +366,19 @@ sbx_route_process_get (struct sbx_req *r)
   sbx_sandbox_unref (sb);
 }
 
+static int
+client_gone (void *arg)
+{
+  return sbx_req_client_gone (arg);
+}
+
 void
 sbx_route_process_stdin (struct sbx_req *r)
 {
   int eof = 0;
   WITH_PROCESS (r, sb, p);
   if (sbx_query_bool (r, "eof", &eof, &err) < 0
-      || sbx_process_write_stdin (p, r->body.data, r->body.len, eof, &err) < 0)
+      || sbx_process_write_stdin (p, r->body.data, r->body.len, eof, client_gone, r, &err) < 0)
     sbx_reply_error (r, err);
   else
     sbx_reply_empty (r, 204);

@@ -59,7 +59,8 @@ sbx_route_sandbox_create (struct sbx_req *r)
              < 0
       || sbx_param_string (body, "user", &opts.user, &err) < 0)
     goto fail;
-  if (json_object_get (body, "pids") && (pids == 0 || pids > UINT32_MAX))
+  if (json_object_get (body, "pids") && !json_is_null (json_object_get (body, "pids"))
+      && (pids == 0 || pids > UINT32_MAX))
     {
       sbx_err (&err, SBX_E_INVALID, "pids %llu is out of range", (unsigned long long) pids);
       goto fail;
@@ -91,10 +92,11 @@ collect_metadata (void *cls, enum MHD_ValueKind kind, const char *key, const cha
   (void) kind;
   if (key && strncmp (key, "metadata.", 9) == 0)
     {
-      if (key[9] == '\0' || value == NULL)
+      json_t *v = value ? json_string (value) : NULL;
+      /* Metadata is UTF-8: a filter that is not could never match, and
+         one that is silently dropped would match everything. */
+      if (key[9] == '\0' || v == NULL || json_object_set_new (f->filter, key + 9, v) < 0)
         f->bad = 1;
-      else
-        json_object_set_new (f->filter, key + 9, json_string (value));
     }
   return MHD_YES;
 }
@@ -109,7 +111,8 @@ sbx_route_sandbox_list (struct sbx_req *r)
   if (f.bad)
     {
       json_decref (f.filter);
-      sbx_reply_errorf (r, SBX_E_INVALID, "metadata filters look like metadata.KEY=VALUE");
+      sbx_reply_errorf (r, SBX_E_INVALID,
+                        "metadata filters look like metadata.KEY=VALUE, in UTF-8");
       return;
     }
   list = sbx_sandbox_list (sbx_req_tenant (r), f.filter);

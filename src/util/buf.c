@@ -94,7 +94,10 @@ sbx_buf_steal (struct sbx_buf *b)
   char *p;
 
   if (b->data == NULL)
-    reserve (b, 0);
+    {
+      reserve (b, 0);
+      b->data[0] = '\0'; /* reserve() only allocates */
+    }
   p = b->data;
   b->data = NULL;
   b->len = b->cap = 0;

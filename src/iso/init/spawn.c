@@ -141,8 +141,11 @@ run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char *
   if (close_range (4, ~0U, 0) < 0)
     child_fail (err_pipe, errno, SBX_STAGE_SETUP);
 
+  /* No core dumps (they would fill the disk and could carry secrets), and
+     no real-time scheduling: seccomp allows sched_setscheduler, so an RT
+     priority limit of 0 is what keeps a busy loop from starving the host. */
   rl.rlim_cur = rl.rlim_max = 0;
-  if (setrlimit (RLIMIT_CORE, &rl) < 0)
+  if (setrlimit (RLIMIT_CORE, &rl) < 0 || setrlimit (RLIMIT_RTPRIO, &rl) < 0)
     child_fail (err_pipe, errno, SBX_STAGE_SETUP);
   rl.rlim_cur = rl.rlim_max = msg->rlimit_nofile;
   if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
