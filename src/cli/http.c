@@ -146,6 +146,12 @@ sbx_http_endpoint_from_url (struct sbx_http_endpoint *ep, const char *url,
   if (strncasecmp (url, "http://", 7) != 0)
     return sbx_err (err, SBX_E_INVALID,
                     "SBX_URL `%s` is not an http:// URL (expected http://HOST:PORT)", url);
+  /* The host goes into the Host header and the path into the request
+     line: no spaces or line breaks anywhere. */
+  for (p = url; *p; p++)
+    if ((unsigned char) *p <= ' ' || *p == 0x7f)
+      return sbx_err (err, SBX_E_INVALID, "SBX_URL `%s` contains spaces or control characters",
+                      url);
   auth = url + 7;
   auth_len = strcspn (auth, "/?#");
   if (auth[auth_len] == '?' || auth[auth_len] == '#')
@@ -189,11 +195,10 @@ sbx_http_endpoint_from_url (struct sbx_http_endpoint *ep, const char *url,
 
   path = auth + auth_len;
   path_len = strlen (path);
+  if (strpbrk (path, "?#") != NULL)
+    return sbx_err (err, SBX_E_INVALID, "SBX_URL `%s` must not have a query or fragment", url);
   while (path_len > 0 && path[path_len - 1] == '/')
     path_len--;
-  for (p = path; p < path + path_len; p++)
-    if ((unsigned char) *p <= ' ' || *p == 0x7f)
-      return sbx_err (err, SBX_E_INVALID, "SBX_URL `%s` contains spaces or control characters", url);
 
   if (api_key != NULL && api_key[0] != '\0')
     {

@@ -136,6 +136,7 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
     return -1;
   if (sbx_engine_open (&sbx_core.engine, &cfg->engine, err) < 0)
     return -1;
+  sbx_core.engine_open = 1;
   if (sbx_templates_init (err) < 0)
     return -1;
 
@@ -216,7 +217,10 @@ void
 sbx_core_free (void)
 {
   sbx_templates_free ();
-  sbx_engine_close (&sbx_core.engine);
+  /* A start that failed early never opened it: its fds are zeros, not -1. */
+  if (sbx_core.engine_open)
+    sbx_engine_close (&sbx_core.engine);
+  sbx_core.engine_open = 0;
   sbx_store_close (sbx_core.store);
   sbx_core.store = NULL;
   if (sbx_core.epfd >= 0)

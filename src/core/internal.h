@@ -42,6 +42,7 @@ struct sbx_core_state
   uint32_t nwatches, free_watch; /* free list head is index+1, 0 = none */
   pthread_t loop_thread, pool_thread, janitor_thread;
   int threads_started;
+  int engine_open; /* sbx_engine_open succeeded: sbx_core_free closes it */
   pthread_cond_t pool_cond, janitor_cond;
   struct sbx_sandbox **janitor_q;
   size_t janitor_len, janitor_cap;

@@ -272,6 +272,9 @@ valid_name (const char *name)
   return 1;
 }
 
+static int remove_dirs (const struct sbx_cgroup_root *root, struct sbx_cgroup *cg, int upto,
+                        sbx_error_t **err);
+
 static int
 open_dirs (const struct sbx_cgroup_root *root, const char *name, struct sbx_cgroup *out,
            int create, sbx_error_t **err)
@@ -291,7 +294,9 @@ open_dirs (const struct sbx_cgroup_root *root, const char *name, struct sbx_cgro
       if (create && !is_duplicate (root, c) && mkdirat (root->parent[c], name, 0755) < 0)
         {
           int e = errno;
-          sbx_cgroup_destroy (root, out, NULL);
+          /* Only what we made: on EEXIST the directory is someone else's
+             (another sandbox, a leftover), and so may be the later ones. */
+          remove_dirs (root, out, c, NULL);
           return sbx_err_sys (err, e, "mkdir cgroup `%s`", name);
         }
       out->dir[c] = openat (root->parent[c], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -299,7 +304,7 @@ open_dirs (const struct sbx_cgroup_root *root, const char *name, struct sbx_cgro
         {
           int e = errno;
           if (create)
-            sbx_cgroup_destroy (root, out, NULL);
+            remove_dirs (root, out, c + 1, NULL);
           else
             sbx_cgroup_close (out);
           return sbx_err_sys (err, e, "open cgroup `%s`", name);
@@ -486,13 +491,15 @@ sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg
   return sbx_err (err, SBX_E_SYSTEM, "cgroup `%s` still has processes after SIGKILL", cg->name);
 }
 
-int
-sbx_cgroup_destroy (const struct sbx_cgroup_root *root, struct sbx_cgroup *cg, sbx_error_t **err)
+/* Close, then rmdir the directories of the controllers below `upto`. */
+static int
+remove_dirs (const struct sbx_cgroup_root *root, struct sbx_cgroup *cg, int upto,
+             sbx_error_t **err)
 {
   int c, rc = 0;
 
   sbx_cgroup_close (cg);
-  for (c = 0; c < ncontrollers (root); c++)
+  for (c = 0; c < upto; c++)
     {
       int round, e = 0, gone = 0;
       if (root->parent[c] < 0 || is_duplicate (root, c) || cg->name[0] == '\0')
@@ -516,6 +523,12 @@ sbx_cgroup_destroy (const struct sbx_cgroup_root *root, struct sbx_cgroup *cg, s
         }
     }
   return rc;
+}
+
+int
+sbx_cgroup_destroy (const struct sbx_cgroup_root *root, struct sbx_cgroup *cg, sbx_error_t **err)
+{
+  return remove_dirs (root, cg, ncontrollers (root), err);
 }
 
 void

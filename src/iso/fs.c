@@ -26,18 +26,23 @@
 
 /* fsuid/fsgid are per thread (raw syscalls: glibc does not broadcast these
    two), and a non-zero fsuid drops the filesystem capabilities, so the
-   kernel checks every access as the sandbox user would see it. */
+   kernel checks every access as the sandbox user would see it. Scopes nest:
+   leaving one restores the ids it found (setfsuid returns the previous
+   one), so a helper with its own AS_USER cannot hand its caller back the
+   daemon's root in the middle of an operation. */
 struct identity
 {
   int active;
+  uid_t prev_uid;
+  gid_t prev_gid;
 };
 
 static struct identity
 as_user (const struct sbx_fs_ctx *ctx)
 {
-  struct identity id = {1};
-  syscall (SYS_setfsgid, (gid_t) (ctx->uid_base + ctx->gid));
-  syscall (SYS_setfsuid, (uid_t) (ctx->uid_base + ctx->uid));
+  struct identity id = {1, 0, 0};
+  id.prev_gid = (gid_t) syscall (SYS_setfsgid, (gid_t) (ctx->uid_base + ctx->gid));
+  id.prev_uid = (uid_t) syscall (SYS_setfsuid, (uid_t) (ctx->uid_base + ctx->uid));
   return id;
 }
 
@@ -47,8 +52,8 @@ as_daemon (struct identity *id)
   if (id->active)
     {
       int saved = errno;
-      syscall (SYS_setfsuid, (uid_t) 0);
-      syscall (SYS_setfsgid, (gid_t) 0);
+      syscall (SYS_setfsuid, id->prev_uid);
+      syscall (SYS_setfsgid, id->prev_gid);
       errno = saved;
       id->active = 0;
     }
@@ -422,6 +427,11 @@ sbx_fs_stat (const struct sbx_fs_ctx *ctx, const char *path, struct sbx_fs_entry
   fd = resolve (ctx, abs, O_PATH | O_NOFOLLOW);
   if (fd < 0)
     return fs_err (err, errno, "stat", abs);
+  /* Like every other route: readlink of /proc/1/exe, /proc/1/cwd... would
+     run with the daemon's CAP_SYS_PTRACE and show what PID 1 hides from
+     the sandbox itself (it is not dumpable). */
+  if (forbidden_fs (fd))
+    return sbx_err (err, SBX_E_FORBIDDEN, "`%s` is not accessible through the files API", abs);
   if (fstat (fd, &st) < 0)
     return fs_err (err, errno, "stat", abs);
   name = strrchr (abs, '/');
@@ -447,13 +457,19 @@ struct list_state
 };
 
 static int
-list_dir (struct list_state *ls, int dir_fd, const char *dirpath, int depth, sbx_error_t **err)
+list_dir (struct list_state *ls, int dir_fd, const char *dirpath, int depth, int top,
+          sbx_error_t **err)
 {
   cleanup_close int fd = openat (dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct dirent *de;
   DIR *d;
   int rc = 0;
 
+  /* A subdirectory the user may not read (/root for `user`, /home/user for
+     root inside) is listed but not entered: failing the whole walk would
+     make every deep listing of "/" a 403. */
+  if (fd < 0 && !top && (errno == EACCES || errno == EPERM))
+    return 0;
   if (fd < 0)
     return fs_err (err, errno, "list", dirpath);
   d = fdopendir (fd);
@@ -497,7 +513,7 @@ list_dir (struct list_state *ls, int dir_fd, const char *dirpath, int depth, sbx
               = openat (dirfd (d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
           if (sub >= 0 && !forbidden_fs (sub))
             {
-              rc = list_dir (ls, sub, child, depth - 1, err);
+              rc = list_dir (ls, sub, child, depth - 1, 0, err);
               if (rc < 0)
                 break;
             }
@@ -532,7 +548,7 @@ sbx_fs_list (const struct sbx_fs_ctx *ctx, const char *path, int depth, size_t m
   ls->fn = fn;
   ls->arg = arg;
   ls->max = max_entries;
-  rc = list_dir (ls, dir, abs, depth, err);
+  rc = list_dir (ls, dir, abs, depth, 1, err);
   *truncated = ls->truncated;
   return rc;
 }
@@ -562,26 +578,39 @@ sbx_fs_mkdir (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int
 }
 
 /* rename(2) cannot cross mounts, and /tmp and /home/user are two binds of
-   one tmpfs: copy regular files across instead. */
+   one tmpfs: copy regular files across instead. Called within the move's
+   AS_USER: every step runs as the sandbox user, never as the daemon, whose
+   root would read files the user may not and ignore /tmp's sticky bit.
+   The source is first renamed aside in its own directory, which needs the
+   same rights as removing it, so a move the user could not complete fails
+   before anything changes instead of leaving a copy behind. */
 static int
 copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, const char *to,
              sbx_error_t **err)
 {
   struct sbx_fs_upload up;
   cleanup_close int src = -1;
+  char aside[48];
   struct stat st;
 
-  src = openat (from_dir, from_leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (src < 0)
-    return fs_err (err, errno, "open", from_leaf);
-  if (fstat (src, &st) < 0)
-    return fs_err (err, errno, "stat", from_leaf);
-  if (!S_ISREG (st.st_mode))
-    return sbx_err (err, SBX_E_INVALID,
-                    "only regular files can move between /tmp and /home/user, not `%s`",
-                    from_leaf);
-  if (sbx_fs_upload_begin (ctx, to, st.st_mode & 07777, 0, &up, err) < 0)
-    return -1;
+  memcpy (aside, ".sbx-move-", 10);
+  sbx_random_hex (aside + 10, 8);
+  if (syscall (SYS_renameat2, from_dir, from_leaf, from_dir, aside, RENAME_NOREPLACE) < 0)
+    return fs_err (err, errno, "move", from_leaf);
+  /* Opened by the name only we know: the inode we just renamed. */
+  src = openat (from_dir, aside, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (src < 0 || fstat (src, &st) < 0 || !S_ISREG (st.st_mode))
+    {
+      int e = src < 0 ? errno : 0;
+      syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
+      if (e == ELOOP || e == 0)
+        return sbx_err (err, SBX_E_INVALID,
+                        "only regular files can move between /tmp and /home/user, not `%s`",
+                        from_leaf);
+      return fs_err (err, e, "open", from_leaf);
+    }
+  if (sbx_fs_upload_begin (ctx, to, st.st_mode & 0777, 0, &up, err) < 0)
+    goto put_back;
   for (;;)
     {
       ssize_t n = sendfile (up.fd, src, NULL, 1 << 20);
@@ -592,15 +621,20 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
           int e = errno;
           sbx_fs_upload_abort (&up);
           if (e == ENOSPC)
-            return sbx_err (err, SBX_E_TOO_LARGE, "the sandbox disk is full");
-          return sbx_err_sys (err, e, "copy `%s`", from_leaf);
+            sbx_err (err, SBX_E_TOO_LARGE, "the sandbox disk is full");
+          else
+            sbx_err_sys (err, e, "copy `%s`", from_leaf);
+          goto put_back;
         }
     }
   if (sbx_fs_upload_commit (&up, err) < 0)
-    return -1;
-  if (unlinkat (from_dir, from_leaf, 0) < 0)
+    goto put_back;
+  if (unlinkat (from_dir, aside, 0) < 0)
     return fs_err (err, errno, "remove", from_leaf);
   return 0;
+put_back:
+  syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
+  return -1;
 }
 
 int
@@ -629,7 +663,6 @@ sbx_fs_move (const struct sbx_fs_ctx *ctx, const char *from, const char *to, int
       struct stat st;
       if (!overwrite && fstatat (bd, bl, &st, AT_SYMLINK_NOFOLLOW) == 0)
         return fs_err (err, EEXIST, "move to", b);
-      as_daemon (&id_);
       return copy_across (ctx, ad, al, b, err);
     }
   return fs_err (err, errno, "move", a);

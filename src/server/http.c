@@ -84,6 +84,13 @@ sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *res
     }
   MHD_add_response_header (resp, "Cache-Control", "no-store");
   MHD_add_response_header (resp, "X-Content-Type-Options", "nosniff");
+  if (r->defer_replies)
+    {
+      r->deferred = resp;
+      r->deferred_status = status;
+      r->responded = 1;
+      return;
+    }
   if (MHD_queue_response (r->conn, status, resp) != MHD_YES)
     sbx_debug ("queue response %u failed", status);
   MHD_destroy_response (resp);
@@ -303,6 +310,8 @@ unescape (void *cls, struct MHD_Connection *c, char *s)
 static void
 free_request (struct sbx_req *r)
 {
+  if (r->deferred)
+    MHD_destroy_response (r->deferred);
   if (r->upload_open)
     sbx_fs_upload_abort (&r->up);
   if (r->fs.root >= 0)
@@ -341,6 +350,10 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
   cl = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Content-Length");
   if (cl)
     r->content_length = strtoull (cl, NULL, 10);
+  /* A refusal is answered once a small body is in (an HTTP client still
+     sending it would see a reset connection instead of the answer); a
+     large or chunked one is not read for nothing. */
+  r->defer_replies = r->content_length > 0 && r->content_length <= SBX_JSON_BODY_MAX;
   if (url_had_nul)
     {
       url_had_nul = 0;
@@ -434,12 +447,21 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
       r->conn = c;
       *con_cls = r;
       begin_request (r, l, url, method);
+      r->defer_replies = 0;
       return MHD_YES;
     }
   if (*upload_data_size > 0)
     {
       take_body (r, upload_data, *upload_data_size);
       *upload_data_size = 0;
+      return MHD_YES;
+    }
+  if (r->deferred)
+    {
+      if (MHD_queue_response (r->conn, r->deferred_status, r->deferred) != MHD_YES)
+        sbx_debug ("queue response %u failed", r->deferred_status);
+      MHD_destroy_response (r->deferred);
+      r->deferred = NULL;
       return MHD_YES;
     }
   if (r->responded)

@@ -47,6 +47,11 @@ struct sbx_req
   struct sbx_buf body;
   int body_too_large;
   int responded;
+  /* An answer made before a small body was read is held back until the
+     body is in: a client still sending would otherwise see a reset. */
+  int defer_replies;
+  struct MHD_Response *deferred;
+  unsigned deferred_status;
   /* uploads */
   struct sbx_sandbox *sb;
   struct sbx_fs_ctx fs;

@@ -92,10 +92,10 @@ collect_metadata (void *cls, enum MHD_ValueKind kind, const char *key, const cha
   (void) kind;
   if (key && strncmp (key, "metadata.", 9) == 0)
     {
-      json_t *v = value ? json_string (value) : NULL;
+      json_t *v = key[9] && value ? json_string (value) : NULL;
       /* Metadata is UTF-8: a filter that is not could never match, and
          one that is silently dropped would match everything. */
-      if (key[9] == '\0' || v == NULL || json_object_set_new (f->filter, key + 9, v) < 0)
+      if (v == NULL || json_object_set_new (f->filter, key + 9, v) < 0)
         f->bad = 1;
     }
   return MHD_YES;

@@ -7,6 +7,24 @@
  *   probe expected        print "NAME EXPECTED" (the result inside sbx)
  *   probe int80           getpid through the 32-bit `int $0x80` ABI
  *
+ * and single checks for the hostile-code tests (each prints one line per
+ * result, "WHAT RESULT", RESULT as below):
+ *
+ *   probe fds             the open fds (but the one listing them): "N TARGET"
+ *   probe caps            capabilities, no_new_privs, seccomp mode, seen
+ *                         through the syscalls rather than /proc
+ *   probe open PATH MODE  open PATH with MODE r, w, rw, creat or path
+ *   probe readlink PATH   readlink PATH: the target or the errno
+ *   probe mknod PATH      mknod a character device (1:3, like /dev/null)
+ *   probe kill PID [SIG]  kill(PID, SIG) (default 0: only the permission)
+ *   probe connect HOST PORT  TCP connect to an IPv4/IPv6 literal (5 s)
+ *   probe ifaces          the network interfaces, one name a line
+ *   probe tiocsti         TIOCSTI on stdio and on a pty opened here
+ *   probe siblings        signal and ptrace a child of our own
+ *   probe forkbomb        fork until refused; report the count and errno
+ *   probe memhog MB       allocate and touch MB MiB, reporting progress
+ *   probe fill PATH       write zeros to PATH until refused; errno and bytes
+ *
  * RESULT is `ok` (the call succeeded), an errno name (EPERM, ENOSYS, EBADF,
  * EFAULT, EINVAL...), or a signal name (SIGSYS) if the probe was killed.
  *
@@ -26,19 +44,30 @@
  * Exit status: 0; 2 if the probe program itself is misused (unknown
  * subcommand or probe name); 1 if stdout could not be written.
  */
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/netlink.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -467,6 +496,438 @@ cmd_int80 (int argc, char **argv)
   return 0;
 }
 
+/*======================== Single checks ================================= */
+
+/* "ok" or the errno's name. */
+static const char *
+result_name (int rc, int err)
+{
+  const char *name;
+
+  if (rc >= 0)
+    return "ok";
+  name = strerrorname_np (err);
+  return name ? name : "E?";
+}
+
+static int
+cmd_fds (int argc, char **argv)
+{
+  struct dirent *de;
+  DIR *d;
+
+  (void) argc;
+  (void) argv;
+  d = opendir ("/proc/self/fd");
+  if (d == NULL)
+    {
+      printf ("fds %s\n", result_name (-1, errno));
+      return 0;
+    }
+  while ((de = readdir (d)) != NULL)
+    {
+      char target[256];
+      ssize_t n;
+
+      if (de->d_name[0] == '.' || atoi (de->d_name) == dirfd (d))
+        continue;
+      n = readlinkat (dirfd (d), de->d_name, target, sizeof target - 1);
+      target[n < 0 ? 0 : n] = '\0';
+      printf ("%s %s\n", de->d_name, target);
+    }
+  closedir (d);
+  return 0;
+}
+
+static int
+cmd_caps (int argc, char **argv)
+{
+  struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+  struct __user_cap_data_struct data[2];
+  unsigned long long bnd = 0, amb = 0;
+  int cap;
+
+  (void) argc;
+  (void) argv;
+  memset (data, 0, sizeof data);
+  if (syscall (SYS_capget, &hdr, data) < 0)
+    {
+      printf ("capget %s\n", result_name (-1, errno));
+      return 0;
+    }
+  for (cap = 0; cap < 64; cap++)
+    {
+      if (prctl (PR_CAPBSET_READ, cap, 0, 0, 0) == 1)
+        bnd |= 1ULL << cap;
+      if (prctl (PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) == 1)
+        amb |= 1ULL << cap;
+    }
+#define CAP64(field)                                                           \
+  ((unsigned long long) data[1].field << 32 | data[0].field)
+  printf ("CapInh %#llx\n", CAP64 (inheritable));
+  printf ("CapPrm %#llx\n", CAP64 (permitted));
+  printf ("CapEff %#llx\n", CAP64 (effective));
+#undef CAP64
+  printf ("CapBnd %#llx\n", bnd);
+  printf ("CapAmb %#llx\n", amb);
+  printf ("NoNewPrivs %d\n", prctl (PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+  printf ("Seccomp %d\n", prctl (PR_GET_SECCOMP, 0, 0, 0, 0));
+  printf ("uid %d euid %d gid %d egid %d\n", (int) getuid (), (int) geteuid (),
+          (int) getgid (), (int) getegid ());
+  return 0;
+}
+
+static int
+cmd_open (int argc, char **argv)
+{
+  static const struct
+  {
+    const char *name;
+    int flags;
+  } modes[] = {
+    { "r", O_RDONLY },
+    { "w", O_WRONLY },
+    { "rw", O_RDWR },
+    { "creat", O_WRONLY | O_CREAT | O_EXCL },
+    { "path", O_PATH },
+  };
+  int fd;
+
+  if (argc != 2)
+    {
+      fprintf (stderr, "usage: probe open PATH r|w|rw|creat|path\n");
+      return 2;
+    }
+  for (size_t i = 0; i < ARRAY_SIZE (modes); i++)
+    if (strcmp (modes[i].name, argv[1]) == 0)
+      {
+        fd = open (argv[0], modes[i].flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                   0644);
+        printf ("open(%s,%s) %s\n", argv[0], argv[1], result_name (fd, errno));
+        return 0;
+      }
+  fprintf (stderr, "probe: unknown open mode `%s`\n", argv[1]);
+  return 2;
+}
+
+static int
+cmd_readlink (int argc, char **argv)
+{
+  char target[4096];
+  ssize_t n;
+
+  if (argc != 1)
+    {
+      fprintf (stderr, "usage: probe readlink PATH\n");
+      return 2;
+    }
+  n = readlink (argv[0], target, sizeof target - 1);
+  if (n < 0)
+    printf ("readlink(%s) %s\n", argv[0], result_name (-1, errno));
+  else
+    printf ("readlink(%s) =%.*s\n", argv[0], (int) n, target);
+  return 0;
+}
+
+static int
+cmd_mknod (int argc, char **argv)
+{
+  int rc;
+
+  if (argc != 1)
+    {
+      fprintf (stderr, "usage: probe mknod PATH\n");
+      return 2;
+    }
+  rc = mknod (argv[0], S_IFCHR | 0666, makedev (1, 3));
+  printf ("mknod(%s) %s\n", argv[0], result_name (rc, errno));
+  return 0;
+}
+
+static int
+cmd_kill (int argc, char **argv)
+{
+  int sig = argc > 1 ? atoi (argv[1]) : 0, rc;
+
+  if (argc < 1 || argc > 2)
+    {
+      fprintf (stderr, "usage: probe kill PID [SIG]\n");
+      return 2;
+    }
+  rc = kill ((pid_t) atol (argv[0]), sig);
+  printf ("kill(%s,%d) %s\n", argv[0], sig, result_name (rc, errno));
+  return 0;
+}
+
+/* A TCP connect that gives up after 5 s (a dropped SYN would hang). */
+static int
+cmd_connect (int argc, char **argv)
+{
+  struct sockaddr_storage ss;
+  socklen_t len;
+  struct pollfd pfd;
+  int fd, rc, err = 0;
+
+  if (argc != 2)
+    {
+      fprintf (stderr, "usage: probe connect HOST PORT\n");
+      return 2;
+    }
+  memset (&ss, 0, sizeof ss);
+  if (inet_pton (AF_INET, argv[0], &((struct sockaddr_in *) &ss)->sin_addr)
+      == 1)
+    {
+      ((struct sockaddr_in *) &ss)->sin_family = AF_INET;
+      ((struct sockaddr_in *) &ss)->sin_port = htons ((uint16_t) atoi (argv[1]));
+      len = sizeof (struct sockaddr_in);
+    }
+  else if (inet_pton (AF_INET6, argv[0],
+                      &((struct sockaddr_in6 *) &ss)->sin6_addr)
+           == 1)
+    {
+      ((struct sockaddr_in6 *) &ss)->sin6_family = AF_INET6;
+      ((struct sockaddr_in6 *) &ss)->sin6_port
+          = htons ((uint16_t) atoi (argv[1]));
+      len = sizeof (struct sockaddr_in6);
+    }
+  else
+    {
+      fprintf (stderr, "probe: `%s` is not an IP address\n", argv[0]);
+      return 2;
+    }
+  fd = socket (ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    {
+      printf ("connect(%s,%s) socket:%s\n", argv[0], argv[1],
+              result_name (-1, errno));
+      return 0;
+    }
+  rc = connect (fd, (struct sockaddr *) &ss, len);
+  if (rc < 0 && errno == EINPROGRESS)
+    {
+      pfd.fd = fd;
+      pfd.events = POLLOUT;
+      rc = poll (&pfd, 1, 5000);
+      if (rc == 0)
+        {
+          rc = -1;
+          errno = ETIMEDOUT;
+        }
+      else if (rc > 0)
+        {
+          len = sizeof err;
+          getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &len);
+          rc = err ? -1 : 0;
+          errno = err;
+        }
+    }
+  printf ("connect(%s,%s) %s\n", argv[0], argv[1], result_name (rc, errno));
+  close (fd);
+  return 0;
+}
+
+static int
+cmd_ifaces (int argc, char **argv)
+{
+  struct if_nameindex *ifs, *i;
+
+  (void) argc;
+  (void) argv;
+  ifs = if_nameindex ();
+  if (ifs == NULL)
+    {
+      printf ("ifaces %s\n", result_name (-1, errno));
+      return 0;
+    }
+  for (i = ifs; i->if_index != 0; i++)
+    printf ("%s\n", i->if_name);
+  if_freenameindex (ifs);
+  return 0;
+}
+
+/* TIOCSTI pushes a byte into a terminal's input queue (CVE-2017-5226). */
+static void
+try_tiocsti (const char *what, int fd)
+{
+  char c = '#';
+  int rc = ioctl (fd, TIOCSTI, &c);
+
+  printf ("tiocsti(%s) %s\n", what, result_name (rc, errno));
+}
+
+static int
+cmd_tiocsti (int argc, char **argv)
+{
+  int master, slave, rc;
+  char *name;
+
+  (void) argc;
+  (void) argv;
+  try_tiocsti ("stdin", 0);
+  try_tiocsti ("stdout", 1);
+  try_tiocsti ("stderr", 2);
+  /* A terminal of our own, through /dev/ptmx of the sandbox's devpts. */
+  master = posix_openpt (O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0)
+    {
+      printf ("openpty %s\n", result_name (-1, errno));
+      return 0;
+    }
+  rc = grantpt (master) < 0 || unlockpt (master) < 0 ? -1 : 0;
+  name = rc == 0 ? ptsname (master) : NULL;
+  slave = name ? open (name, O_RDWR | O_NOCTTY | O_CLOEXEC) : -1;
+  printf ("openpty %s\n", result_name (slave, errno));
+  if (slave < 0)
+    return 0;
+  rc = isatty (slave);
+  printf ("isatty(pty) %s\n", rc ? "ok" : result_name (-1, errno));
+  try_tiocsti ("pty master", master);
+  try_tiocsti ("pty slave", slave);
+  close (slave);
+  close (master);
+  return 0;
+}
+
+/* Within one sandbox, processes may signal each other; ptrace is denied
+   by the filter even on our own child. */
+static int
+cmd_siblings (int argc, char **argv)
+{
+  int status, rc;
+  pid_t child;
+
+  (void) argc;
+  (void) argv;
+  fflush (stdout);
+  child = fork ();
+  if (child < 0)
+    {
+      printf ("fork %s\n", result_name (-1, errno));
+      return 0;
+    }
+  if (child == 0)
+    {
+      pause ();
+      _exit (0);
+    }
+  rc = (int) syscall (SYS_ptrace, PTRACE_ATTACH, child, 0, 0);
+  printf ("ptrace(ATTACH,child) %s\n", result_name (rc, errno));
+  rc = kill (child, 0);
+  printf ("kill(child,0) %s\n", result_name (rc, errno));
+  rc = kill (child, SIGTERM);
+  printf ("kill(child,SIGTERM) %s\n", result_name (rc, errno));
+  while (waitpid (child, &status, 0) < 0 && errno == EINTR)
+    ;
+  printf ("child %s\n", WIFSIGNALED (status) && WTERMSIG (status) == SIGTERM
+                            ? "SIGTERM"
+                            : "other");
+  return 0;
+}
+
+/* Fork children that wait, until the kernel refuses; then end them all. */
+static int
+cmd_forkbomb (int argc, char **argv)
+{
+  static pid_t kids[1 << 16];
+  size_t n = 0;
+  int err = 0;
+
+  (void) argc;
+  (void) argv;
+  fflush (stdout);
+  while (n < ARRAY_SIZE (kids))
+    {
+      pid_t pid = fork ();
+      if (pid == 0)
+        {
+          pause ();
+          _exit (0);
+        }
+      if (pid < 0)
+        {
+          err = errno;
+          break;
+        }
+      kids[n++] = pid;
+    }
+  for (size_t i = 0; i < n; i++)
+    kill (kids[i], SIGKILL);
+  for (size_t i = 0; i < n; i++)
+    while (waitpid (kids[i], NULL, 0) < 0 && errno == EINTR)
+      ;
+  printf ("forkbomb %s %zu\n", err ? result_name (-1, err) : "no-limit", n);
+  return 0;
+}
+
+static int
+cmd_memhog (int argc, char **argv)
+{
+  const size_t mib = 1 << 20;
+  long want;
+
+  if (argc != 1 || (want = atol (argv[0])) <= 0)
+    {
+      fprintf (stderr, "usage: probe memhog MB\n");
+      return 2;
+    }
+  for (long i = 0; i < want; i++)
+    {
+      char *p = mmap (NULL, mib, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED)
+        {
+          printf ("memhog %s at %ld\n", result_name (-1, errno), i);
+          return 1;
+        }
+      memset (p, 0x5a, mib);
+      if ((i + 1) % 16 == 0)
+        {
+          printf ("memhog %ld\n", i + 1);
+          fflush (stdout);
+        }
+    }
+  printf ("memhog done %ld\n", want);
+  return 0;
+}
+
+/* A disk bomb with a small footprint of its own (static, one 64 KiB
+   buffer): SIGXFSZ is ignored so RLIMIT_FSIZE shows as EFBIG. */
+static int
+cmd_fill (int argc, char **argv)
+{
+  static char block[1 << 16];
+  unsigned long long total = 0;
+  int fd, err = 0;
+
+  if (argc != 1)
+    {
+      fprintf (stderr, "usage: probe fill PATH\n");
+      return 2;
+    }
+  signal (SIGXFSZ, SIG_IGN);
+  fd = open (argv[0], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    {
+      printf ("fill open:%s\n", result_name (-1, errno));
+      return 0;
+    }
+  for (;;)
+    {
+      ssize_t n = write (fd, block, sizeof block);
+      if (n < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          err = errno;
+          break;
+        }
+      total += (unsigned long long) n;
+    }
+  close (fd);
+  printf ("fill %s %llu\n", result_name (-1, err), total);
+  return 0;
+}
+
 struct command
 {
   const char *name;
@@ -479,6 +940,19 @@ static const struct command commands[] = {
   { "syscall", " NAME", cmd_syscall },
   { "expected", "", cmd_expected },
   { "int80", "", cmd_int80 },
+  { "fds", "", cmd_fds },
+  { "caps", "", cmd_caps },
+  { "open", " PATH r|w|rw|creat|path", cmd_open },
+  { "readlink", " PATH", cmd_readlink },
+  { "mknod", " PATH", cmd_mknod },
+  { "kill", " PID [SIG]", cmd_kill },
+  { "connect", " HOST PORT", cmd_connect },
+  { "ifaces", "", cmd_ifaces },
+  { "tiocsti", "", cmd_tiocsti },
+  { "siblings", "", cmd_siblings },
+  { "forkbomb", "", cmd_forkbomb },
+  { "memhog", " MB", cmd_memhog },
+  { "fill", " PATH", cmd_fill },
 };
 
 static int

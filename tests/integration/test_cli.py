@@ -1,0 +1,575 @@
+"""The `sbx` CLI against a real daemon: every point of its contract.
+
+run/exec statuses: the command's own; 124 on --timeout; 137 when killed
+(OOM or signal) with a one-line reason on stderr; 127/126 when the command
+cannot start; 125 when sbx itself failed (daemon unreachable, API refusal,
+usage). Errors are one line on stderr. Output is streamed as produced and
+byte exact."""
+import hashlib
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import SBX, DaemonTest
+from sbx_helpers import sandbox_ids, wait_until
+
+ID_RE = re.compile(r"^[a-z0-9]{20}$")
+KEY_RE = re.compile(r"^e2b_[0-9a-f]{40}$")
+
+
+class CliTest(DaemonTest):
+    def env(self, **extra):
+        e = {"PATH": "/usr/bin:/bin", "SBX_STATE": self.d.state}
+        e.update(extra)
+        return e
+
+    def run_ok(self, *args, **kw):
+        p = self.d.sbx(*args, **kw)
+        self.assertEqual(p.returncode, 0, p)
+        return p
+
+    def assertOneLine(self, p, *words):
+        """stderr is exactly one line, starting with "sbx: " and naming words."""
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(len(err.splitlines()), 1, "stderr: %r" % err)
+        self.assertTrue(err.endswith("\n"), err)
+        self.assertTrue(err.startswith("sbx: "), err)
+        for w in words:
+            self.assertIn(w, err)
+        return err
+
+    def popen(self, *args, **kw):
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        return subprocess.Popen([SBX] + list(args), env=kw.pop("env", self.env()), **kw)
+
+    def readline(self, f, timeout=60):
+        """One line from a pipe, failing (not hanging) after timeout."""
+        line = b""
+        deadline = time.time() + timeout
+        fd = f.fileno()
+        while not line.endswith(b"\n"):
+            left = deadline - time.time()
+            self.assertGreater(left, 0, "no full line within %ds (got %r)" % (timeout, line))
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                c = os.read(fd, 1)
+                if not c:
+                    break
+                line += c
+        return line
+
+    def tmpfile(self, data, mode=0o644):
+        fd, path = tempfile.mkstemp(prefix="sbx-cli-test-")
+        os.write(fd, data)
+        os.close(fd)
+        os.chmod(path, mode)
+        self.addCleanup(os.unlink, path)
+        return path
+
+
+class CliRun(CliTest):
+    def test_output_and_status(self):
+        p = self.d.sbx("run", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (3, b"out\n", b"err\n"))
+        for code in (0, 1, 42, 126, 127, 255):
+            with self.subTest(code=code):
+                p = self.d.sbx("run", "sh", "-c", "exit %d" % code)
+                self.assertEqual((p.returncode, p.stdout, p.stderr), (code, b"", b""))
+        p = self.d.sbx("run", "sh", "-c", "exit 300")  # like a shell: 300 & 0xff
+        self.assertEqual(p.returncode, 44)
+        # Arguments reach the command as they are: no shell in between.
+        p = self.run_ok("run", "printf", "%s|", "a b", "$HOME", "*", "-e", "--", "")
+        self.assertEqual(p.stdout, b"a b|$HOME|*|-e|--||")
+        self.assertEqual(sandbox_ids(self.d), [])  # run cleans up after itself
+
+    def test_streams_as_produced(self):
+        """The first line arrives while the command still runs: it waits for
+        a file that the test only creates after reading that line."""
+        proc = self.popen("run", "--", "sh", "-c",
+                          "echo first; echo first-err >&2; "
+                          "while [ ! -e /tmp/go ]; do sleep 0.05; done; echo second")
+        try:
+            self.assertEqual(self.readline(proc.stdout), b"first\n")
+            self.assertEqual(self.readline(proc.stderr), b"first-err\n")
+            self.assertIsNone(proc.poll())
+            sid = wait_until(lambda: sandbox_ids(self.d), what="the run's sandbox")[0]
+            self.assertEqual(self.d.upload(sid, "/tmp/go", b"").status, 201)
+            self.assertEqual(self.readline(proc.stdout), b"second\n")
+            self.assertEqual(proc.wait(60), 0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        # And the plain case from the contract: print, sleep, print.
+        proc = self.popen("run", "--", "sh", "-c", "echo one; sleep 2; echo two")
+        try:
+            self.assertEqual(self.readline(proc.stdout), b"one\n")
+            still_running = proc.poll() is None
+            self.assertEqual(self.readline(proc.stdout), b"two\n")
+            self.assertEqual(proc.wait(60), 0)
+        finally:
+            proc.stdout.close()
+            proc.stderr.close()
+        self.assertTrue(still_running, "the first line came only at the end")
+
+    def run_and_inspect(self, *opts):
+        """Start `sbx run OPTS -- CMD` with a command that waits for a file,
+        and return the run's sandbox object as the API shows it."""
+        proc = self.popen("run", *opts, "--", "sh", "-c",
+                          "echo ready; while [ ! -e /tmp/go ]; do sleep 0.05; done")
+        try:
+            self.assertEqual(self.readline(proc.stdout), b"ready\n")
+            sid = sandbox_ids(self.d)[0]
+            sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
+            self.d.upload(sid, "/tmp/go", b"")
+            self.assertEqual(proc.wait(60), 0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        return sb
+
+    def test_options_reach_the_sandbox(self):
+        sb = self.run_and_inspect()
+        self.assertEqual(sb["limits"], {"memory": 512 << 20, "cpus": 1, "pids": 256,
+                                        "disk": 1 << 30})
+        self.assertEqual((sb["timeout"], sb["template"], sb["user"]), (300, "base", "user"))
+        sb = self.run_and_inspect("--memory", "256M", "--cpus", "0.5", "--pids", "64",
+                                  "--disk", "64M", "--template", "base", "--timeout", "60",
+                                  "-e", "K=V")
+        self.assertEqual(sb["limits"], {"memory": 256 << 20, "cpus": 0.5, "pids": 64,
+                                        "disk": 64 << 20})
+        # The sandbox outlives the command's own timeout, so that 124 wins.
+        self.assertGreaterEqual(sb["timeout"], 60)
+        self.assertEqual(sandbox_ids(self.d), [])
+
+    def test_binary_output_is_exact(self):
+        blob = bytes(range(256)) * 16 + os.urandom(2 << 20)
+        path = self.tmpfile(blob)
+        p = self.run_ok("run", "--file", path + ":/tmp/blob", "--", "cat", "/tmp/blob")
+        self.assertEqual(p.stdout, blob)
+        p = self.run_ok("run", "--file", path + ":/tmp/blob", "--", "sh", "-c",
+                        "cat /tmp/blob >&2")
+        self.assertEqual((p.stdout, p.stderr), (b"", blob))
+        # Random bytes made inside, checked against the hash made inside.
+        p = self.run_ok("run", "--", "sh", "-c",
+                        "head -c 3000000 /dev/urandom > /tmp/r; sha256sum < /tmp/r >&2; cat /tmp/r")
+        self.assertEqual(len(p.stdout), 3000000)
+        self.assertEqual(p.stderr.split()[0].decode(), hashlib.sha256(p.stdout).hexdigest())
+
+    def test_stdin(self):
+        data = os.urandom(5 << 20)
+        p = self.run_ok("run", "-i", "--", "sha256sum", input=data)
+        self.assertEqual(p.stdout.split()[0].decode(), hashlib.sha256(data).hexdigest())
+        p = self.run_ok("run", "--interactive", "--", "cat", input=data[:3 << 20])
+        self.assertTrue(p.stdout == data[:3 << 20], "cat -i did not round-trip byte exact")
+        p = self.run_ok("run", "-i", "--", "wc", "-c", input=b"")
+        self.assertEqual(p.stdout.strip(), b"0")
+        # Without -i the command's stdin is empty, whatever ours holds.
+        p = self.run_ok("run", "--", "cat", input=b"not forwarded")
+        self.assertEqual(p.stdout, b"")
+
+    def test_file_option(self):
+        script = self.tmpfile(b"#!/bin/sh\necho \"script $1\"\n", mode=0o751)
+        data = self.tmpfile(b"payload\n", mode=0o600)
+        p = self.run_ok("run", "--file", script + ":/home/user/bin/tool",
+                        "--file", data + ":/tmp/", "--", "sh", "-c",
+                        "stat -c '%a %U' /home/user/bin/tool /tmp/" + os.path.basename(data) +
+                        "; /home/user/bin/tool x; cat /tmp/" + os.path.basename(data))
+        self.assertEqual(p.stdout, b"751 user\n600 user\nscript x\npayload\n")
+        # Without REMOTE: the local name in the home directory.
+        p = self.run_ok("run", "--file", data, "--", "cat", os.path.basename(data))
+        self.assertEqual(p.stdout, b"payload\n")
+        # A missing local file fails before any sandbox exists.
+        p = self.d.sbx("run", "--file", "/nonexistent/file:/tmp/x", "--", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertOneLine(p, "/nonexistent/file")
+        self.assertEqual(sandbox_ids(self.d), [])
+
+    def test_env_workdir_user(self):
+        p = self.run_ok("run", "-e", "A=1", "--env", "B=x=y", "-e", "EMPTY=", "-w", "/tmp",
+                        "--", "sh", "-c", 'echo "$A|$B|${EMPTY-unset}|$(pwd)|$(id -u)|$HOME"')
+        self.assertEqual(p.stdout, b"1|x=y||/tmp|1000|/home/user\n")
+        p = self.run_ok("run", "-u", "root", "--workdir", "/root", "--", "sh", "-c",
+                        'echo "$(id -u)|$(pwd)|$HOME|$USER"')
+        self.assertEqual(p.stdout, b"0|/root|/root|root\n")
+        p = self.run_ok("run", "--user", "user", "--", "id", "-un")
+        self.assertEqual(p.stdout, b"user\n")
+        p = self.d.sbx("run", "-w", "/nonexistent", "--", "pwd")
+        self.assertEqual(p.returncode, 126)
+        self.assertOneLine(p, "/nonexistent")
+        p = self.d.sbx("run", "-u", "nobody", "--", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertOneLine(p, "nobody")
+
+    def test_timeout(self):
+        for spelling in ("1", "500ms", "2s", "0.5", "--timeout=1"):
+            with self.subTest(timeout=spelling):
+                opt = [spelling] if spelling.startswith("--") else ["--timeout", spelling]
+                p = self.d.sbx("run", *opt, "--", "sh", "-c", "echo before; sleep 60; echo after")
+                self.assertEqual(p.returncode, 124, p)
+                self.assertEqual(p.stdout, b"before\n")
+                self.assertOneLine(p, "timed out")
+        p = self.run_ok("run", "--timeout", "5m", "--", "echo", "in time")
+        self.assertEqual((p.stdout, p.stderr), (b"in time\n", b""))
+        for bad in ("soon", "10d", "-1", ""):
+            with self.subTest(bad=bad):
+                p = self.d.sbx("run", "--timeout", bad, "--", "true")
+                self.assertEqual(p.returncode, 125, p)
+                self.assertOneLine(p)
+        self.assertEqual(sandbox_ids(self.d), [])
+
+    def test_killed(self):
+        p = self.d.sbx("run", "--memory", "32M", "--", "python3", "-c",
+                       "b = bytearray(256 * 1024 * 1024)")
+        self.assertEqual(p.returncode, 137, p)
+        self.assertOneLine(p, "out of memory")
+        for sig in ("KILL", "TERM", "SEGV"):
+            with self.subTest(signal=sig):
+                p = self.d.sbx("run", "--", "sh", "-c", "echo x; kill -%s $$" % sig)
+                self.assertEqual((p.returncode, p.stdout), (137, b"x\n"))
+                self.assertOneLine(p, "SIG" + sig)
+
+    def test_cannot_start(self):
+        p = self.d.sbx("run", "--", "no-such-command", "arg")
+        self.assertEqual((p.returncode, p.stdout), (127, b""))
+        self.assertOneLine(p, "no-such-command")
+        p = self.d.sbx("run", "--", "/etc/passwd")
+        self.assertEqual((p.returncode, p.stdout), (126, b""))
+        self.assertOneLine(p, "/etc/passwd")
+
+    def test_daemon_unreachable(self):
+        empty = tempfile.mkdtemp(prefix="sbx-cli-empty-")
+        self.addCleanup(os.rmdir, empty)
+        env = {"SBX_STATE": empty}
+        for args in (("run", "--", "true"), ("exec", "aaaaaaaaaaaaaaaaaaaa", "--", "true"),
+                     ("create",), ("ls",), ("ls", "--json"), ("kill", "aaaaaaaaaaaaaaaaaaaa"),
+                     ("cp", "aaaaaaaaaaaaaaaaaaaa:/tmp/x", "-"), ("key", "create"),
+                     ("key", "ls"), ("key", "rm", "k123")):
+            with self.subTest(args=args):
+                p = self.d.sbx(*args, env=env)
+                self.assertEqual((p.returncode, p.stdout), (125, b""), p)
+                self.assertOneLine(p, empty)
+        # The same over TCP, to a port nobody listens on.
+        from harness import free_port
+        url = "http://127.0.0.1:%d" % free_port()
+        p = self.d.sbx("run", "--", "true", env={"SBX_URL": url, "SBX_API_KEY": "k"})
+        self.assertEqual(p.returncode, 125, p)
+        self.assertOneLine(p, url)
+        for bad in ("ftp://host:1", "https://127.0.0.1:1", "http://", "http://h:99999"):
+            with self.subTest(url=bad):
+                p = self.d.sbx("ls", env={"SBX_URL": bad})
+                self.assertEqual(p.returncode, 125, p)
+                self.assertOneLine(p)
+
+    def test_api_refusal(self):
+        for opts, words in ((("--memory", "1T"), ("memory",)), (("--memory", "1P"), ("memory",)),
+                            (("--memory", "1K"), ("memory",)), (("--cpus", "1000"), ("cpus",)),
+                            (("--cpus", "0"), ("cpus",)), (("--pids", "1"), ("pids",)),
+                            (("--pids", "many"), ("pids",)), (("--disk", "300G"), ("disk",)),
+                            (("--timeout", "25h"), ("timeout",)), (("--template", "nope"),
+                                                                   ("nope",)),
+                            (("-e", "=x"), ("env",))):
+            with self.subTest(opts=opts):
+                p = self.d.sbx("run", *opts, "--", "touch", "/tmp/ran")
+                self.assertEqual((p.returncode, p.stdout), (125, b""), p)
+                self.assertOneLine(p, *words)
+        self.assertEqual(sandbox_ids(self.d), [])
+
+    def test_usage_errors(self):
+        for args in (("run",), ("run", "--"), ("run", "--bogus", "--", "true"),
+                     ("run", "--memory"), ("run", "-x", "true")):
+            with self.subTest(args=args):
+                p = self.d.sbx(*args)
+                self.assertEqual((p.returncode, p.stdout), (125, b""), p)
+                self.assertOneLine(p)
+        self.assertEqual(sandbox_ids(self.d), [])
+
+    def interrupt(self, sig):
+        proc = self.popen("run", "--", "sh", "-c", "echo ready; exec sleep 100")
+        try:
+            self.assertEqual(self.readline(proc.stdout), b"ready\n")
+            self.assertEqual(len(sandbox_ids(self.d)), 1)
+            proc.send_signal(sig)
+            rc = proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            err = proc.stderr.read()
+            proc.stderr.close()
+        # The sandbox is gone by the time sbx has exited.
+        self.assertEqual(sandbox_ids(self.d), [])
+        return rc, err
+
+    def test_ctrl_c_kills_the_sandbox(self):
+        rc, err = self.interrupt(signal.SIGINT)
+        self.assertEqual(rc, 128 + signal.SIGINT)
+        self.assertNotIn(b"Traceback", err)
+
+    def test_sigterm_kills_the_sandbox(self):
+        rc, _ = self.interrupt(signal.SIGTERM)
+        self.assertEqual(rc, 128 + signal.SIGTERM)
+
+    def test_closed_stdout(self):
+        """`sbx run -- yes | head -1`: sbx stops and removes the sandbox."""
+        proc = self.popen("run", "--", "yes")
+        try:
+            self.assertEqual(self.readline(proc.stdout), b"y\n")
+            proc.stdout.close()
+            rc = proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stderr.close()
+        self.assertEqual(rc, 128 + signal.SIGPIPE)
+        self.assertEqual(sandbox_ids(self.d), [])
+
+
+class CliSandboxes(CliTest):
+    listen = True
+
+    def create(self, *args):
+        p = self.run_ok("create", *args)
+        sid = p.stdout.decode().splitlines()[-1]
+        self.assertRegex(sid, ID_RE)
+        return sid
+
+    def test_create(self):
+        sid = self.create()
+        sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
+        self.assertEqual((sb["user"], sb["timeout"], sb["limits"]["memory"], sb["limits"]["cpus"],
+                          sb["limits"]["pids"], sb["limits"]["disk"]),
+                         ("user", 300, 512 << 20, 1, 256, 1 << 30))
+        data = self.tmpfile(b"seeded", mode=0o640)
+        sid = self.create("--memory", "256M", "--cpus", "0.5", "--pids", "64", "--disk", "64M",
+                          "--timeout", "90", "-e", "K=V", "-u", "root", "--template", "base",
+                          "--file", data + ":/tmp/seed")
+        sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
+        self.assertEqual((sb["user"], sb["timeout"], sb["env"], sb["template"]),
+                         ("root", 90, {"K": "V"}, "base"))
+        self.assertEqual(sb["limits"], {"memory": 256 << 20, "cpus": 0.5, "pids": 64,
+                                        "disk": 64 << 20})
+        res = self.d.sh(sid, "cat /tmp/seed; stat -c ' %a' /tmp/seed; echo $K")
+        self.assertEqual(res["stdout"], "seeded 640\nV\n")
+        # Refused: nothing created, one line.
+        before = sandbox_ids(self.d)
+        for args in (("--memory", "1T"), ("--bogus",), ("extra-arg",),
+                     ("--file", "/nonexistent:/tmp/x")):
+            with self.subTest(args=args):
+                p = self.d.sbx("create", *args)
+                self.assertNotEqual(p.returncode, 0)
+                self.assertEqual(p.stdout, b"")
+                self.assertOneLine(p)
+        self.assertEqual(sandbox_ids(self.d), before)
+
+    def test_exec(self):
+        sid = self.create("-e", "S=sandbox")
+        p = self.d.sbx("exec", sid, "--", "sh", "-c", "echo $S; echo e >&2; exit 4")
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (4, b"sandbox\n", b"e\n"))
+        p = self.run_ok("exec", "-e", "S=exec", "-w", "/tmp", "-u", "root", sid, "--", "sh", "-c",
+                        'echo "$S $(pwd) $(id -u)"')
+        self.assertEqual(p.stdout, b"exec /tmp 0\n")
+        p = self.run_ok("exec", sid, "pwd")  # the "--" is optional
+        self.assertEqual(p.stdout, b"/home/user\n")
+        p = self.d.sbx("exec", "--timeout", "500ms", sid, "--", "sleep", "60")
+        self.assertEqual(p.returncode, 124)
+        self.assertOneLine(p, "timed out")
+        p = self.d.sbx("exec", sid, "--", "no-such-command")
+        self.assertEqual(p.returncode, 127)
+        self.assertOneLine(p, "no-such-command")
+        p = self.d.sbx("exec", sid, "--", "sh", "-c", "kill -KILL $$")
+        self.assertEqual(p.returncode, 137)
+        self.assertOneLine(p, "SIGKILL")
+        data = os.urandom(1 << 20)
+        p = self.run_ok("exec", "-i", sid, "--", "sha256sum", input=data)
+        self.assertEqual(p.stdout.split()[0].decode(), hashlib.sha256(data).hexdigest())
+        # State persists between execs: it is one sandbox.
+        self.run_ok("exec", sid, "--", "sh", "-c", "echo kept > /tmp/state")
+        self.assertEqual(self.run_ok("exec", sid, "cat", "/tmp/state").stdout, b"kept\n")
+        # Unknown sandbox: 125, one line naming it.
+        p = self.d.sbx("exec", "zzzzzzzzzzzzzzzzzzzz", "--", "true")
+        self.assertEqual((p.returncode, p.stdout), (125, b""))
+        self.assertOneLine(p, "zzzzzzzzzzzzzzzzzzzz")
+        p = self.d.sbx("exec", sid)
+        self.assertEqual(p.returncode, 125)
+        self.assertOneLine(p)
+        self.assertEqual(sandbox_ids(self.d), [sid])
+
+    def test_cp(self):
+        sid = self.create()
+        blob = os.urandom(4 << 20) + bytes(range(256))
+        src = self.tmpfile(blob, mode=0o750)
+        # In: to a path, keeping the mode.
+        self.run_ok("cp", src, sid + ":/tmp/in.bin")
+        st = self.d.api("GET", "/v1/sandboxes/%s/files/stat?path=/tmp/in.bin" % sid).json()
+        self.assertEqual((st["size"], st["mode"], st["uid"]), (len(blob), "0750", 1000))
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/%s/files?path=/tmp/in.bin" % sid).body,
+                         blob)
+        # In: into a directory, keeping the name.
+        self.run_ok("cp", src, sid + ":/tmp")
+        self.run_ok("cp", src, sid + ":/home/user/")
+        names = self.d.api("GET", "/v1/sandboxes/%s/files/list?path=/tmp" % sid).json()["entries"]
+        self.assertIn(os.path.basename(src), [e["name"] for e in names])
+        # In: from stdin.
+        self.run_ok("cp", "-", sid + ":/tmp/from-stdin", input=b"piped\x00bytes")
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/%s/files?path=/tmp/from-stdin"
+                                    % sid).body, b"piped\x00bytes")
+        # Out: to stdout, byte exact.
+        p = self.run_ok("cp", sid + ":/tmp/in.bin", "-")
+        self.assertEqual(hashlib.sha256(p.stdout).digest(), hashlib.sha256(blob).digest())
+        # Out: to a file, with the mode; to a directory, with the name.
+        out_dir = tempfile.mkdtemp(prefix="sbx-cli-out-")
+        self.addCleanup(shutil.rmtree, out_dir, True)
+        self.run_ok("cp", sid + ":/tmp/in.bin", os.path.join(out_dir, "copy"))
+        with open(os.path.join(out_dir, "copy"), "rb") as f:
+            self.assertEqual(f.read(), blob)
+        umask = os.umask(0)
+        os.umask(umask)
+        self.assertEqual(os.stat(os.path.join(out_dir, "copy")).st_mode & 0o777, 0o750 & ~umask)
+        self.run_ok("cp", sid + ":/tmp/from-stdin", out_dir)
+        self.assertTrue(os.path.exists(os.path.join(out_dir, "from-stdin")))
+        # Failures: one line, no local file left behind.
+        p = self.d.sbx("cp", sid + ":/tmp/missing", os.path.join(out_dir, "missing"))
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p, "/tmp/missing")
+        self.assertFalse(os.path.exists(os.path.join(out_dir, "missing")))
+        p = self.d.sbx("cp", src, sid + ":/etc/x")
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p)
+        p = self.d.sbx("cp", "/nonexistent", sid + ":/tmp/x")
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p, "/nonexistent")
+        for args in (("cp", src, "/tmp/local"), ("cp", sid + ":/a", sid + ":/b"), ("cp", src)):
+            with self.subTest(args=args):
+                p = self.d.sbx(*args)
+                self.assertEqual(p.returncode, 2, p)
+                self.assertOneLine(p)
+
+    def test_ls(self):
+        p = self.run_ok("ls")
+        lines = p.stdout.decode().splitlines()
+        self.assertEqual(len(lines), 1)
+        self.assertTrue(lines[0].startswith("ID"), lines)
+        self.assertEqual(json.loads(self.run_ok("ls", "--json").stdout), [])
+        ids = [self.create("--memory", "256M"), self.create("-u", "root")]
+        lines = self.run_ok("ls").stdout.decode().splitlines()
+        self.assertEqual(len(lines), 3)
+        self.assertEqual([l.split()[0] for l in lines[1:]], ids)
+        self.assertIn("256M", lines[1])
+        self.assertIn("root", lines[2])
+        listed = json.loads(self.run_ok("ls", "--json").stdout)
+        self.assertEqual([sb["id"] for sb in listed], ids)
+        self.assertEqual(listed, self.d.api("GET", "/v1/sandboxes").json()["sandboxes"])
+        p = self.d.sbx("ls", "--bogus")
+        self.assertEqual(p.returncode, 2)
+        self.assertOneLine(p)
+
+    def test_kill(self):
+        ids = [self.create() for _ in range(3)]
+        p = self.run_ok("kill", ids[0], ids[1])
+        self.assertEqual((p.stdout, p.stderr), (b"", b""))
+        self.assertEqual(sandbox_ids(self.d), [ids[2]])
+        p = self.d.sbx("kill", ids[0])
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p, ids[0])
+        # An unknown id among good ones: the good ones still go.
+        p = self.d.sbx("kill", "zzzzzzzzzzzzzzzzzzzz", ids[2])
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p, "zzzzzzzzzzzzzzzzzzzz")
+        self.assertEqual(sandbox_ids(self.d), [])
+        p = self.d.sbx("kill")
+        self.assertEqual(p.returncode, 2)
+        self.assertOneLine(p)
+
+    def test_keys(self):
+        p = self.run_ok("key", "create", "--tenant", "acme")
+        key = p.stdout.decode().splitlines()[-1]
+        self.assertRegex(key, KEY_RE)
+        p = self.run_ok("key", "create")
+        other = p.stdout.decode().splitlines()[-1]
+        self.assertRegex(other, KEY_RE)
+        keys = self.d.api("GET", "/v1/keys").json()["keys"]
+        mine = [k for k in keys if k["prefix"] == key[:8]][0]
+        self.assertEqual(mine["tenant"], "acme")
+        self.assertEqual([k["tenant"] for k in keys if k["prefix"] == other[:8]], ["default"])
+        listing = self.run_ok("key", "ls").stdout.decode()
+        self.assertIn(mine["id"], listing)
+        self.assertIn("acme", listing)
+        self.assertNotIn(key, listing)  # shown once, never listed
+        self.assertNotIn(key[8:], listing)
+        # The key works over TCP until removed.
+        tcp = {"SBX_URL": "http://" + self.d.listen, "SBX_API_KEY": key}
+        self.assertEqual(self.d.sbx("run", "--", "true", env=tcp).returncode, 0)
+        p = self.run_ok("key", "rm", mine["id"])
+        self.assertEqual(p.stdout, b"")
+        self.assertNotIn(mine["id"], self.run_ok("key", "ls").stdout.decode())
+        p = self.d.sbx("run", "--", "true", env=tcp)
+        self.assertEqual(p.returncode, 125, p)
+        self.assertOneLine(p)
+        self.assertError(self.d.tcp("GET", "/v1/sandboxes", key=key), 401, "unauthorized")
+        p = self.d.sbx("key", "rm", mine["id"])
+        self.assertEqual(p.returncode, 1)
+        self.assertOneLine(p, mine["id"])
+        p = self.d.sbx("key", "create", "--tenant", "bad name")
+        self.assertEqual(p.returncode, 1)
+        self.assertOneLine(p)
+        # Over TCP, key management is refused.
+        p = self.d.sbx("key", "ls", env={"SBX_URL": "http://" + self.d.listen,
+                                         "SBX_API_KEY": other})
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p)
+
+    def test_tcp(self):
+        key = self.run_ok("key", "create", "--tenant", "remote").stdout.decode().splitlines()[-1]
+        tcp = {"SBX_URL": "http://" + self.d.listen, "SBX_API_KEY": key,
+               "SBX_STATE": "/nonexistent"}
+        p = self.d.sbx("run", "--", "sh", "-c", "echo over tcp; exit 6", env=tcp)
+        self.assertEqual((p.returncode, p.stdout), (6, b"over tcp\n"))
+        data = os.urandom(1 << 20)
+        p = self.d.sbx("run", "-i", "--", "sha256sum", input=data, env=tcp)
+        self.assertEqual(p.stdout.split()[0].decode(), hashlib.sha256(data).hexdigest())
+        local = self.create()
+        p = self.d.sbx("create", env=tcp)
+        self.assertEqual(p.returncode, 0, p)
+        remote = p.stdout.decode().splitlines()[-1]
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + remote).json()["tenant"], "remote")
+        # The tenant sees only its own sandbox.
+        listed = json.loads(self.d.sbx("ls", "--json", env=tcp).stdout)
+        self.assertEqual([sb["id"] for sb in listed], [remote])
+        p = self.d.sbx("exec", local, "--", "true", env=tcp)
+        self.assertEqual(p.returncode, 125)
+        self.assertOneLine(p, "not found")
+        self.assertEqual(self.d.sbx("exec", remote, "--", "true", env=tcp).returncode, 0)
+        self.run_ok("cp", "-", remote + ":/tmp/x", input=b"tcp file", env=tcp)
+        self.assertEqual(self.run_ok("cp", remote + ":/tmp/x", "-", env=tcp).stdout, b"tcp file")
+        p = self.d.sbx("kill", local, env=tcp)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(local, sandbox_ids(self.d))
+        self.run_ok("kill", remote, env=tcp)
+        self.assertEqual(sandbox_ids(self.d), [local])
+        # Missing or wrong key: 125 for run, one line.
+        for env in ({"SBX_URL": "http://" + self.d.listen},
+                    {"SBX_URL": "http://" + self.d.listen, "SBX_API_KEY": "e2b_" + "0" * 40}):
+            p = self.d.sbx("run", "--", "true", env=env)
+            self.assertEqual(p.returncode, 125, p)
+            self.assertOneLine(p)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()

@@ -1,0 +1,516 @@
+"""Hostile code vs. the filesystem view (DESIGN.md invariants 2, 5, 7).
+
+Code inside a sandbox tries to see the host's files, to write outside its
+disk, to find what a previous sandbox left, to read PID 1's secrets through
+/proc, and to find a leaked fd. Every outcome is an exact errno or an exact
+listing.
+
+Observed errnos, and why each is that one:
+
+- Creating a file anywhere but /home/user, /tmp and /dev/shm: EROFS. The
+  skeleton root (/, /etc, /dev, /run, /var, /root) is a tmpfs made read-only
+  once built, /usr is the host's /usr bound read-only, and /proc/sys is a
+  read-only bind over procfs. filename_create() takes mnt_want_write()
+  before any permission or Landlock check, so EROFS wins for every user.
+- Opening an existing file of that tree for writing: the permission check
+  (may_open -> inode_permission) runs before do_dentry_open() asks the
+  mount for write access, so EACCES when the caller may not write the file
+  anyway (host files are owned by unmapped ids, shown as nobody; host-wide
+  sysctls only let the initial namespace's root write), and EROFS only when
+  the permission check passes (/etc/passwd for root inside, 0666 sysctls
+  like ns_last_pid). The exact table is WritesOutside.WRITE_EXISTING.
+- /root as `user`: EACCES (0700 root); as root inside, creating in it is
+  EROFS (the skeleton is read-only).
+- mknod of a device in the writable /tmp: EACCES, not EPERM. Landlock's
+  security_path_mknod() hook runs in do_mknodat() before vfs_mknod()'s
+  CAP_MKNOD check, and no Landlock rule grants MAKE_CHAR anywhere. In /dev
+  (read-only): EROFS, from mnt_want_write() in filename_create().
+- /proc/1/{exe,root,cwd,fd/N} readlink and /proc/1/{mem,environ,maps,fd}
+  open: EACCES for `user` and for root inside. sbx-init is not dumpable
+  (PR_SET_DUMPABLE 0), so ptrace_may_access() needs CAP_SYS_PTRACE over its
+  user namespace, which nobody inside has (CVE-2019-5736, CVE-2016-9962).
+"""
+import json
+import os
+import unittest
+
+from harness import DaemonTest
+from hostile_util import (canary_name, kill_and_check_gone, probe_one, put_probe, py,
+                          sandbox_host_pids, sh_ok, wait_until)
+
+ASAN_SUBSET = False
+
+
+class HostFilesInvisible(DaemonTest):
+    """Invariant 2: nothing of the host but the template's read-only tree."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # A canary in the host's /tmp and one in the daemon's state dir:
+        # neither may be visible inside by any path.
+        cls.tmp_canary = os.path.join("/tmp", canary_name())
+        with open(cls.tmp_canary, "w") as f:
+            f.write("host tmp canary\n")
+        cls.state_canary = os.path.join(cls.d.state, canary_name())
+        with open(cls.state_canary, "w") as f:
+            f.write("state canary\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (cls.tmp_canary, cls.state_canary):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        super().tearDownClass()
+
+    def setUp(self):
+        self.sid = self.d.create()
+        put_probe(self.d, self.sid)
+
+    def listdir(self, path, user=None):
+        res = self.d.exec(self.sid, argv=["/usr/bin/python3", "-c",
+                                          "import json,os,sys; "
+                                          "print(json.dumps(sorted(os.listdir(sys.argv[1]))))",
+                                          path], **({"user": user} if user else {}))
+        self.assertEqual(res["exit_code"], 0, res)
+        return json.loads(res["stdout"])
+
+    def test_etc_is_generated_not_the_hosts(self):
+        self.assertTrue(os.path.exists("/etc/shadow"), "the host should have /etc/shadow")
+        self.assertEqual(probe_one(self, self.sid, "open", "/etc/shadow", "r"), "ENOENT")
+        self.assertEqual(probe_one(self, self.sid, "open", "/etc/shadow", "r", user="root"),
+                         "ENOENT")
+        expected = {"passwd", "group", "hosts", "hostname", "nsswitch.conf", "resolv.conf",
+                    "shells", "os-release", "localtime"}
+        for host, name in (("/etc/ssl/certs", "ssl"), ("/etc/alternatives", "alternatives"),
+                           ("/etc/ld.so.cache", "ld.so.cache"), ("/etc/services", "services"),
+                           ("/etc/protocols", "protocols")):
+            if os.path.exists(host):
+                expected.add(name)
+        self.assertEqual(set(self.listdir("/etc")), expected)
+        if os.path.exists("/etc/ssl/certs"):
+            self.assertEqual(self.listdir("/etc/ssl"), ["certs"])
+        # The generated passwd, not the host's.
+        passwd = sh_ok(self, self.sid, "cat /etc/passwd")
+        self.assertEqual([l.split(":")[0] for l in passwd.splitlines()], ["root", "user", "nobody"])
+
+    def test_root_home_var_run_sys(self):
+        self.assertEqual(probe_one(self, self.sid, "open", "/root", "r"), "EACCES")
+        self.assertEqual(self.listdir("/root", user="root"), [])
+        self.assertEqual(self.listdir("/home"), ["user"])
+        self.assertEqual(self.listdir("/home/user"), [])
+        self.assertEqual(self.listdir("/var"), ["tmp"])
+        self.assertEqual(sh_ok(self, self.sid, "readlink /var/tmp"), "/tmp\n")
+        self.assertEqual(self.listdir("/run"), [])
+        self.assertEqual(probe_one(self, self.sid, "open", "/sys", "path"), "ENOENT")
+        self.assertEqual(probe_one(self, self.sid, "open", "/sys/fs/cgroup", "path"), "ENOENT")
+        # The top level: the skeleton's own directories, plus the host's
+        # merged-/usr links (or binds) that exist on this host.
+        top = {"dev", "etc", "home", "proc", "root", "run", "tmp", "usr", "var"}
+        top |= {n for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+                if os.path.lexists("/" + n)}
+        self.assertEqual(self.listdir("/"), sorted(top))
+
+    def test_host_tmp_canary_absent(self):
+        name = os.path.basename(self.tmp_canary)
+        self.assertEqual(probe_one(self, self.sid, "open", "/tmp/" + name, "r"), "ENOENT")
+        self.assertEqual(probe_one(self, self.sid, "open", "/var/tmp/" + name, "r"), "ENOENT")
+        # The sandbox's /tmp holds only what we put there.
+        self.assertEqual(self.listdir("/tmp"), ["probe"])
+        self.assertEqual(self.listdir("/dev/shm"), [])
+
+    def test_state_dir_unreachable(self):
+        state = self.d.state
+        for path in (state, os.path.join(state, "sbx.sock"), self.state_canary):
+            self.assertEqual(probe_one(self, self.sid, "open", path, "path"), "ENOENT", path)
+            self.assertEqual(probe_one(self, self.sid, "open", path, "path", user="root"),
+                             "ENOENT", path)
+        # Not under any other name either: search the whole tree but procfs
+        # and the host's read-only /usr (which the daemon does not write).
+        names = [os.path.basename(state), os.path.basename(self.state_canary), "sbx.sock",
+                 os.path.basename(self.tmp_canary)]
+        out = sh_ok(self, self.sid,
+                    "find / -xdev \\( -path /proc -o -path /usr \\) -prune -o -print 2>/dev/null; "
+                    "find /home/user /tmp /dev/shm /dev/pts /etc/ssl -print 2>/dev/null; true",
+                    user="root")
+        for n in names:
+            self.assertNotIn(n, out)
+        # No mount of the sandbox comes from the state dir or the host's /tmp:
+        # the only host filesystem mounts are the template's read-only binds.
+        mountinfo = sh_ok(self, self.sid, "cat /proc/self/mountinfo")
+        self.assertNotIn(state, mountinfo)
+        virtual = {"tmpfs", "proc", "devpts", "devtmpfs"}
+        host_binds = {}
+        for line in mountinfo.splitlines():
+            f = line.split()
+            fstype = f[f.index("-") + 1]
+            if fstype == "devtmpfs":
+                # Device nodes only: /dev/* and the /dev/null masks in /proc.
+                self.assertIn(f[3], ("/null", "/zero", "/full", "/random", "/urandom", "/tty"), line)
+            elif fstype not in virtual:
+                host_binds[f[4]] = f[3]
+                self.assertTrue(f[5].startswith("ro,"), line)
+        allowed = {"/usr", "/etc/ssl/certs", "/etc/alternatives", "/etc/ld.so.cache",
+                   "/etc/services", "/etc/protocols", "/bin", "/sbin", "/lib", "/lib32",
+                   "/lib64", "/libx32"}
+        self.assertIn("/usr", host_binds)
+        self.assertLessEqual(set(host_binds), allowed, host_binds)
+
+
+class WritesOutside(DaemonTest):
+    """Writes anywhere but the sandbox's disk fail with the exact errno."""
+
+    CREATE = {
+        # path: errno as `user`, as root inside
+        "/x": ("EROFS", "EROFS"),
+        "/usr/x": ("EROFS", "EROFS"),
+        "/usr/bin/x": ("EROFS", "EROFS"),
+        "/bin/x": ("EROFS", "EROFS"),
+        "/etc/x": ("EROFS", "EROFS"),
+        "/dev/x": ("EROFS", "EROFS"),
+        "/run/x": ("EROFS", "EROFS"),
+        "/var/x": ("EROFS", "EROFS"),
+        "/root/x": ("EACCES", "EROFS"),
+        "/etc/ssl/certs/x": ("EROFS", "EROFS"),
+        "/home/x": ("EROFS", "EROFS"),
+        # procfs cannot create files at all.
+        "/proc/x": ("ENOENT", "ENOENT"),
+    }
+    # Existing files: the permission check in may_open() runs before
+    # do_dentry_open() asks the mount for write access, so a file the caller
+    # may not write anyway answers EACCES, and only a file it could write
+    # reaches the read-only mount and answers EROFS.
+    WRITE_EXISTING = {
+        # 0644, owned by root inside
+        "/etc/passwd": ("EACCES", "EROFS"),
+        # owned by host root, unmapped inside (nobody); root inside is "other"
+        "/usr/bin/python3": ("EACCES", "EACCES"),
+        "/bin/sh": ("EACCES", "EACCES"),
+        # host-wide sysctls: only the initial namespace's root may write
+        "/proc/sys/kernel/hostname": ("EACCES", "EACCES"),
+        "/proc/sys/kernel/core_pattern": ("EACCES", "EACCES"),
+        "/proc/sys/vm/drop_caches": ("EACCES", "EACCES"),
+        "/proc/sys/net/ipv4/ip_forward": ("EACCES", "EACCES"),
+        # 0666: the permission check passes; the read-only bind refuses
+        "/proc/sys/kernel/ns_last_pid": ("EROFS", "EROFS"),
+    }
+
+    def setUp(self):
+        self.sid = self.d.create()
+        put_probe(self.d, self.sid)
+
+    def check(self, table, mode):
+        for user, col in (("user", 0), ("root", 1)):
+            got = {p: probe_one(self, self.sid, "open", p, mode, user=user) for p in table}
+            want = {p: v[col] for p, v in table.items()}
+            self.assertEqual(got, want, user)
+
+    def test_create_outside_disk(self):
+        self.check(self.CREATE, "creat")
+
+    def test_write_existing(self):
+        self.check(self.WRITE_EXISTING, "w")
+
+    def test_sysrq_trigger(self):
+        # Absent on kernels without CONFIG_MAGIC_SYSRQ (this machine's).
+        # Where present it is 0200, owned by the host's root (unmapped
+        # inside), under a read-only bind: the permission check answers
+        # first, EACCES (not exercised on a kernel without it).
+        if os.path.exists("/proc/sysrq-trigger"):
+            want = "EACCES"
+        else:
+            want = "ENOENT"
+        for user in ("user", "root"):
+            self.assertEqual(probe_one(self, self.sid, "open", "/proc/sysrq-trigger", "w", user=user),
+                             want)
+
+    def test_shell_level_writes(self):
+        # What a script sees: rm, mv, chmod, ln in the read-only tree.
+        res = self.d.sh(self.sid, "rm -f /etc/passwd; mv /etc/hosts /tmp/h; chmod 777 /etc; "
+                        "ln -s /tmp /usr/evil; touch /bin/evil; mkdir /evil", user="root")
+        self.assertNotEqual(res["exit_code"], 0)
+        self.assertEqual(res["stderr"].count("Read-only file system"), 6, res["stderr"])
+        self.assertEqual(sh_ok(self, self.sid, "ls /etc/passwd; ls /etc/hosts; ls -d /etc"),
+                         "/etc/passwd\n/etc/hosts\n/etc\n")
+
+    def test_the_disk_is_writable(self):
+        # The control: the three writable places work for both users.
+        for path in ("/home/user/ok", "/tmp/ok", "/dev/shm/ok"):
+            self.assertEqual(probe_one(self, self.sid, "open", path, "creat"), "ok")
+        self.assertEqual(probe_one(self, self.sid, "open", "/tmp/ok-root", "creat", user="root"), "ok")
+
+
+class NothingCarried(DaemonTest):
+    """Invariant 7 and 'leftovers between runs': a new sandbox starts clean."""
+
+    pool = 1
+
+    def test_files_processes_ipc_not_carried(self):
+        a = self.d.create()
+        sh_ok(self, a, "echo a > /home/user/left; echo a > /tmp/left; echo a > /dev/shm/left; "
+                       "mkdir -p /tmp/dir/sub; echo x > /tmp/.hidden")
+        # A background process and a System V shared memory segment.
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % a, {"cmd": "exec sleep 1000"})
+        self.assertEqual(r.status, 201, r)
+        shm = py(self, a, "import ctypes; libc=ctypes.CDLL(None); "
+                          "print(libc.shmget(0x5b0, 4096, 0o1666))")
+        self.assertGreaterEqual(int(shm), 0)
+        self.assertEqual(sh_ok(self, a, "ipcs -m | grep -c '^0x'"), "1\n")
+        kill_and_check_gone(self, self.d, a)
+
+        # Several fresh sandboxes (one from the pool, the rest built now).
+        for _ in range(3):
+            b = self.d.create()
+            self.assertEqual(sh_ok(self, b, "ls -A /home/user /tmp /dev/shm"),
+                             "/dev/shm:\n\n/home/user:\n\n/tmp:\n")
+            ps = self.d.exec(b, argv=["ps", "-eo", "pid=,comm="])
+            self.assertEqual(ps["stdout"].split(), ["1", "memfd:sbx-init", str(ps["pid"]), "ps"])
+            self.assertEqual(sh_ok(self, b, "ipcs -m | grep -c '^0x' || true"), "0\n")
+            self.assertEqual(self.d.kill(b).status, 204)
+
+    def test_concurrent_sandboxes_share_nothing(self):
+        a = self.d.create()
+        b = self.d.create()
+        name = canary_name()
+        sh_ok(self, a, "echo secret > /tmp/%s; echo secret > /dev/shm/%s" % (name, name))
+        # An abstract unix socket listening in A: network namespaces scope
+        # them (CVE-2020-15257), so B cannot reach it.
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % a,
+                       {"argv": ["/usr/bin/python3", "-c",
+                                 "import socket,time\ns=socket.socket(socket.AF_UNIX)\n"
+                                 "s.bind('\\0%s')\ns.listen()\nprint('up',flush=True)\n"
+                                 "time.sleep(1000)" % name]})
+        self.assertEqual(r.status, 201, r)
+        # In A the socket is reachable (retrying until the listener is up);
+        # then, while it certainly listens, B gets ECONNREFUSED.
+        retry = ("import socket,time\nfor i in range(3000):\n"
+                 " s=socket.socket(socket.AF_UNIX)\n"
+                 " try: s.connect('\\0%s'); print('ok'); break\n"
+                 " except ConnectionRefusedError: s.close(); time.sleep(0.01)\n" % name)
+        self.assertEqual(py(self, a, retry), "ok\n")
+        code = ("import socket,errno\ns=socket.socket(socket.AF_UNIX)\n"
+                "try:\n s.connect('\\0%s'); print('ok')\n"
+                "except OSError as e: print(errno.errorcode[e.errno])" % name)
+        self.assertEqual(py(self, b, code), "ECONNREFUSED\n")
+        self.assertEqual(py(self, a, code), "ok\n")
+        for p in ("/tmp/", "/dev/shm/"):
+            res = self.d.sh(b, "cat " + p + name)
+            self.assertEqual(res["exit_code"], 1, res)
+            self.assertIn("No such file or directory", res["stderr"])
+
+
+class ProcSysDev(DaemonTest):
+    """/proc masks, /proc/sys read-only, no /sys, a minimal /dev."""
+
+    MASKED = ["kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats",
+              "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "vmallocinfo", "slabinfo",
+              "config.gz", "modules"]
+    MASKED_DIRS = ["acpi", "scsi", "asound", "driver", "pressure"]
+
+    def setUp(self):
+        self.sid = self.d.create()
+        put_probe(self.d, self.sid)
+
+    def test_masked_proc_files(self):
+        code = ("import os,sys,stat,json\nout={}\n"
+                "for n in sys.argv[1:]:\n"
+                " p='/proc/'+n\n"
+                " try: st=os.stat(p)\n"
+                " except FileNotFoundError: out[n]='absent'; continue\n"
+                " data=open(p,'rb').read()\n"
+                " out[n]='%s %d:%d %d' % ('chr' if stat.S_ISCHR(st.st_mode) else 'other',"
+                " os.major(st.st_rdev), os.minor(st.st_rdev), len(data))\n"
+                "print(json.dumps(out))")
+        for user in ("user", "root"):
+            res = self.d.exec(self.sid, argv=["/usr/bin/python3", "-c", code] + self.MASKED,
+                              user=user)
+            self.assertEqual(res["exit_code"], 0, res)
+            got = json.loads(res["stdout"])
+            for n in self.MASKED:
+                host_has = os.path.exists("/proc/" + n)
+                # Present on the host: covered by /dev/null (a 1:3 device
+                # that reads empty); absent: absent inside too.
+                self.assertEqual(got[n], "chr 1:3 0" if host_has else "absent", n)
+            # Writing a masked file opens the host's /dev/null (a device node
+            # on a read-only mount is still writable: the write goes to the
+            # driver, not the filesystem), so it swallows the bytes.
+            if os.path.exists("/proc/keys"):
+                self.assertEqual(sh_ok(self, self.sid, "echo x > /proc/keys; wc -c < /proc/keys",
+                                       user=user), "0\n")
+
+    def test_masked_proc_dirs(self):
+        for n in self.MASKED_DIRS:
+            res = self.d.sh(self.sid, "ls -A /proc/%s" % n)
+            if os.path.exists("/proc/" + n):
+                self.assertEqual((res["exit_code"], res["stdout"]), (0, ""), n)
+            else:
+                self.assertEqual(res["exit_code"], 2, n)
+
+    def test_proc_sys_read_only(self):
+        # A shell's `>` opens with O_TRUNC, and do_open() takes the mount's
+        # write access before the permission check when truncating: EROFS
+        # here, where a plain O_WRONLY open gets EACCES (WRITE_EXISTING).
+        for user in ("user", "root"):
+            res = self.d.sh(self.sid, "echo x > /proc/sys/kernel/hostname", user=user)
+            self.assertEqual(res["exit_code"], 1)
+            self.assertIn("Read-only file system", res["stderr"])
+        # Reads still work (programs read sysctls).
+        self.assertEqual(sh_ok(self, self.sid, "cat /proc/sys/kernel/hostname"), "sandbox\n")
+        mounts = sh_ok(self, self.sid, "grep -E ' /proc/(sys|irq|bus|fs) ' /proc/self/mountinfo")
+        for line in mounts.splitlines():
+            self.assertIn(" ro,", line)
+
+    def test_no_sys(self):
+        self.assertEqual(probe_one(self, self.sid, "open", "/sys", "path"), "ENOENT")
+        self.assertEqual(probe_one(self, self.sid, "open", "/sys/kernel", "path", user="root"),
+                         "ENOENT")
+
+    def test_dev_exactly(self):
+        self.assertEqual(sh_ok(self, self.sid, "ls -A /dev").split(),
+                         sorted(["null", "zero", "full", "random", "urandom", "tty", "pts", "ptmx",
+                                 "shm", "fd", "stdin", "stdout", "stderr"]))
+        self.assertEqual(sh_ok(self, self.sid, "ls -A /dev/pts").split(), ["ptmx"])
+        kinds = sh_ok(self, self.sid,
+                      "stat -c '%n %F %t:%T' /dev/null /dev/zero /dev/full /dev/random "
+                      "/dev/urandom /dev/tty; readlink /dev/ptmx /dev/fd /dev/stdin /dev/stdout "
+                      "/dev/stderr")
+        self.assertEqual(kinds.splitlines(), [
+            "/dev/null character special file 1:3",
+            "/dev/zero character special file 1:5",
+            "/dev/full character special file 1:7",
+            "/dev/random character special file 1:8",
+            "/dev/urandom character special file 1:9",
+            "/dev/tty character special file 5:0",
+            "pts/ptmx", "/proc/self/fd", "/proc/self/fd/0", "/proc/self/fd/1",
+            "/proc/self/fd/2"])
+
+    def test_dev_use(self):
+        res = self.d.sh(self.sid, "echo hi > /dev/null && head -c 4 /dev/zero | od -An -tx1 && "
+                        "head -c 16 /dev/urandom | wc -c && echo x > /dev/full")
+        self.assertEqual(res["exit_code"], 1, res)
+        self.assertEqual(res["stdout"], " 00 00 00 00\n16\n")
+        self.assertIn("No space left on device", res["stderr"])  # /dev/full works as designed
+        # No controlling terminal: /dev/tty opens with ENXIO.
+        self.assertEqual(probe_one(self, self.sid, "open", "/dev/tty", "rw"), "ENXIO")
+
+    def test_mknod(self):
+        for user in ("user", "root"):
+            # Landlock (no MAKE_CHAR right anywhere) answers before CAP_MKNOD.
+            self.assertEqual(probe_one(self, self.sid, "mknod", "/tmp/n-" + user, user=user),
+                             "EACCES")
+            self.assertEqual(probe_one(self, self.sid, "mknod", "/dev/n-" + user, user=user),
+                             "EROFS")
+            self.assertEqual(probe_one(self, self.sid, "mknod", "/home/user/n", user=user),
+                             "EACCES")
+        self.assertEqual(sh_ok(self, self.sid, "ls -A /tmp"), "probe\n")
+        # FIFOs are fine.
+        self.assertEqual(sh_ok(self, self.sid, "mkfifo /tmp/f && stat -c %F /tmp/f"), "fifo\n")
+
+
+class LeakedFds(DaemonTest):
+    """Invariant 5: a command starts with exactly 0, 1, 2 (runc create.bats
+    "detect fd leak as comprehensively as possible", CVE-2024-21626)."""
+
+    def setUp(self):
+        self.sid = self.d.create()
+        put_probe(self.d, self.sid)
+
+    def fds(self, user=None, **fields):
+        f = dict(fields)
+        if user:
+            f["user"] = user
+        res = self.d.exec(self.sid, argv=["/tmp/probe", "fds"], **f)
+        self.assertEqual(res["exit_code"], 0, res)
+        return dict(l.split(" ", 1) for l in res["stdout"].splitlines())
+
+    def test_exec_fds(self):
+        for user in ("user", "root"):
+            got = self.fds(user=user)
+            self.assertEqual(sorted(got), ["0", "1", "2"], got)
+            self.assertEqual(got["0"], "/dev/null")
+            self.assertTrue(got["1"].startswith("pipe:["), got)
+            self.assertTrue(got["2"].startswith("pipe:["), got)
+            self.assertNotEqual(got["1"], got["2"])
+        got = self.fds(stdin="some input")
+        self.assertEqual(sorted(got), ["0", "1", "2"], got)
+        self.assertTrue(got["0"].startswith("pipe:["), got)
+
+    def test_through_a_shell_and_background(self):
+        out = sh_ok(self, self.sid, "/tmp/probe fds | cut -d' ' -f1 | tr '\\n' ' '")
+        self.assertEqual(out, "0 1 2 ")
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % self.sid,
+                       {"argv": ["/tmp/probe", "fds"], "stdin_open": True})
+        self.assertEqual(r.status, 201, r)
+        pid = r.json()["pid"]
+        # (The probe does not read its stdin; it exits by itself.)
+        w = self.d.api("GET", "/v1/sandboxes/%s/processes/%d/wait?timeout=30" % (self.sid, pid))
+        self.assertEqual(w.status, 200, w)
+        lines = w.json()["stdout"].splitlines()
+        self.assertEqual([l.split()[0] for l in lines], ["0", "1", "2"], lines)
+
+    def test_host_view_of_init_fds(self):
+        # From the host, like runc's create.bats: sbx-init holds exactly its
+        # stdio (/dev/null), its control socket and its signalfd; nothing of
+        # the daemon (state dir, database, cgroup dirs, the init memfd, the
+        # root and disk fds it handed over at READY).
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % self.sid,
+                       {"argv": ["sleep", "1000"]})
+        self.assertEqual(r.status, 201, r)
+        wait_until(lambda: len(sandbox_host_pids(self.d, self.sid)) == 2, what="the sleep")
+        pids = sandbox_host_pids(self.d, self.sid)
+        init = [p for p in pids if open("/proc/%d/comm" % p).read() == "memfd:sbx-init\n"][0]
+        cmd = [p for p in pids if p != init][0]
+
+        def fds(pid):
+            d = "/proc/%d/fd" % pid
+            return {int(fd): os.readlink(os.path.join(d, fd)) for fd in os.listdir(d)}
+        # (init closes the command's stdio fds just after it reports the
+        # spawn, so they may still be there for an instant.)
+        try:
+            got = wait_until(lambda: (lambda f: f if sorted(f) == [0, 1, 2, 3, 4] else None)(
+                fds(init)), timeout=10, what="init's fds to settle")
+        except AssertionError:
+            got = fds(init)
+        self.assertEqual(sorted(got), [0, 1, 2, 3, 4], got)
+        self.assertEqual([got[i] for i in (0, 1, 2)], ["/dev/null"] * 3)
+        self.assertRegex(got[3], r"^socket:\[\d+\]$")
+        self.assertEqual(got[4], "anon_inode:[signalfd]")
+        wait_until(lambda: open("/proc/%d/comm" % cmd).read() == "sleep\n", what="exec")
+        got = fds(cmd)
+        self.assertEqual(sorted(got), [0, 1, 2], got)
+
+    def test_init_fds_not_readable(self):
+        for user in ("user", "root"):
+            self.assertEqual(probe_one(self, self.sid, "open", "/proc/1/fd", "r", user=user),
+                             "EACCES")
+            self.assertEqual(probe_one(self, self.sid, "readlink", "/proc/1/fd/3", user=user),
+                             "EACCES")
+
+
+class InitProcFiles(DaemonTest):
+    """PID 1 is not dumpable: its exe, memory, environment and fds are closed
+    even to root inside (CVE-2019-5736, CVE-2016-9962)."""
+
+    def test_proc_1(self):
+        sid = self.d.create()
+        put_probe(self.d, sid)
+        for user in ("user", "root"):
+            for link in ("/proc/1/exe", "/proc/1/root", "/proc/1/cwd", "/proc/1/fd/0"):
+                self.assertEqual(probe_one(self, sid, "readlink", link, user=user), "EACCES",
+                                 (user, link))
+            for f, mode in (("/proc/1/mem", "r"), ("/proc/1/mem", "rw"), ("/proc/1/environ", "r"),
+                            ("/proc/1/maps", "r"), ("/proc/1/exe", "r"), ("/proc/1/root", "path")):
+                self.assertEqual(probe_one(self, sid, "open", "%s" % f, mode, user=user),
+                                 "EACCES", (user, f, mode))
+        # /proc/1/exe is the sealed memfd, never a host path; its name shows
+        # in the one place that does not need ptrace access.
+        self.assertEqual(sh_ok(self, sid, "cat /proc/1/comm"), "memfd:sbx-init\n")
+        self.assertEqual(sh_ok(self, sid, "tr '\\0' '|' < /proc/1/cmdline"), "sbx-init|" + "|" * 7)
+        # Our own /proc entries stay usable.
+        self.assertEqual(probe_one(self, sid, "readlink", "/proc/self/root"), "=/")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,174 @@
+"""The daemon's own life: stopping cleanly, dying hard and restarting on
+the same state, one daemon per state directory, the pool, the sandbox
+limit. Each test starts its own daemons."""
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+import unittest
+
+from harness import Daemon, cgroup_hierarchies, processes_with_uid_in
+from sbx_helpers import sandbox_ids, wait_until
+
+
+def sandbox_cgroups(d):
+    """Per-sandbox cgroup directories under the daemon's parent."""
+    found = set()
+    for h in cgroup_hierarchies():
+        parent = os.path.join(h, d.cgroup_parent)
+        if os.path.isdir(parent):
+            found |= {n for n in os.listdir(parent) if os.path.isdir(os.path.join(parent, n))}
+    return found
+
+
+class Lifecycle(unittest.TestCase):
+    def setUp(self):
+        self.daemons = []
+
+    def tearDown(self):
+        problems = []
+        for d in self.daemons:
+            if d.proc and d.proc.poll() is None:
+                d.stop()
+        for d in self.daemons:
+            if os.path.isdir(d.state):
+                problems += d.cleanup()
+            elif os.path.exists(d.log_path):
+                os.unlink(d.log_path)
+        self.assertEqual(problems, [])
+
+    def daemon(self, **kw):
+        d = Daemon(**kw)
+        self.daemons.append(d)
+        return d.start()
+
+    def background(self, d, sid, argv=("sleep", "1000")):
+        r = d.api("POST", "/v1/sandboxes/%s/processes" % sid, {"argv": list(argv)})
+        self.assertEqual(r.status, 201, r)
+
+    def test_sigterm_kills_everything(self):
+        d = self.daemon(pool=2)
+        ids = [d.create() for _ in range(3)]
+        for sid in ids:
+            self.background(d, sid)
+            self.background(d, sid, ("sh", "-c", "sleep 1000 & sleep 1000"))
+        self.assertTrue(processes_with_uid_in(d.uid_base, d.uid_end))
+        self.assertEqual(d.stop(signal.SIGTERM), 0)
+        self.assertIn("stopped", d.read_log())
+        # Nothing left: no process, cgroup or mount (checked by cleanup).
+        self.assertEqual(d.cleanup(), [])
+        self.daemons.remove(d)
+
+    def test_sigkill_leaves_sandboxes_that_die_and_a_restart_cleans_up(self):
+        d = self.daemon(pool=1)
+        sid = d.create(metadata={"gen": "1"})
+        self.background(d, sid)
+        self.assertTrue(processes_with_uid_in(d.uid_base, d.uid_end))
+        old_cgroups = sandbox_cgroups(d)
+        self.assertIn(sid, old_cgroups)
+        d.proc.kill()
+        d.proc.wait()
+        # Their init exits when its control socket closes, taking the rest.
+        wait_until(lambda: not processes_with_uid_in(d.uid_base, d.uid_end), timeout=30,
+                   what="the orphaned sandboxes to die")
+        self.assertTrue(sandbox_cgroups(d) >= {sid})  # nobody removed those yet
+        # A new daemon on the same state dir, cgroup parent and uid range.
+        d2 = Daemon(pool=0)
+        shutil.rmtree(d2.state)
+        d2.state, d2.cgroup_parent = d.state, d.cgroup_parent
+        d2.uid_base, d2.uid_end = d.uid_base, d.uid_end
+        d2.args = list(d.args)
+        d2.args[d2.args.index("--pool") + 1] = "0"
+        self.daemons.remove(d)
+        d.log.close()
+        os.unlink(d.log_path)
+        self.daemons.append(d2)
+        d2.start()
+        self.assertEqual(sandbox_cgroups(d2), set())  # leftovers removed
+        self.assertError404(d2, sid)
+        self.assertEqual(sandbox_ids(d2), [])
+        db = sqlite3.connect(os.path.join(d2.state, "sbx.db"))
+        try:
+            rows = db.execute("SELECT id, state, end_reason FROM sandboxes").fetchall()
+        finally:
+            db.close()
+        self.assertIn((sid, "lost", "daemon restarted"), rows)
+        # And it works.
+        new = d2.create()
+        self.assertNotEqual(new, sid)
+        self.assertEqual(d2.exec(new, argv=["echo", "again"])["stdout"], "again\n")
+
+    def assertError404(self, d, sid):
+        r = d.api("GET", "/v1/sandboxes/" + sid)
+        self.assertEqual(r.status, 404, r)
+        self.assertEqual(r.json()["error"], "not_found")
+        r = d.api("POST", "/v1/sandboxes/%s/exec" % sid, {"argv": ["true"]})
+        self.assertEqual(r.status, 404, r)
+
+    def test_one_daemon_per_state_dir(self):
+        d = self.daemon(pool=0)
+        sid = d.create()
+        # Same state dir; everything else distinct, so only the state clashes.
+        args = list(d.args)
+        args[args.index("--cgroup-parent") + 1] = d.cgroup_parent + "-b"
+        args[args.index("--uid-base") + 1] = str(d.uid_base + (1 << 22))
+        p = subprocess.run(args, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p)
+        err = p.stderr.decode()
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("another daemon", err)
+        self.assertIn(d.state, err)
+        # The first one is unharmed: socket, sandbox and all.
+        self.assertEqual(d.api("GET", "/healthz").status, 200)
+        self.assertEqual(sandbox_ids(d), [sid])
+        self.assertEqual(d.exec(sid, argv=["echo", "still"])["stdout"], "still\n")
+        for h in cgroup_hierarchies():
+            self.assertFalse(os.path.exists(os.path.join(h, d.cgroup_parent + "-b")))
+
+    def test_pool(self):
+        d = self.daemon(pool=3)
+        info = lambda: d.api("GET", "/v1/info").json()
+        wait_until(lambda: info()["pool"] == 3, timeout=60, what="the pool to fill")
+        self.assertEqual(info()["sandboxes"], 0)
+        sid = d.create()
+        self.assertEqual(info()["sandboxes"], 1)
+        self.assertEqual(d.exec(sid, argv=["echo", "pooled"])["stdout"], "pooled\n")
+        # A create with other limits from the pool gets them.
+        other = d.create(memory="64M", pids=32, disk="8M", cpus=0.5)
+        m = d.api("GET", "/v1/sandboxes/%s/metrics" % other).json()
+        self.assertEqual((m["memory_limit"], m["pids_limit"], m["disk_limit"]),
+                         (64 << 20, 32, 8 << 20))
+        res = d.exec(other, cmd="df -k /tmp | tail -1")
+        self.assertEqual(int(res["stdout"].split()[1]), 8 * 1024)
+        # Taken sandboxes are replaced.
+        wait_until(lambda: info()["pool"] == 3, timeout=60, what="the pool to refill")
+        # Pooled sandboxes are nobody's: not listed, not counted.
+        self.assertEqual(sorted(sandbox_ids(d)), sorted([sid, other]))
+
+    def test_no_pool(self):
+        d = self.daemon(pool=0)
+        time.sleep(0.5)
+        self.assertEqual(d.api("GET", "/v1/info").json()["pool"], 0)
+        ids = [d.create() for _ in range(2)]
+        for sid in ids:
+            self.assertEqual(d.exec(sid, argv=["echo", sid])["stdout"], sid + "\n")
+        self.assertEqual(d.api("GET", "/v1/info").json()["pool"], 0)
+
+    def test_sandbox_limit(self):
+        d = self.daemon(pool=1, extra=("--max-sandboxes", "2"))
+        ids = [d.create(), d.create()]
+        r = d.api("POST", "/v1/sandboxes", {})
+        self.assertEqual(r.status, 429, r)
+        body = r.json()
+        self.assertEqual((body["code"], body["error"]), (429, "resource_exhausted"))
+        self.assertTrue(body["message"])
+        self.assertEqual(sorted(sandbox_ids(d)), sorted(ids))
+        # A kill makes room again.
+        self.assertEqual(d.kill(ids[0]).status, 204)
+        self.assertEqual(d.api("POST", "/v1/sandboxes", {}).status, 201)
+
+
+if __name__ == "__main__":
+    unittest.main()
