@@ -58,6 +58,15 @@ enum sbx_proc_state
 
 struct sbx_sandbox;
 
+/* A copy that a helper in the sandbox makes for the files API. */
+struct sbx_pump
+{
+  struct sbx_pump *next;
+  uint64_t req_id;
+  int done;
+  int status; /* 0, or the errno that stopped it */
+};
+
 struct sbx_process
 {
   struct sbx_process *next; /* in the sandbox's list */
@@ -126,6 +135,7 @@ struct sbx_sandbox
   uint64_t ctl_watch, pidfd_watch;
   uint64_t next_req_id;
   struct sbx_process *procs;
+  struct sbx_pump *pumps; /* copies in flight (core/pump.c) */
   int kill_queued;
   int in_pool;
   char end_reason[64];
@@ -186,9 +196,14 @@ json_t *sbx_sandbox_list (const char *tenant, json_t *filter);
 int sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err);
 int sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err);
 json_t *sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err);
-/* Files API identity for `user` ("user", "root" or NULL for the sandbox's). */
-int sbx_sandbox_fs_ctx (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx *ctx,
-                        sbx_error_t **err);
+/* What the sandbox's disk can hold (see DISK_HEADROOM in registry.c). */
+uint64_t sbx_sandbox_disk_limit (struct sbx_sandbox *sb);
+/* Files API context for `user` ("user", "root" or NULL for the sandbox's):
+   a root fd of our own and a copier that writes through the sandbox's own
+   helper. Release with sbx_sandbox_fs_close. */
+int sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx *ctx,
+                         sbx_error_t **err);
+void sbx_sandbox_fs_close (struct sbx_fs_ctx *ctx);
 int sbx_core_counts (const char *tenant, unsigned *running, unsigned *pooled);
 
 /* Processes. */

@@ -61,6 +61,7 @@ void sbx__wake_loop (void);
 void *sbx__loop_main (void *arg);
 
 /* registry.c */
+uint64_t sbx__effective_disk (const struct sbx_limits *limits);
 void sbx__queue_kill (struct sbx_sandbox *sb, const char *reason);
 void sbx__sandbox_unref_locked (struct sbx_sandbox *sb);
 void *sbx__pool_main (void *arg);
@@ -69,6 +70,10 @@ int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);
 void sbx__handle_init_event (struct sbx_sandbox *sb);
 void sbx__handle_init_death (struct sbx_sandbox *sb);
+
+/* pump.c */
+int sbx__pump_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
+void sbx__pump_cancel_all (struct sbx_sandbox *sb);
 
 /* process.c */
 void sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);

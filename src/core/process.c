@@ -263,7 +263,11 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
   int i;
 
   if (p == NULL)
-    return; /* already collected: nothing waits for it */
+    {
+      /* A files-API copy, or a collected process nothing waits for. */
+      sbx__pump_on_event (sb, ev);
+      return;
+    }
   switch (ev->type)
     {
     case SBX_ISO_SPAWNED:
@@ -410,6 +414,7 @@ sbx__process_on_stdin (struct sbx_process *p)
 void
 sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
 {
+  sbx__pump_cancel_all (sb);
   while (sb->procs)
     {
       struct sbx_process *p = sb->procs;
@@ -630,7 +635,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.argv = opts->argv;
   spawn.envp = envp;
   spawn.rlimit_nofile = RLIMIT_NOFILE_DEFAULT;
-  spawn.rlimit_fsize = sb->limits.disk_bytes;
+  spawn.rlimit_fsize = sbx__effective_disk (&sb->limits);
   spawn.stdio[0] = use_pipe_stdin ? in_pipe[0] : sbx_core.engine.devnull;
   spawn.stdio[1] = out_pipe[0][1];
   spawn.stdio[2] = out_pipe[1][1];

@@ -92,6 +92,32 @@ list_remove (struct sbx_sandbox **head, struct sbx_sandbox *sb)
 
 /* ---- building ---------------------------------------------------------- */
 
+/* The disk is a tmpfs: its pages are memory, charged to the sandbox. Were
+   it allowed to fill the whole memory limit, a full disk would leave no
+   room to run anything (not even `rm`), and the OOM killer, finding only
+   small processes, would take PID 1 and the whole sandbox. So it holds at
+   most the memory limit minus this much, whatever `disk` asks. */
+#define DISK_HEADROOM (16ULL << 20)
+
+uint64_t
+sbx_sandbox_disk_limit (struct sbx_sandbox *sb)
+{
+  uint64_t v;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  v = sbx__effective_disk (&sb->limits);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return v;
+}
+
+uint64_t
+sbx__effective_disk (const struct sbx_limits *limits)
+{
+  uint64_t cap = limits->memory_bytes > 2 * DISK_HEADROOM ? limits->memory_bytes - DISK_HEADROOM
+                                                           : limits->memory_bytes / 2;
+  return limits->disk_bytes < cap ? limits->disk_bytes : cap;
+}
+
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
 static struct sbx_sandbox *
@@ -129,7 +155,7 @@ build (const struct sbx_limits *limits, sbx_error_t **err)
   spec.limits.memory_bytes = limits->memory_bytes;
   spec.limits.cpu_milli = limits->cpu_milli;
   spec.limits.pids = limits->pids;
-  spec.disk_bytes = limits->disk_bytes;
+  spec.disk_bytes = sbx__effective_disk (limits);
   spec.hostname = SBX_HOSTNAME;
   spec.plan = &tmpl->plan;
   spec.user_uid = 1000;
@@ -301,8 +327,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
           if (sbx_iso_set_limits (&sbx_core.engine, &sb->box, &cl, err) < 0)
             goto fail_discard;
         }
-      if (limits.disk_bytes != sb->limits.disk_bytes
-          && sbx_iso_set_disk (&sb->box, limits.disk_bytes, err) < 0)
+      if (sbx__effective_disk (&limits) != sbx__effective_disk (&sb->limits)
+          && sbx_iso_set_disk (&sb->box, sbx__effective_disk (&limits), err) < 0)
         goto fail_discard;
       sb->limits = limits;
     }
@@ -562,40 +588,10 @@ sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err)
   json_object_set_new (o, "pids", json_integer ((json_int_t) st.cg.pids));
   json_object_set_new (o, "pids_limit", json_integer (sb->limits.pids));
   json_object_set_new (o, "disk_bytes", json_integer ((json_int_t) st.disk_used_bytes));
-  json_object_set_new (o, "disk_limit", json_integer ((json_int_t) sb->limits.disk_bytes));
+  json_object_set_new (o, "disk_limit", json_integer ((json_int_t) sbx__effective_disk (&sb->limits)));
   json_object_set_new (o, "cpus", json_real (sb->limits.cpu_milli / 1000.0));
   pthread_mutex_unlock (&sbx_core.lock);
   return o;
-}
-
-int
-sbx_sandbox_fs_ctx (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx *ctx,
-                    sbx_error_t **err)
-{
-  const char *u = user ? user : sb->user;
-
-  memset (ctx, 0, sizeof *ctx);
-  ctx->root = -1;
-  if (strcmp (u, "user") == 0)
-    ctx->uid = ctx->gid = 1000;
-  else if (strcmp (u, "root") == 0)
-    ctx->uid = ctx->gid = 0;
-  else
-    return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%.32s`", u);
-  pthread_mutex_lock (&sbx_core.lock);
-  if (sb->state != SBX_SB_RUNNING)
-    {
-      pthread_mutex_unlock (&sbx_core.lock);
-      return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id);
-    }
-  /* Our own duplicate: a concurrent kill closes the sandbox's, and a
-     closed-then-reused fd number must never become someone's root. */
-  ctx->root = fcntl (sb->box.root, F_DUPFD_CLOEXEC, 3);
-  ctx->uid_base = sb->box.uid_base;
-  pthread_mutex_unlock (&sbx_core.lock);
-  if (ctx->root < 0)
-    return sbx_err_sys (err, errno, "dup");
-  return 0;
 }
 
 /* ---- killing ----------------------------------------------------------- */

@@ -111,6 +111,10 @@ struct sbx_iso_spawn
 int sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_error_t **err);
 int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group,
                     sbx_error_t **err);
+/* Ask init to copy in_fd to out_fd in a helper (see SBX_MSG_PUMP); the fds
+   are borrowed. Ends with an EXITED (or SPAWN_FAILED) event for req_id. */
+int sbx_iso_pump (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t gid, int in_fd,
+                  int out_fd, sbx_error_t **err);
 
 enum sbx_iso_event_type
 {

@@ -324,7 +324,7 @@ sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mo
   AS_USER (ctx);
 
   memset (up, 0, sizeof *up);
-  up->dir = up->fd = -1;
+  up->dir = up->fd = up->pipe = -1;
   up->ctx = *ctx;
   up->mode = mode & 07777;
   if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0
@@ -350,23 +350,62 @@ sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mo
       close_and_reset (&up->dir);
       return fs_err (err, e, "create", abs);
     }
+  if (ctx->copier)
+    {
+      int p[2];
+      if (pipe2 (p, O_CLOEXEC) < 0)
+        {
+          int e = errno;
+          as_daemon (&id_);
+          sbx_fs_upload_abort (up);
+          return sbx_err_sys (err, e, "pipe");
+        }
+      if (ctx->copier->start (ctx->copier->arg, p[0], up->fd, &up->job, err) < 0)
+        {
+          close (p[0]);
+          close (p[1]);
+          as_daemon (&id_);
+          sbx_fs_upload_abort (up);
+          return -1;
+        }
+      close (p[0]);
+      up->pipe = p[1];
+    }
   return 0;
+}
+
+/* Close the copier's pipe and collect how the copy ended. */
+static int
+finish_copier (struct sbx_fs_upload *up, sbx_error_t **err)
+{
+  void *job = up->job;
+
+  if (up->pipe < 0 && job == NULL)
+    return 0;
+  close_and_reset (&up->pipe);
+  up->job = NULL;
+  return up->ctx.copier->finish (up->ctx.copier->arg, job, err);
 }
 
 int
 sbx_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len, sbx_error_t **err)
 {
   const char *p = data;
+  int fd = up->pipe >= 0 ? up->pipe : up->fd;
 
   while (len > 0)
     {
-      ssize_t w = write (up->fd, p, len);
+      ssize_t w = write (fd, p, len);
       if (w < 0)
         {
           if (errno == EINTR)
             continue;
           if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
             return sbx_err (err, SBX_E_TOO_LARGE, "the sandbox disk is full");
+          /* The copier's helper stopped reading: its end says why. */
+          if (errno == EPIPE && up->pipe >= 0)
+            return finish_copier (up, err) < 0 ? -1
+                                                : sbx_err (err, SBX_E_SYSTEM, "upload interrupted");
           return sbx_err_sys (err, errno, "write upload");
         }
       p += w;
@@ -381,6 +420,12 @@ sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
 {
   AS_USER (&up->ctx);
 
+  if (finish_copier (up, err) < 0)
+    {
+      as_daemon (&id_);
+      sbx_fs_upload_abort (up);
+      return -1;
+    }
   if (fchmod (up->fd, up->mode) < 0)
     {
       int e = errno;
@@ -403,6 +448,7 @@ sbx_fs_upload_abort (struct sbx_fs_upload *up)
 {
   AS_USER (&up->ctx);
 
+  finish_copier (up, NULL);
   if (up->dir >= 0 && up->tmp_name[0])
     unlinkat (up->dir, up->tmp_name, 0);
   close_and_reset (&up->fd);
@@ -609,6 +655,22 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
                         from_leaf);
       return fs_err (err, e, "open", from_leaf);
     }
+  if (ctx->copier)
+    {
+      /* Through the sandbox's own helper: the copy is charged to it. */
+      struct sbx_fs_ctx direct = *ctx;
+      void *job = NULL;
+      direct.copier = NULL;
+      if (sbx_fs_upload_begin (&direct, to, st.st_mode & 0777, 0, &up, err) < 0)
+        goto put_back;
+      if (ctx->copier->start (ctx->copier->arg, src, up.fd, &job, err) < 0
+          || ctx->copier->finish (ctx->copier->arg, job, err) < 0)
+        {
+          sbx_fs_upload_abort (&up);
+          goto put_back;
+        }
+      goto commit;
+    }
   if (sbx_fs_upload_begin (ctx, to, st.st_mode & 0777, 0, &up, err) < 0)
     goto put_back;
   for (;;)
@@ -627,6 +689,7 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
           goto put_back;
         }
     }
+commit:
   if (sbx_fs_upload_commit (&up, err) < 0)
     goto put_back;
   if (unlinkat (from_dir, aside, 0) < 0)

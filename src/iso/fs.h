@@ -19,11 +19,26 @@
 
 #define SBX_FS_PATH_MAX 4096
 
+/* Copies bytes into the sandbox on its own account. Pages the daemon wrote
+   into a sandbox's tmpfs would be charged to the daemon's memory cgroup,
+   so a tenant could park host RAM outside its limit; the core supplies a
+   copier whose helper runs inside the sandbox (SBX_MSG_PUMP). Without one
+   (unit tests) the daemon copies itself. */
+struct sbx_fs_copier
+{
+  /* Start copying in_fd to out_fd (both borrowed); *job identifies it. */
+  int (*start) (void *arg, int in_fd, int out_fd, void **job, sbx_error_t **err);
+  /* Wait for the copy to end: 0 when everything was copied. */
+  int (*finish) (void *arg, void *job, sbx_error_t **err);
+  void *arg;
+};
+
 struct sbx_fs_ctx
 {
   int root;       /* borrowed O_PATH fd of the sandbox's "/" */
   uid_t uid_base; /* host id of uid 0 inside */
   uint32_t uid, gid; /* the acting user, inside ids */
+  const struct sbx_fs_copier *copier; /* may be NULL */
 };
 
 enum sbx_fs_type
@@ -62,6 +77,8 @@ struct sbx_fs_upload
 {
   int dir;  /* O_PATH of the target's directory */
   int fd;   /* the temporary file */
+  int pipe; /* with a copier: where the body goes, -1 otherwise */
+  void *job; /* the copier's */
   char tmp_name[64];
   char leaf[256];
   uint32_t mode;

@@ -35,6 +35,7 @@ enum sbx_msg_type
   SBX_MSG_CONFIG = 1,   /* sbx_msg_config + plan entries + seccomp program */
   SBX_MSG_SPAWN = 2,    /* sbx_msg_spawn + strings; SCM_RIGHTS: stdin, stdout, stderr */
   SBX_MSG_SIGNAL = 3,   /* sbx_msg_signal */
+  SBX_MSG_PUMP = 4,     /* sbx_msg_pump; SCM_RIGHTS: source, destination */
   /* init -> daemon */
   SBX_MSG_READY = 16,        /* sbx_msg_ready; SCM_RIGHTS: root dir, disk dir (O_PATH) */
   SBX_MSG_SETUP_FAILED = 17, /* sbx_msg_failure */
@@ -143,6 +144,22 @@ struct sbx_msg_signal
   uint64_t req_id;
   uint32_t signo;
   uint32_t flags;
+};
+
+/* ---- PUMP --------------------------------------------------------------
+ *
+ * Copy everything from the source fd to the destination fd in a helper
+ * forked by init, so that the pages written (an upload into the sandbox's
+ * tmpfs) are charged to the sandbox's memory cgroup, not the daemon's. The
+ * daemon resolved and opened both ends itself (openat2 in the sandbox's
+ * root); the helper only copies. It ends with EXITED: status 0 when all
+ * was copied, else exit code = errno. A failed fork is SPAWN_FAILED. */
+
+struct sbx_msg_pump
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  uint32_t uid, gid; /* in-sandbox ids the helper runs as */
 };
 
 /* ---- init -> daemon ---------------------------------------------------- */

@@ -712,6 +712,22 @@ sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group, 
 }
 
 int
+sbx_iso_pump (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t gid, int in_fd,
+              int out_fd, sbx_error_t **err)
+{
+  struct sbx_msg_pump m;
+  int fds[2] = {in_fd, out_fd};
+
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_PUMP;
+  m.hdr.len = sizeof m;
+  m.req_id = req_id;
+  m.uid = uid;
+  m.gid = gid;
+  return send_packet (box->ctl, &m, sizeof m, fds, 2, err);
+}
+
+int
 sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err)
 {
   union

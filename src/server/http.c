@@ -314,8 +314,7 @@ free_request (struct sbx_req *r)
     MHD_destroy_response (r->deferred);
   if (r->upload_open)
     sbx_fs_upload_abort (&r->up);
-  if (r->fs.root >= 0)
-    close (r->fs.root);
+  sbx_sandbox_fs_close (&r->fs);
   if (r->sb)
     sbx_sandbox_unref (r->sb);
   sbx_error_free (r->upload_err);

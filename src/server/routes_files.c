@@ -22,7 +22,7 @@ open_ctx (struct sbx_req *r, struct sbx_fs_ctx *ctx, sbx_error_t **err)
   ctx->root = -1;
   if (sb == NULL)
     return NULL;
-  if (sbx_sandbox_fs_ctx (sb, sbx_req_query (r, "user"), ctx, err) < 0)
+  if (sbx_sandbox_fs_open (sb, sbx_req_query (r, "user"), ctx, err) < 0)
     {
       sbx_sandbox_unref (sb);
       return NULL;
@@ -33,9 +33,7 @@ open_ctx (struct sbx_req *r, struct sbx_fs_ctx *ctx, sbx_error_t **err)
 static void
 close_ctx (struct sbx_sandbox *sb, struct sbx_fs_ctx *ctx)
 {
-  if (ctx->root >= 0)
-    close (ctx->root);
-  ctx->root = -1;
+  sbx_sandbox_fs_close (ctx);
   if (sb)
     sbx_sandbox_unref (sb);
 }
@@ -146,8 +144,7 @@ sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err)
   if (r->sb == NULL)
     return -1;
   {
-    const struct sbx_limits *l = &r->sb->limits;
-    if (r->content_length != UINT64_MAX && r->content_length > l->disk_bytes)
+    if (r->content_length != UINT64_MAX && r->content_length > sbx_sandbox_disk_limit (r->sb))
       return sbx_err (err, SBX_E_TOO_LARGE, "the file is larger than the sandbox's disk");
   }
   if (sbx_fs_upload_begin (&r->fs, path, mode, parents, &r->up, err) < 0)

@@ -378,31 +378,48 @@ class FilesApiEscapes(DaemonTest):
 
 class UploadsAndMemory(DaemonTest):
     """The disk is a tmpfs whose pages count against the sandbox's memory
-    limit (docs/api.md) -- when the sandbox writes them. Pages the daemon
-    writes for the files API are charged to the daemon's own memory cgroup
-    instead, so a tenant can park up to `disk` bytes of host RAM per
-    sandbox (256G allowed) outside every memory limit."""
+    limit, also when the files API writes them: uploads and moves are
+    copied by a helper that the sandbox's init forks, so the pages are
+    charged to the sandbox's memory cgroup, not the daemon's. Otherwise a
+    tenant could park host RAM outside every limit."""
 
-    @unittest.expectedFailure  # KNOWN HOLE, reported: remove when fixed
     def test_uploads_count_against_memory(self):
-        sid = self.d.create(memory="32M", disk="256M")
+        sid = self.d.create(memory="256M", disk="200M")
+        before = self.d.api("GET", "/v1/sandboxes/%s/metrics" % sid).json()["memory_bytes"]
         size = 96 << 20
         r = put_in_one_write(self.d, "/v1/sandboxes/%s/files?path=/home/user/big" % sid,
                              b"x" * size)
-        if r.status == 413:
-            return  # refused: fine
         self.assertEqual(r.status, 201, r.status)
         m = self.d.api("GET", "/v1/sandboxes/%s/metrics" % sid).json()
-        # Either refused, or charged to the sandbox (where it would not fit).
-        self.assertGreaterEqual(m["memory_bytes"], size, m)
+        self.assertGreaterEqual(m["memory_bytes"] - before, size, m)
+        # A move between /tmp and /home/user (a copy) is charged the same way.
+        r = self.d.api("POST", "/v1/sandboxes/%s/files/move" % sid,
+                       {"from": "/home/user/big", "to": "/tmp/big"})
+        self.assertEqual(r.status, 200, r)
+        m = self.d.api("GET", "/v1/sandboxes/%s/metrics" % sid).json()
+        self.assertGreaterEqual(m["memory_bytes"] - before, size, m)
+
+    def test_upload_beyond_memory_is_refused(self):
+        # 32M of memory: the disk holds at most 16M, and the upload is
+        # refused (413) without leaving anything behind.
+        from sbx_helpers import raw_unix
+        sid = self.d.create(memory="32M", disk="256M")
+        body = b"x" * (24 << 20)
+        status, _, _ = raw_unix(self.d, b"PUT /v1/sandboxes/%s/files?path=/home/user/big HTTP/1.1\r\n"
+                                b"Host: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                                % (sid.encode(), len(body)), body)
+        self.assertEqual(status, 413)
+        self.assertEqual(self.d.sh(sid, "ls -A /home/user")["stdout"], "")
 
     def test_sandbox_writes_count_against_memory(self):
-        # The control: the same bytes written by the sandbox itself are its
-        # own memory, and do not fit in 32M.
+        # The control: the same bytes written by the sandbox itself stop at
+        # the disk's cap (memory - 16M), with ENOSPC or SIGXFSZ.
         sid = self.d.create(memory="32M", disk="256M")
         res = self.d.exec(sid, argv=["dd", "if=/dev/zero", "of=/home/user/big", "bs=1M",
                                      "count=96"])
-        self.assertTrue(res["oom_killed"], res)
+        self.assertFalse(res["oom_killed"], res)
+        self.assertTrue(res["signal"] == "SIGXFSZ" or "No space left" in res["stderr"], res)
+        self.assertEqual(self.d.sh(sid, "echo alive")["stdout"], "alive\n")
 
 
 class TenantsApart(DaemonTest):

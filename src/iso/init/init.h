@@ -60,6 +60,7 @@ void init_apply_seccomp (const void *prog, size_t len);
 /* spawn.c */
 void init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, const int *fds, int nfds);
 void init_handle_signal (const struct sbx_msg_signal *msg, size_t len);
+void init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, int nfds);
 void init_reap (void);
 
 #endif

@@ -99,6 +99,9 @@ serve (int sigfd)
             case SBX_MSG_SPAWN:
               init_handle_spawn ((const struct sbx_msg_spawn *) packet, n, fds, nfds);
               break;
+            case SBX_MSG_PUMP:
+              init_handle_pump ((const struct sbx_msg_pump *) packet, n, fds, nfds);
+              break;
             case SBX_MSG_SIGNAL:
               if (nfds != 0)
                 init_protocol_violation ();

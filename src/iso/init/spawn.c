@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -277,6 +278,61 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, const int *fds, 
 out:
   for (i = 0; i < 3; i++)
     close (fds[i]);
+}
+
+/* The helper of a PUMP: copy source to destination until end of file. */
+static __attribute__ ((noreturn)) void
+run_pump (const struct sbx_msg_pump *msg, int in, int out)
+{
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct caps[2];
+  sigset_t none;
+  int i;
+
+  for (i = 1; i < NSIG; i++)
+    signal (i, SIG_DFL);
+  sigemptyset (&none);
+  sigprocmask (SIG_SETMASK, &none, NULL);
+  /* Nothing but the two ends: not the control socket, not init's signalfd. */
+  if (dup2 (in, 0) < 0 || dup2 (out, 1) < 0 || close_range (2, ~0U, 0) < 0)
+    _exit (EBADF);
+  memset (caps, 0, sizeof caps);
+  if (setresgid (msg->gid, msg->gid, msg->gid) < 0 || setresuid (msg->uid, msg->uid, msg->uid) < 0
+      || syscall (SYS_capset, &hdr, caps) < 0)
+    _exit (EPERM);
+  for (;;)
+    {
+      /* splice when the source is the daemon's pipe (an upload), sendfile
+         from a file (a move between /tmp and /home/user). */
+      ssize_t n = splice (0, NULL, 1, NULL, 1 << 20, SPLICE_F_MOVE);
+      if (n < 0 && errno == EINVAL)
+        n = sendfile (1, 0, NULL, 1 << 20);
+      if (n == 0)
+        _exit (0);
+      if (n < 0 && errno != EINTR)
+        _exit (errno > 0 && errno < 256 ? errno : EIO);
+    }
+}
+
+void
+init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, int nfds)
+{
+  pid_t pid;
+
+  if (len != sizeof *msg || nfds != 2)
+    init_protocol_violation ();
+  pid = fork ();
+  if (pid == 0)
+    run_pump (msg, fds[0], fds[1]);
+  if (pid < 0)
+    send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
+  else if (track (pid, msg->req_id) < 0)
+    {
+      kill (pid, SIGKILL);
+      send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
+    }
+  close (fds[0]);
+  close (fds[1]);
 }
 
 void
