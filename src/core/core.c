@@ -66,6 +66,18 @@ sbx_mono_ms (void)
   return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+json_t *
+sbx_json_time (int64_t ms)
+{
+  char buf[40];
+  time_t t = (time_t) (ms / 1000);
+  struct tm tm;
+
+  gmtime_r (&t, &tm);
+  strftime (buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return json_string (buf);
+}
+
 const struct sbx_config *
 sbx_core_config (void)
 {

@@ -181,6 +181,8 @@ const struct sbx_config *sbx_core_config (void);
 struct sbx_store *sbx_core_store (void);
 struct sbx_engine *sbx_core_engine (void);
 int64_t sbx_now_ms (void);
+/* A wall-clock time in ms as an RFC 3339 UTC string. */
+json_t *sbx_json_time (int64_t ms);
 int64_t sbx_mono_ms (void);
 
 /* Sandboxes. `tenant` NULL means the administrator (sees all). */
@@ -226,6 +228,8 @@ void sbx_process_collect (struct sbx_process *p);
 json_t *sbx_process_result_json (struct sbx_process *p, int with_output, int base64);
 json_t *sbx_process_info_json (struct sbx_process *p);
 json_t *sbx_process_list_json (struct sbx_sandbox *sb);
+/* "SIGTERM" or "TERM" -> 15; -1 when unknown. */
+int sbx_signal_from_name (const char *name);
 
 /* Streaming readers (one per HTTP stream). */
 struct sbx_reader

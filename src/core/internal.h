@@ -61,10 +61,25 @@ void sbx__wake_loop (void);
 void *sbx__loop_main (void *arg);
 
 /* registry.c */
-uint64_t sbx__effective_disk (const struct sbx_limits *limits);
-void sbx__queue_kill (struct sbx_sandbox *sb, const char *reason);
+int sbx__slot_take (uint32_t *slot);
+void sbx__slot_release (uint32_t slot);
+uid_t sbx__slot_uid_base (uint32_t slot);
 void sbx__sandbox_unref_locked (struct sbx_sandbox *sb);
+
+/* create.c */
+uint64_t sbx__effective_disk (const struct sbx_limits *limits);
+int sbx__check_timeout (uint64_t ms, sbx_error_t **err);
+/* Build a sandbox (not in any list yet; two references: the list's to be
+   and the caller's). */
+struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, sbx_error_t **err);
+/* Kill a sandbox that never became visible; drops both references. */
+void sbx__discard (struct sbx_sandbox *sb);
+
+/* pool.c */
 void *sbx__pool_main (void *arg);
+
+/* reaper.c */
+void sbx__queue_kill (struct sbx_sandbox *sb, const char *reason);
 void *sbx__janitor_main (void *arg);
 int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);
@@ -74,6 +89,16 @@ void sbx__handle_init_death (struct sbx_sandbox *sb);
 /* pump.c */
 int sbx__pump_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 void sbx__pump_cancel_all (struct sbx_sandbox *sb);
+
+/* outbuf.c */
+void sbx__outbuf_init (struct sbx_outbuf *o, size_t cap, int fd);
+void sbx__outbuf_copy (const struct sbx_outbuf *o, enum sbx_out_mode mode, uint64_t from, char *dst,
+                       size_t n);
+void sbx__outbuf_append (struct sbx_outbuf *o, enum sbx_out_mode mode, const char *src, size_t n);
+void sbx__outbuf_close (struct sbx_outbuf *o);
+
+/* result.c */
+json_t *sbx__process_result_locked (struct sbx_process *p, int with_output, int base64);
 
 /* process.c */
 void sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);

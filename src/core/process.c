@@ -13,113 +13,15 @@
 #include <unistd.h>
 
 #include "core/internal.h"
-#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/log.h"
-#include "util/parse.h"
-#include "util/utf8.h"
 
 #define READ_CHUNK 65536
-#define LINE_CHUNK 49152 /* output bytes per NDJSON line */
 #define STDIN_PENDING_MAX (1 << 20)
 #define SPAWN_WAIT_MS 30000
 #define MAX_FINISHED_KEPT 64
 #define RLIMIT_NOFILE_DEFAULT 4096
 
-json_t *sbx__time_json (int64_t ms);
-
-/* ---- output buffers ---------------------------------------------------- */
-
-static void
-outbuf_init (struct sbx_outbuf *o, size_t cap, int fd)
-{
-  memset (o, 0, sizeof *o);
-  o->cap = cap;
-  o->fd = fd;
-  o->drain_left = -1;
-}
-
-/* Copy [from, from+n) of the kept window into dst. */
-static void
-outbuf_copy (const struct sbx_outbuf *o, enum sbx_out_mode mode, uint64_t from, char *dst,
-             size_t n)
-{
-  size_t pos, first;
-
-  if (mode == SBX_OUT_HEAD)
-    {
-      memcpy (dst, o->data + from, n);
-      return;
-    }
-  pos = (size_t) (from % o->cap);
-  first = o->cap - pos < n ? o->cap - pos : n;
-  memcpy (dst, o->data + pos, first);
-  memcpy (dst + first, o->data, n - first);
-}
-
-static void
-outbuf_append (struct sbx_outbuf *o, enum sbx_out_mode mode, const char *src, size_t n)
-{
-  size_t pos, first;
-
-  if (mode == SBX_OUT_HEAD)
-    {
-      /* Linear, grown on demand up to cap; the rest is counted, not kept. */
-      size_t keep = o->end < o->cap ? (size_t) (o->cap - o->end) : 0;
-      if (keep > n)
-        keep = n;
-      if (keep)
-        {
-          size_t need = (size_t) o->end + keep;
-          if (need > o->alloc)
-            {
-              size_t cap = o->alloc ? o->alloc : 4096;
-              char *p;
-              while (cap < need)
-                cap *= 2;
-              if (cap > o->cap)
-                cap = o->cap;
-              p = realloc (o->data, cap);
-              if (p == NULL)
-                sbx_oom ();
-              o->data = p;
-              o->alloc = cap;
-            }
-          memcpy (o->data + o->end, src, keep);
-          o->end += keep;
-        }
-      o->dropped += n - keep;
-      return;
-    }
-  if (o->data == NULL)
-    {
-      o->data = malloc (o->cap);
-      if (o->data == NULL)
-        sbx_oom ();
-      o->alloc = o->cap;
-    }
-  if (n > o->cap)
-    {
-      /* Only the newest cap bytes can survive anyway. */
-      o->end += n - o->cap;
-      src += n - o->cap;
-      n = o->cap;
-    }
-  pos = (size_t) (o->end % o->cap);
-  first = o->cap - pos < n ? o->cap - pos : n;
-  memcpy (o->data + pos, src, first);
-  memcpy (o->data, src + first, n - first);
-  o->end += n;
-  if (o->end - o->start > o->cap)
-    o->start = o->end - o->cap; /* TAIL: the oldest bytes are overwritten */
-}
-
-static void
-outbuf_close (struct sbx_outbuf *o)
-{
-  sbx__watch_del (&o->watch);
-  close_and_reset (&o->fd);
-}
 
 /* ---- lifetime ---------------------------------------------------------- */
 
@@ -130,7 +32,7 @@ process_free (struct sbx_process *p)
 
   for (i = 0; i < 2; i++)
     {
-      outbuf_close (&p->out[i]);
+      sbx__outbuf_close (&p->out[i]);
       free (p->out[i].data);
     }
   sbx__watch_del (&p->stdin_watch);
@@ -250,7 +152,7 @@ start_drain (struct sbx_outbuf *o)
      command "running" forever. */
   if (ioctl (o->fd, FIONREAD, &pending) < 0 || pending <= 0)
     {
-      outbuf_close (o);
+      sbx__outbuf_close (o);
       return;
     }
   o->drain_left = pending;
@@ -282,7 +184,7 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       p->spawn_errno = ev->sys_errno ? ev->sys_errno : EIO;
       p->spawn_stage = ev->stage;
       for (i = 0; i < 2; i++)
-        outbuf_close (&p->out[i]);
+        sbx__outbuf_close (&p->out[i]);
       break;
     case SBX_ISO_EXITED:
       if (p->exited)
@@ -343,7 +245,7 @@ sbx__process_on_output (struct sbx_process *p, int idx)
         {
           o->dropped += (uint64_t) n;
           if (o->drain_left >= 0 && (o->drain_left -= n) == 0)
-            outbuf_close (o);
+            sbx__outbuf_close (o);
           maybe_done (p);
           return;
         }
@@ -357,18 +259,18 @@ after_read:
     {
       if (errno == EAGAIN || errno == EINTR)
         return;
-      outbuf_close (o);
+      sbx__outbuf_close (o);
     }
   else if (n == 0)
-    outbuf_close (o);
+    sbx__outbuf_close (o);
   else
     {
-      outbuf_append (o, p->mode, buf, (size_t) n);
+      sbx__outbuf_append (o, p->mode, buf, (size_t) n);
       if (o->drain_left >= 0)
         {
           o->drain_left -= n;
           if (o->drain_left == 0)
-            outbuf_close (o);
+            sbx__outbuf_close (o);
         }
     }
   pthread_cond_broadcast (&p->cond);
@@ -436,7 +338,7 @@ sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
             }
           snprintf (p->reason, sizeof p->reason, "%s", reason);
           for (i = 0; i < 2; i++)
-            outbuf_close (&p->out[i]);
+            sbx__outbuf_close (&p->out[i]);
           maybe_done (p);
         }
       pthread_cond_broadcast (&p->cond);
@@ -594,7 +496,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   if (opts->stdin_len)
     sbx_buf_append (&p->stdin_pending, opts->stdin_data, opts->stdin_len);
   for (i = 0; i < 2; i++)
-    outbuf_init (&p->out[i], opts->out_cap, out_pipe[i][0]);
+    sbx__outbuf_init (&p->out[i], opts->out_cap, out_pipe[i][0]);
   p->argv = json_array ();
   for (i = 0; opts->argv[i]; i++)
     json_array_append_new (p->argv, json_string (opts->argv[i]));
@@ -650,7 +552,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
       p->spawn_errno = EIO;
       p->collected = 1;
       for (i = 0; i < 2; i++)
-        outbuf_close (&p->out[i]);
+        sbx__outbuf_close (&p->out[i]);
       maybe_done (p);
       sbx__process_unref_locked (p);
       pthread_mutex_unlock (&sbx_core.lock);
@@ -816,398 +718,3 @@ sbx_process_collect (struct sbx_process *p)
   pthread_mutex_unlock (&sbx_core.lock);
 }
 
-/* ---- JSON -------------------------------------------------------------- */
-
-static const char *
-signal_name (int sig)
-{
-  static const struct
-  {
-    int sig;
-    const char *name;
-  } names[] = {
-      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
-      {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGXCPU, "SIGXCPU"},
-      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},   {SIGTTIN, "SIGTTIN"}, {SIGTTOU, "SIGTTOU"},
-      {SIGURG, "SIGURG"},   {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"},
-      {SIGIO, "SIGIO"},     {SIGPWR, "SIGPWR"},   {SIGSTKFLT, "SIGSTKFLT"}, {0, NULL},
-  };
-  int i;
-
-  for (i = 0; names[i].name; i++)
-    if (names[i].sig == sig)
-      return names[i].name;
-  return NULL;
-}
-
-int sbx_signal_from_name (const char *name);
-int
-sbx_signal_from_name (const char *name)
-{
-  int i;
-  char buf[16];
-
-  if (strncmp (name, "SIG", 3) != 0)
-    {
-      snprintf (buf, sizeof buf, "SIG%s", name);
-      name = buf;
-    }
-  for (i = 1; i < 32; i++)
-    {
-      const char *n = signal_name (i);
-      if (n && strcmp (n, name) == 0)
-        return i;
-    }
-  return -1;
-}
-
-static void
-describe (struct sbx_process *p, char *reason, size_t cap)
-{
-  char limit[32];
-
-  reason[0] = '\0';
-  if (p->spawn_errno)
-    {
-      if (p->reason[0])
-        snprintf (reason, cap, "%s", p->reason);
-      else if (p->spawn_stage == SBX_STAGE_CHDIR)
-        snprintf (reason, cap, "cwd `%s`: %s", p->cwd, strerror (p->spawn_errno));
-      else if (p->spawn_stage == SBX_STAGE_FORK)
-        snprintf (reason, cap, "cannot start: %s (the sandbox's process limit?)",
-                  strerror (p->spawn_errno));
-      else
-        snprintf (reason, cap, "%s", strerror (p->spawn_errno));
-      return;
-    }
-  if (p->timed_out)
-    {
-      snprintf (reason, cap, "timed out after %.3gs",
-                (double) ((p->end_mono ? p->end_mono : sbx_mono_ms ()) - p->start_mono) / 1000.0);
-      return;
-    }
-  if (p->oom_killed)
-    {
-      sbx_format_size (p->sb->limits.memory_bytes, limit, sizeof limit);
-      snprintf (reason, cap, "killed: out of memory (limit %s)", limit);
-      return;
-    }
-  if (p->reason[0])
-    {
-      snprintf (reason, cap, "%s", p->reason);
-      return;
-    }
-  if (WIFSIGNALED (p->wait_status))
-    {
-      const char *n = signal_name (WTERMSIG (p->wait_status));
-      if (n)
-        snprintf (reason, cap, "killed by %s", n);
-      else
-        snprintf (reason, cap, "killed by signal %d", WTERMSIG (p->wait_status));
-    }
-}
-
-static void
-add_output (json_t *o, const char *key, struct sbx_outbuf *b, enum sbx_out_mode mode, int base64)
-{
-  struct sbx_buf s = SBX_BUF_INIT;
-  cleanup_free char *linear = NULL;
-  const char *kept = b->data ? b->data : "";
-  size_t n = (size_t) (b->end - b->start);
-  char tkey[32];
-
-  /* TAIL and BLOCK buffers are rings: [start, end) are absolute offsets,
-     not positions in data. */
-  if (mode != SBX_OUT_HEAD && n > 0)
-    {
-      linear = malloc (n);
-      if (linear == NULL)
-        sbx_oom ();
-      outbuf_copy (b, mode, b->start, linear, n);
-      kept = linear;
-    }
-  if (base64)
-    sbx_base64_encode (&s, kept, n);
-  else
-    sbx_utf8_sanitize (&s, kept, n, 1);
-  json_object_set_new (o, key, json_stringn (s.data ? s.data : "", s.len));
-  snprintf (tkey, sizeof tkey, "%s_truncated", key);
-  json_object_set_new (o, tkey, json_boolean (b->dropped > 0 || b->start > 0));
-  sbx_buf_free (&s);
-}
-
-static json_t *
-result_locked (struct sbx_process *p, int with_output, int base64)
-{
-  json_t *o = json_object ();
-  char reason[200];
-
-  json_object_set_new (o, "pid", p->pid > 0 ? json_integer (p->pid) : json_null ());
-  if (p->spawn_errno)
-    {
-      json_object_set_new (o, "exit_code",
-                           json_integer (p->spawn_errno == ENOENT
-                                                 && p->spawn_stage == SBX_STAGE_EXEC
-                                             ? 127
-                                             : 126));
-      json_object_set_new (o, "signal", json_null ());
-    }
-  else if (WIFEXITED (p->wait_status))
-    {
-      json_object_set_new (o, "exit_code", json_integer (WEXITSTATUS (p->wait_status)));
-      json_object_set_new (o, "signal", json_null ());
-    }
-  else
-    {
-      const char *n = signal_name (WTERMSIG (p->wait_status));
-      json_object_set_new (o, "exit_code", json_null ());
-      json_object_set_new (o, "signal", n ? json_string (n) : json_integer (WTERMSIG (p->wait_status)));
-    }
-  json_object_set_new (o, "timed_out", json_boolean (p->timed_out));
-  json_object_set_new (o, "oom_killed", json_boolean (p->oom_killed));
-  json_object_set_new (o, "duration",
-                       json_real ((double) ((p->end_mono ? p->end_mono : sbx_mono_ms ())
-                                            - p->start_mono)
-                                  / 1000.0));
-  describe (p, reason, sizeof reason);
-  json_object_set_new (o, "reason", reason[0] ? json_string (reason) : json_null ());
-  if (with_output)
-    {
-      add_output (o, "stdout", &p->out[0], p->mode, base64);
-      add_output (o, "stderr", &p->out[1], p->mode, base64);
-    }
-  return o;
-}
-
-json_t *
-sbx_process_result_json (struct sbx_process *p, int with_output, int base64)
-{
-  json_t *o;
-
-  pthread_mutex_lock (&sbx_core.lock);
-  o = result_locked (p, with_output, base64);
-  pthread_mutex_unlock (&sbx_core.lock);
-  return o;
-}
-
-static json_t *
-info_locked (struct sbx_process *p)
-{
-  json_t *o = json_object ();
-
-  json_object_set_new (o, "pid", p->pid > 0 ? json_integer (p->pid) : json_null ());
-  json_object_set (o, "argv", p->argv);
-  json_object_set_new (o, "cwd", json_string (p->cwd));
-  json_object_set_new (o, "user", json_string (p->user));
-  json_object_set_new (o, "running", json_boolean (p->state != SBX_PROC_DONE));
-  json_object_set_new (o, "started_at", sbx__time_json (p->started_ms));
-  json_object_set_new (o, "stdin_open", json_boolean (p->stdin_open));
-  json_object_set_new (o, "background", json_boolean (p->background));
-  if (p->state == SBX_PROC_DONE)
-    {
-      json_t *r = result_locked (p, 0, 0);
-      json_object_update (o, r);
-      json_decref (r);
-    }
-  return o;
-}
-
-json_t *
-sbx_process_info_json (struct sbx_process *p)
-{
-  json_t *o;
-
-  pthread_mutex_lock (&sbx_core.lock);
-  o = info_locked (p);
-  pthread_mutex_unlock (&sbx_core.lock);
-  return o;
-}
-
-json_t *
-sbx_process_list_json (struct sbx_sandbox *sb)
-{
-  json_t *arr = json_array ();
-  struct sbx_process *p;
-
-  pthread_mutex_lock (&sbx_core.lock);
-  for (p = sb->procs; p; p = p->next)
-    if (p->pid > 0)
-      json_array_insert_new (arr, 0, info_locked (p));
-  pthread_mutex_unlock (&sbx_core.lock);
-  return arr;
-}
-
-/* ---- streaming readers ------------------------------------------------- */
-
-void
-sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int base64)
-{
-  memset (r, 0, sizeof *r);
-  pthread_mutex_lock (&sbx_core.lock);
-  p->refs++;
-  r->p = p;
-  r->primary = primary;
-  r->base64 = base64;
-  /* From the very first byte: what the buffer no longer holds is reported
-     as dropped by the first sbx_reader_next. */
-  r->off[0] = 0;
-  r->off[1] = 0;
-  pthread_mutex_unlock (&sbx_core.lock);
-}
-
-void
-sbx_reader_release (struct sbx_reader *r)
-{
-  if (r->p)
-    sbx_process_unref (r->p);
-  r->p = NULL;
-}
-
-static void
-emit_data (struct sbx_reader *r, struct sbx_buf *out, int idx, const char *data, size_t n, int final)
-{
-  struct sbx_buf enc = SBX_BUF_INIT;
-  json_t *line;
-  char *text;
-
-  if (r->base64)
-    sbx_base64_encode (&enc, data, n);
-  else
-    {
-      /* Prepend bytes of a character split by the previous chunk. */
-      struct sbx_buf joined = SBX_BUF_INIT;
-      size_t used;
-      sbx_buf_append (&joined, r->utf8_hold[idx], (size_t) r->utf8_hold_len[idx]);
-      sbx_buf_append (&joined, data, n);
-      used = sbx_utf8_sanitize (&enc, joined.data, joined.len, final);
-      r->utf8_hold_len[idx] = (int) (joined.len - used);
-      memcpy (r->utf8_hold[idx], joined.data + used, joined.len - used);
-      sbx_buf_free (&joined);
-    }
-  if (enc.len == 0)
-    {
-      sbx_buf_free (&enc);
-      return;
-    }
-  line = json_pack ("{s:s, s:s%}", "type", idx == 0 ? "stdout" : "stderr", "data", enc.data,
-                    enc.len);
-  text = json_dumps (line, JSON_COMPACT | JSON_REAL_PRECISION (10));
-  if (text == NULL)
-    sbx_oom ();
-  sbx_buf_append (out, text, strlen (text));
-  sbx_buf_append (out, "\n", 1);
-  free (text);
-  json_decref (line);
-  sbx_buf_free (&enc);
-}
-
-static void
-emit_json_line (struct sbx_buf *out, json_t *o)
-{
-  char *text = json_dumps (o, JSON_COMPACT | JSON_REAL_PRECISION (10));
-
-  if (text == NULL)
-    sbx_oom ();
-  sbx_buf_append (out, text, strlen (text));
-  sbx_buf_append (out, "\n", 1);
-  free (text);
-  json_decref (o);
-}
-
-int
-sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
-{
-  struct sbx_process *p = r->p;
-  struct timespec ts;
-  int waited = 0, i, complete = 0;
-  char *chunk = malloc (LINE_CHUNK);
-
-  if (chunk == NULL)
-    sbx_oom ();
-  clock_gettime (CLOCK_REALTIME, &ts);
-  ts.tv_sec += wait_ms / 1000;
-  ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L)
-    {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-  pthread_mutex_lock (&sbx_core.lock);
-  for (;;)
-    {
-      int progress = 0, all_read = 1;
-      uint64_t dropped[2] = {0, 0};
-
-      if (!r->sent_start)
-        {
-          emit_json_line (out, json_pack ("{s:s, s:o}", "type", "start", "pid",
-                                          p->pid > 0 ? json_integer (p->pid) : json_null ()));
-          r->sent_start = 1;
-          progress = 1;
-        }
-      /* Say what was lost before the output that follows it. */
-      for (i = 0; i < 2; i++)
-        if (r->off[i] < p->out[i].start)
-          {
-            dropped[i] = p->out[i].start - r->off[i];
-            r->off[i] = p->out[i].start;
-          }
-      if (dropped[0] || dropped[1])
-        {
-          emit_json_line (out, json_pack ("{s:s, s:I, s:I}", "type", "dropped", "stdout",
-                                          (json_int_t) dropped[0], "stderr", (json_int_t) dropped[1]));
-          progress = 1;
-        }
-      for (i = 0; i < 2; i++)
-        {
-          struct sbx_outbuf *o = &p->out[i];
-          size_t n;
-          n = (size_t) (o->end - r->off[i]);
-          if (n > LINE_CHUNK)
-            n = LINE_CHUNK;
-          if (n > 0)
-            {
-              outbuf_copy (o, p->mode, r->off[i], chunk, n);
-              r->off[i] += n;
-              emit_data (r, out, i, chunk, n, 0);
-              progress = 1;
-              if (r->primary && p->mode == SBX_OUT_BLOCK)
-                {
-                  o->start = r->off[i];
-                  if (o->paused && o->fd >= 0)
-                    {
-                      o->paused = 0;
-                      sbx__watch_mod (o->watch, EPOLLIN);
-                    }
-                }
-            }
-          if (r->off[i] < o->end || o->fd >= 0)
-            all_read = 0;
-        }
-      if (progress)
-        break;
-      if (p->state == SBX_PROC_DONE && all_read)
-        {
-          json_t *o;
-          for (i = 0; i < 2; i++)
-            if (r->utf8_hold_len[i])
-              emit_data (r, out, i, "", 0, 1);
-          o = result_locked (p, 0, 0);
-          json_object_set_new (o, "type", json_string ("exit"));
-          emit_json_line (out, o);
-          r->sent_exit = 1;
-          complete = 1;
-          break;
-        }
-      if (waited)
-        break;
-      if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT)
-        waited = 1;
-    }
-  pthread_mutex_unlock (&sbx_core.lock);
-  free (chunk);
-  return complete;
-}

@@ -16,7 +16,6 @@
 #define KEEPALIVE_MS 10000
 #define POLL_SLICE_MS 1000
 
-int sbx_signal_from_name (const char *name);
 
 struct exec_request
 {

@@ -11,7 +11,6 @@
 
 #define LIST_MAX_ENTRIES 10000
 
-json_t *sbx__time_json (int64_t ms);
 
 /* Resolve sandbox (segment 2) and the acting user; ctx->root is ours. */
 static struct sbx_sandbox *
@@ -74,7 +73,7 @@ entry_json (const struct sbx_fs_entry *e)
   o = json_pack ("{s:s, s:s, s:s, s:I, s:s, s:i, s:i, s:o}", "name", e->name, "path", e->path,
                  "type", sbx_fs_type_name (e->type), "size", (json_int_t) e->size, "mode", mode,
                  "uid", (int) e->uid, "gid", (int) e->gid, "mtime",
-                 sbx__time_json (e->mtime_sec * 1000));
+                 sbx_json_time (e->mtime_sec * 1000));
   if (e->type == SBX_FS_SYMLINK)
     json_object_set_new (o, "target", json_string (e->target));
   return o;

@@ -11,7 +11,6 @@
 #define SBX_VERSION "0.1.0"
 #endif
 
-json_t *sbx__time_json (int64_t ms);
 
 void
 sbx_route_healthz (struct sbx_req *r)
@@ -224,7 +223,7 @@ sbx_route_key_create (struct sbx_req *r)
     }
   sbx_reply_json (r, 201,
                   json_pack ("{s:s, s:s, s:s, s:o}", "id", id, "tenant", tenant, "key", key,
-                             "created_at", sbx__time_json (created)));
+                             "created_at", sbx_json_time (created)));
   json_decref (body);
 }
 
@@ -245,7 +244,7 @@ sbx_route_key_list (struct sbx_req *r)
   for (i = 0; i < n; i++)
     json_array_append_new (arr, json_pack ("{s:s, s:s, s:s, s:o}", "id", keys[i].id, "tenant",
                                            keys[i].tenant, "prefix", keys[i].prefix, "created_at",
-                                           sbx__time_json (keys[i].created_ms)));
+                                           sbx_json_time (keys[i].created_ms)));
   free (keys);
   sbx_reply_json (r, 200, json_pack ("{s:o}", "keys", arr));
 }

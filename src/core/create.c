@@ -1,0 +1,323 @@
+/* sbx: creating sandboxes: checking limits, building one through the
+ * isolation engine, or taking a pre-built one from the pool and fitting
+ * it to the request. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "core/internal.h"
+#include "core/template.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/parse.h"
+
+/* ---- building ---------------------------------------------------------- */
+
+/* The disk is a tmpfs: its pages are memory, charged to the sandbox. Were
+   it allowed to fill the whole memory limit, a full disk would leave no
+   room to run anything (not even `rm`), and the OOM killer, finding only
+   small processes, would take PID 1 and the whole sandbox. So it holds at
+   most the memory limit minus this much, whatever `disk` asks. */
+#define DISK_HEADROOM (16ULL << 20)
+
+uint64_t
+sbx_sandbox_disk_limit (struct sbx_sandbox *sb)
+{
+  uint64_t v;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  v = sbx__effective_disk (&sb->limits);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return v;
+}
+
+uint64_t
+sbx__effective_disk (const struct sbx_limits *limits)
+{
+  uint64_t cap = limits->memory_bytes > 2 * DISK_HEADROOM ? limits->memory_bytes - DISK_HEADROOM
+                                                           : limits->memory_bytes / 2;
+  return limits->disk_bytes < cap ? limits->disk_bytes : cap;
+}
+
+/* Build a sandbox with the default limits (pool) or the given ones. The
+   result is not in any list yet; it holds one reference (the caller's). */
+struct sbx_sandbox *
+sbx__build (const struct sbx_limits *limits, sbx_error_t **err)
+{
+  const struct sbx_template *tmpl = sbx_template_find ("base");
+  struct sbx_iso_spec spec;
+  struct sbx_sandbox *sb;
+  uint32_t slot;
+
+  sb = calloc (1, sizeof *sb);
+  if (sb == NULL)
+    sbx_oom ();
+  sb->refs = 1;
+  sb->state = SBX_SB_POOLED;
+  pthread_cond_init (&sb->cond, NULL);
+  sbx_random_id (sb->id, SBX_ID_LEN);
+  snprintf (sb->template_name, sizeof sb->template_name, "base");
+  sb->limits = *limits;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  if (sbx__slot_take (&slot) < 0)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      pthread_cond_destroy (&sb->cond);
+      free (sb);
+      return sbx_err (err, SBX_E_LIMIT, "no free sandbox id range"), NULL;
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
+  sb->slot = slot;
+
+  memset (&spec, 0, sizeof spec);
+  spec.name = sb->id;
+  spec.uid_base = sbx__slot_uid_base (slot);
+  spec.limits.memory_bytes = limits->memory_bytes;
+  spec.limits.cpu_milli = limits->cpu_milli;
+  spec.limits.pids = limits->pids;
+  spec.disk_bytes = sbx__effective_disk (limits);
+  spec.hostname = SBX_HOSTNAME;
+  spec.plan = &tmpl->plan;
+  spec.user_uid = 1000;
+  spec.user_gid = 1000;
+  if (sbx_iso_create (&sbx_core.engine, &spec, &sb->box, err) < 0)
+    {
+      pthread_mutex_lock (&sbx_core.lock);
+      sbx__slot_release (slot);
+      pthread_mutex_unlock (&sbx_core.lock);
+      pthread_cond_destroy (&sb->cond);
+      free (sb);
+      return NULL;
+    }
+  pthread_mutex_lock (&sbx_core.lock);
+  sb->refs++; /* the loop's watches and whichever list holds it */
+  sb->ctl_watch = sbx__watch_add (sb->box.ctl, EPOLLIN, SBX_W_CTL, sb, 0);
+  sb->pidfd_watch = sbx__watch_add (sb->box.pidfd, EPOLLIN, SBX_W_PIDFD, sb, 0);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return sb;
+}
+
+static int
+limits_equal (const struct sbx_limits *a, const struct sbx_limits *b)
+{
+  return a->memory_bytes == b->memory_bytes && a->cpu_milli == b->cpu_milli && a->pids == b->pids;
+}
+
+static int
+check_range (const char *what, uint64_t v, uint64_t min, uint64_t max, int is_size,
+             sbx_error_t **err)
+{
+  char a[32], b[32], c[32];
+
+  if (v >= min && v <= max)
+    return 0;
+  if (is_size)
+    {
+      sbx_format_size (v, a, sizeof a);
+      sbx_format_size (min, b, sizeof b);
+      sbx_format_size (max, c, sizeof c);
+    }
+  else
+    {
+      snprintf (a, sizeof a, "%llu", (unsigned long long) v);
+      snprintf (b, sizeof b, "%llu", (unsigned long long) min);
+      snprintf (c, sizeof c, "%llu", (unsigned long long) max);
+    }
+  return sbx_err (err, SBX_E_INVALID, "%s %s is out of range (%s .. %s)", what, a, b, c);
+}
+
+/* Fill defaults and check every value against the configured range. */
+static int
+resolve_limits (const struct sbx_limits *in, struct sbx_limits *out, sbx_error_t **err)
+{
+  const struct sbx_config *c = &sbx_core.cfg;
+
+  *out = *in;
+  if (!out->memory_bytes)
+    out->memory_bytes = c->defaults.memory_bytes;
+  if (!out->cpu_milli)
+    out->cpu_milli = c->defaults.cpu_milli;
+  if (!out->pids)
+    out->pids = c->defaults.pids;
+  if (!out->disk_bytes)
+    out->disk_bytes = c->defaults.disk_bytes;
+  if (check_range ("memory", out->memory_bytes, c->min.memory_bytes, c->max.memory_bytes, 1, err)
+          < 0
+      || check_range ("pids", out->pids, c->min.pids, c->max.pids, 0, err) < 0
+      || check_range ("disk", out->disk_bytes, c->min.disk_bytes, c->max.disk_bytes, 1, err) < 0)
+    return -1;
+  if (out->cpu_milli < c->min.cpu_milli || out->cpu_milli > c->max.cpu_milli)
+    return sbx_err (err, SBX_E_INVALID, "cpus %g is out of range (%g .. %g)",
+                    out->cpu_milli / 1000.0, c->min.cpu_milli / 1000.0, c->max.cpu_milli / 1000.0);
+  return 0;
+}
+
+int
+sbx__check_timeout (uint64_t ms, sbx_error_t **err)
+{
+  if (ms < 1000 || ms > sbx_core.cfg.max_timeout_ms)
+    return sbx_err (err, SBX_E_INVALID, "timeout %.3gs is out of range (1s .. %llus)", ms / 1000.0,
+                    (unsigned long long) (sbx_core.cfg.max_timeout_ms / 1000));
+  return 0;
+}
+
+/* Kill a sandbox that never became visible. */
+void
+sbx__discard (struct sbx_sandbox *sb)
+{
+  sbx_error_t *err = NULL;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  sb->state = SBX_SB_DYING;
+  sbx__watch_del (&sb->ctl_watch);
+  sbx__watch_del (&sb->pidfd_watch);
+  pthread_mutex_unlock (&sbx_core.lock);
+  if (sbx_iso_destroy (&sbx_core.engine, &sb->box, &err) < 0)
+    {
+      sbx_warn ("discard sandbox %s: %s", sb->id, err->msg);
+      sbx_error_free (err);
+    }
+  pthread_mutex_lock (&sbx_core.lock);
+  sbx__slot_release (sb->slot);
+  sb->state = SBX_SB_DEAD;
+  sbx__sandbox_unref_locked (sb); /* the list/watch reference */
+  sbx__sandbox_unref_locked (sb); /* ours */
+  pthread_mutex_unlock (&sbx_core.lock);
+}
+
+struct sbx_sandbox *
+sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_error_t **err)
+{
+  struct sbx_sandbox *sb = NULL;
+  struct sbx_sandbox_record rec;
+  struct sbx_limits limits;
+  uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
+  const char *user = opts->user ? opts->user : "user";
+  cleanup_free char *env_json = NULL, *meta_json = NULL;
+
+  if (sbx_template_find (opts->template_name) == NULL)
+    return sbx_err (err, SBX_E_INVALID, "unknown template `%s` (available: base)",
+                    opts->template_name),
+           NULL;
+  if (strcmp (user, "user") != 0 && strcmp (user, "root") != 0)
+    return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%s`", user), NULL;
+  if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
+    return NULL;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  if (sbx_core.stopping)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_UNAVAILABLE, "the daemon is shutting down"), NULL;
+    }
+  if (sbx_core.running >= sbx_core.cfg.max_sandboxes)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_LIMIT, "the daemon's limit of %u running sandboxes is reached",
+                      sbx_core.cfg.max_sandboxes),
+             NULL;
+    }
+  sbx_core.running++; /* reserved now, so parallel creates respect the cap */
+  sbx_core.creating++;
+  if (sbx_core.pool)
+    {
+      sb = sbx_core.pool;
+      sbx_core.pool = sb->next;
+      sb->next = NULL;
+      sb->in_pool = 0;
+      sb->refs++; /* the caller's; the pool's becomes the registry's */
+      sbx_core.pool_count--;
+      pthread_cond_signal (&sbx_core.pool_cond);
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
+
+  if (sb == NULL)
+    {
+      sb = sbx__build (&limits, err);
+      if (sb == NULL)
+        goto fail_unreserve;
+    }
+  else
+    {
+      if (!limits_equal (&limits, &sb->limits))
+        {
+          struct sbx_cgroup_limits cl = {limits.memory_bytes, limits.cpu_milli, limits.pids};
+          if (sbx_iso_set_limits (&sbx_core.engine, &sb->box, &cl, err) < 0)
+            goto fail_discard;
+        }
+      if (sbx__effective_disk (&limits) != sbx__effective_disk (&sb->limits)
+          && sbx_iso_set_disk (&sb->box, sbx__effective_disk (&limits), err) < 0)
+        goto fail_discard;
+      sb->limits = limits;
+    }
+
+  snprintf (sb->tenant, sizeof sb->tenant, "%s", tenant ? tenant : "default");
+  snprintf (sb->user, sizeof sb->user, "%s", user);
+  sb->env = opts->env ? json_deep_copy (opts->env) : json_object ();
+  sb->metadata = opts->metadata ? json_deep_copy (opts->metadata) : json_object ();
+  if (sb->env == NULL || sb->metadata == NULL)
+    sbx_oom ();
+  sb->created_ms = sbx_now_ms ();
+  sb->timeout_ms = timeout;
+  sb->expires_ms = sb->created_ms + (int64_t) timeout;
+  sb->expires_mono = sbx_mono_ms () + (int64_t) timeout;
+  env_json = json_dumps (sb->env, JSON_COMPACT | JSON_SORT_KEYS);
+  meta_json = json_dumps (sb->metadata, JSON_COMPACT | JSON_SORT_KEYS);
+  if (env_json == NULL || meta_json == NULL)
+    sbx_oom ();
+
+  memset (&rec, 0, sizeof rec);
+  rec.id = sb->id;
+  rec.tenant = sb->tenant;
+  rec.template_name = sb->template_name;
+  rec.user = sb->user;
+  rec.created_ms = sb->created_ms;
+  rec.expires_ms = sb->expires_ms;
+  rec.memory = limits.memory_bytes;
+  rec.cpu_milli = limits.cpu_milli;
+  rec.pids = limits.pids;
+  rec.disk = limits.disk_bytes;
+  rec.env_json = env_json;
+  rec.metadata_json = meta_json;
+  rec.slot = sb->slot;
+  rec.uid_base = (int64_t) sb->box.uid_base;
+  rec.init_pid = sb->box.pid;
+  if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
+    goto fail_discard;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  if (sb->state != SBX_SB_POOLED || sb->kill_queued)
+    {
+      /* Its init died between the pool and here. */
+      pthread_mutex_unlock (&sbx_core.lock);
+      sbx_store_sandbox_end (sbx_core.store, sb->id, "failed", "init died during start",
+                             sbx_now_ms (), NULL);
+      sbx_err (err, SBX_E_UNAVAILABLE, "the sandbox died while starting");
+      goto fail_discard;
+    }
+  sb->state = SBX_SB_RUNNING;
+  sb->next = sbx_core.sandboxes;
+  sbx_core.sandboxes = sb;
+  /* Registered: a stop from now on finds it in the list. */
+  if (--sbx_core.creating == 0)
+    pthread_cond_broadcast (&sbx_core.creating_cond);
+  pthread_mutex_unlock (&sbx_core.lock);
+  sbx__wake_loop (); /* a new deadline */
+  return sb;
+
+fail_discard:
+  sbx__discard (sb);
+fail_unreserve:
+  pthread_mutex_lock (&sbx_core.lock);
+  sbx_core.running--;
+  if (--sbx_core.creating == 0)
+    pthread_cond_broadcast (&sbx_core.creating_cond);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return NULL;
+}
+

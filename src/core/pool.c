@@ -1,0 +1,66 @@
+/* sbx: the pool of pre-built sandboxes. A create takes one instead of
+ * building (the build then happens here, off the request's path). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "core/internal.h"
+#include "core/template.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/parse.h"
+
+/* ---- the pool ---------------------------------------------------------- */
+
+void *
+sbx__pool_main (void *arg)
+{
+  (void) arg;
+  pthread_mutex_lock (&sbx_core.lock);
+  while (!sbx_core.stopping)
+    {
+      struct sbx_sandbox *sb;
+      sbx_error_t *err = NULL;
+
+      if (sbx_core.pool_count >= sbx_core.cfg.pool_size
+          || sbx_core.running + sbx_core.pool_count >= sbx_core.cfg.max_sandboxes)
+        {
+          pthread_cond_wait (&sbx_core.pool_cond, &sbx_core.lock);
+          continue;
+        }
+      sbx_core.pool_building++;
+      pthread_mutex_unlock (&sbx_core.lock);
+      sb = sbx__build (&sbx_core.cfg.defaults, &err);
+      pthread_mutex_lock (&sbx_core.lock);
+      sbx_core.pool_building--;
+      if (sb == NULL)
+        {
+          struct timespec ts;
+          sbx_warn ("building a pooled sandbox: %s", err->msg);
+          sbx_error_free (err);
+          clock_gettime (CLOCK_REALTIME, &ts);
+          ts.tv_sec += 1;
+          pthread_cond_timedwait (&sbx_core.pool_cond, &sbx_core.lock, &ts);
+          continue;
+        }
+      sb->refs--; /* build's caller reference; the list keeps the other */
+      if (sbx_core.stopping || sb->kill_queued)
+        {
+          sb->refs++;
+          pthread_mutex_unlock (&sbx_core.lock);
+          sbx__discard (sb);
+          pthread_mutex_lock (&sbx_core.lock);
+          continue;
+        }
+      sb->next = sbx_core.pool;
+      sbx_core.pool = sb;
+      sb->in_pool = 1;
+      sbx_core.pool_count++;
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
+  return NULL;
+}
