@@ -142,6 +142,16 @@ sbx_fs_normalize (const char *in, char *out, size_t cap, sbx_error_t **err)
   return 0;
 }
 
+/* "/a/b//" names "/a/b"; "/" stays "/". */
+static void
+strip_trailing_slashes (char *abs)
+{
+  size_t n = strlen (abs);
+
+  while (n > 1 && abs[n - 1] == '/')
+    abs[--n] = '\0';
+}
+
 /* Filesystems the daemon must never open files on: procfs holds init's
    memory and host-wide knobs; sysfs and devpts are devices. */
 static int
@@ -327,8 +337,12 @@ sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mo
   up->dir = up->fd = up->pipe = -1;
   up->ctx = *ctx;
   up->mode = mode & 07777;
-  if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0
-      || split (abs, parent, sizeof parent, up->leaf, sizeof up->leaf, err) < 0)
+  if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0)
+    return -1;
+  /* "x/" names a directory: a file must not quietly land at "x". */
+  if (abs[strlen (abs) - 1] == '/')
+    return sbx_err (err, SBX_E_INVALID, "`%s` ends with `/`: give the file's name", abs);
+  if (split (abs, parent, sizeof parent, up->leaf, sizeof up->leaf, err) < 0)
     return -1;
   if (parents && mkdir_parents (ctx, parent, 0755, err) < 0)
     return -1;
@@ -480,6 +494,7 @@ sbx_fs_stat (const struct sbx_fs_ctx *ctx, const char *path, struct sbx_fs_entry
     return sbx_err (err, SBX_E_FORBIDDEN, "`%s` is not accessible through the files API", abs);
   if (fstat (fd, &st) < 0)
     return fs_err (err, errno, "stat", abs);
+  strip_trailing_slashes (abs);
   name = strrchr (abs, '/');
   name = (name && name[1]) ? name + 1 : abs;
   fill_entry (ctx, &st, name, abs, out);
@@ -582,8 +597,7 @@ sbx_fs_list (const struct sbx_fs_ctx *ctx, const char *path, int depth, size_t m
 
   if (sbx_fs_normalize (path, abs, sizeof abs, err) < 0)
     return -1;
-  if (strlen (abs) > 1 && abs[strlen (abs) - 1] == '/')
-    abs[strlen (abs) - 1] = '\0';
+  strip_trailing_slashes (abs);
   dir = open_dir (ctx, abs, err);
   if (dir < 0)
     return -1;

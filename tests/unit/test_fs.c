@@ -1150,9 +1150,9 @@ TREE_TEST (test_upload_paths)
   /* Mode bits past 07777 are dropped. */
   CHECK_OK (upload (&ctx, "/tmp/m", "x", 0170644, 0, &err_));
   CHECK (lstat_root ("tmp/m", &st) == 0 && S_ISREG (st.st_mode) && (st.st_mode & 07777) == 0644);
-  /* Trailing slashes are ignored (the leaf is the last name). */
-  CHECK_OK (upload (&ctx, "/tmp/slash/", "s", 0644, 0, &err_));
-  CHECK_STR (slurp_root ("tmp/slash"), "s");
+  /* A trailing slash names a directory: refused, nothing written. */
+  CHECK_FAILS (upload (&ctx, "/tmp/slash/", "s", 0644, 0, &err_), SBX_E_INVALID, 0);
+  CHECK (!exists_root ("tmp/slash"));
   /* Missing parents: an error, or made with parents. */
   CHECK_FAILS (upload (&ctx, "/tmp/a/b/c", "x", 0644, 0, &err_), SBX_E_NOT_FOUND, ENOENT);
   CHECK (!exists_root ("tmp/a"));
