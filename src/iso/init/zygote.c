@@ -18,7 +18,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -28,91 +27,35 @@
 #define CLONE_INTO_CGROUP 0x200000000ULL
 #endif
 
-#define ZYGOTE_FD SBX_INIT_CTL_FD
-
 /* Our argv strings: a sandbox's PID 1 blanks "zygote" so that ps inside
    shows plain "sbx-init". */
 static char *mode_arg;
 
-static int
+static void
 recv_request (struct sbx_msg_clone *m, int *fds, int *nfds)
 {
-  union
-  {
-    char space[CMSG_SPACE (sizeof (int) * 4)];
-    struct cmsghdr align;
-  } control;
-  struct iovec iov = {m, sizeof *m};
-  struct msghdr msg = {0};
-  struct cmsghdr *c;
-  ssize_t n;
-  int got = 0, i;
+  size_t n = init_recv (m, sizeof *m, fds, 2, nfds);
 
-  memset (&control, 0, sizeof control);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.space;
-  msg.msg_controllen = sizeof control.space;
-  do
-    n = recvmsg (ZYGOTE_FD, &msg, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  if (n <= 0)
+  if (n == 0)
     _exit (0); /* the daemon went away */
-  for (c = CMSG_FIRSTHDR (&msg); c != NULL; c = CMSG_NXTHDR (&msg, c))
-    {
-      int count;
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-        _exit (2);
-      count = (int) ((c->cmsg_len - CMSG_LEN (0)) / sizeof (int));
-      for (i = 0; i < count; i++)
-        {
-          if (got >= 2)
-            _exit (2);
-          memcpy (&fds[got++], CMSG_DATA (c) + (size_t) i * sizeof (int), sizeof (int));
-        }
-    }
-  *nfds = got;
   /* Only the daemon holds the other end; anything malformed means it and
      we disagree, and the zygote ends (the daemon starts a new one). */
-  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t) n != sizeof *m
-      || m->hdr.type != SBX_MSG_CLONE || m->hdr.len != sizeof *m
-      || got != ((m->flags & SBX_CLONE_INTO_CGROUP) ? 2 : 1))
-    _exit (2);
-  return 0;
+  if (n != sizeof *m || m->hdr.type != SBX_MSG_CLONE || m->hdr.len != sizeof *m
+      || *nfds != ((m->flags & SBX_CLONE_INTO_CGROUP) ? 2 : 1))
+    init_protocol_violation ();
 }
 
 static void
 reply (int pid, int sys_errno, int pidfd)
 {
-  union
-  {
-    char space[CMSG_SPACE (sizeof (int))];
-    struct cmsghdr align;
-  } control;
   struct sbx_msg_cloned m;
-  struct iovec iov = {&m, sizeof m};
-  struct msghdr msg = {0};
 
   memset (&m, 0, sizeof m);
   m.hdr.type = SBX_MSG_CLONED;
   m.hdr.len = sizeof m;
   m.pid = pid;
   m.sys_errno = sys_errno;
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (pidfd >= 0)
-    {
-      struct cmsghdr *c;
-      memset (&control, 0, sizeof control);
-      msg.msg_control = control.space;
-      msg.msg_controllen = sizeof control.space;
-      c = CMSG_FIRSTHDR (&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN (sizeof (int));
-      memcpy (CMSG_DATA (c), &pidfd, sizeof pidfd);
-    }
-  if (sendmsg (ZYGOTE_FD, &msg, MSG_NOSIGNAL) < 0)
+  if (init_send (&m, sizeof m, &pidfd, pidfd >= 0 ? 1 : 0) < 0)
     _exit (0);
 }
 
