@@ -33,44 +33,17 @@ sbx_api_unreachable (const struct sbx_api *api)
 static enum sbx_error_kind
 kind_from_name (const char *name, int status)
 {
-  static const struct
-  {
-    const char *name;
-    enum sbx_error_kind kind;
-  } names[] = {
-    {"invalid_argument", SBX_E_INVALID}, {"unauthorized", SBX_E_UNAUTHORIZED},
-    {"forbidden", SBX_E_FORBIDDEN},      {"not_found", SBX_E_NOT_FOUND},
-    {"conflict", SBX_E_CONFLICT},        {"too_large", SBX_E_TOO_LARGE},
-    {"resource_exhausted", SBX_E_LIMIT}, {"internal", SBX_E_SYSTEM},
-    {"unavailable", SBX_E_UNAVAILABLE},
-  };
-  size_t i;
+  enum sbx_error_kind k;
 
+  /* The daemon's own names (util/error.c), else what the status says. */
   if (name != NULL)
-    for (i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (strcmp (names[i].name, name) == 0)
-        return names[i].kind;
-  switch (status)
-    {
-    case 400:
-      return SBX_E_INVALID;
-    case 401:
-      return SBX_E_UNAUTHORIZED;
-    case 403:
-      return SBX_E_FORBIDDEN;
-    case 404:
-      return SBX_E_NOT_FOUND;
-    case 409:
-      return SBX_E_CONFLICT;
-    case 413:
-      return SBX_E_TOO_LARGE;
-    case 429:
-      return SBX_E_LIMIT;
-    case 503:
-      return SBX_E_UNAVAILABLE;
-    default:
-      return status >= 400 && status < 500 ? SBX_E_INVALID : SBX_E_SYSTEM;
-    }
+    for (k = SBX_E_INVALID; k <= SBX_E_UNAVAILABLE; k++)
+      if (strcmp (sbx_error_kind_name (k), name) == 0)
+        return k;
+  for (k = SBX_E_INVALID; k <= SBX_E_UNAVAILABLE; k++)
+    if (sbx_error_kind_http_status (k) == status)
+      return k;
+  return status >= 400 && status < 500 ? SBX_E_INVALID : SBX_E_SYSTEM;
 }
 
 int
