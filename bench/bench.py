@@ -5,7 +5,7 @@
     /usr/bin/python3 bench/bench.py --quick     # a shorter smoke run
 
 Starts its own daemon (private state directory, cgroup parent `sbx-bench`,
-uid range from 0x90000000), measures
+uid range from 0xB0000000), measures
 
   1. `sbx run -- /bin/true` against bwrap running /bin/true (interleaved),
   2. the same with `/usr/bin/python3 -c pass`,
@@ -36,10 +36,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CGROUP_ROOT = "/sys/fs/cgroup"
 IDS_PER_SANDBOX = 65536
-# 0x90000000, far from production (0x60000000). NOTE: the integration harness
-# picks bases in 0x80000000 + k * 2^23 (k < 256), so a test daemon with k in
-# 32..35 overlaps this range; do not run the tests and the bench at once.
-UID_BASE = 2415919104
+# 0xB0000000: far from production (0x60000000) and above the integration
+# tests' ranges ([0x80000000, 0xA0000000)), so both can run at once.
+UID_BASE = 2952790016
 CGROUP_PARENT = "sbx-bench"
 MAX_SANDBOXES = 400
 CLK_TCK = os.sysconf("SC_CLK_TCK")

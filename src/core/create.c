@@ -46,7 +46,7 @@ sbx__effective_disk (const struct sbx_limits *limits)
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
 struct sbx_sandbox *
-sbx__build (const struct sbx_limits *limits, sbx_error_t **err)
+sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
 {
   const struct sbx_template *tmpl = sbx_template_find ("base");
   struct sbx_iso_spec spec;
@@ -85,6 +85,7 @@ sbx__build (const struct sbx_limits *limits, sbx_error_t **err)
   spec.plan = &tmpl->plan;
   spec.user_uid = 1000;
   spec.user_gid = 1000;
+  spec.background = background;
   if (sbx_iso_create (&sbx_core.engine, &spec, &sb->box, err) < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
@@ -238,12 +239,14 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
 
   if (sb == NULL)
     {
-      sb = sbx__build (&limits, err);
+      sb = sbx__build (&limits, 0, err);
       if (sb == NULL)
         goto fail_unreserve;
     }
   else
     {
+      if (sbx_iso_set_foreground (&sb->box, err) < 0)
+        goto fail_discard;
       if (!limits_equal (&limits, &sb->limits))
         {
           struct sbx_cgroup_limits cl = {limits.memory_bytes, limits.cpu_milli, limits.pids};
@@ -315,6 +318,7 @@ fail_discard:
 fail_unreserve:
   pthread_mutex_lock (&sbx_core.lock);
   sbx_core.running--;
+  pthread_cond_signal (&sbx_core.pool_cond); /* the cap may let it refill */
   if (--sbx_core.creating == 0)
     pthread_cond_broadcast (&sbx_core.creating_cond);
   pthread_mutex_unlock (&sbx_core.lock);

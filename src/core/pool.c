@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 #include "core/template.h"
@@ -20,6 +22,10 @@ void *
 sbx__pool_main (void *arg)
 {
   (void) arg;
+  /* Building ahead is background work: the daemon's side of it, on this
+     thread, yields to requests like the sandbox's side does (the zygote
+     starts pool builds at low priority). */
+  setpriority (PRIO_PROCESS, (id_t) gettid (), 10);
   pthread_mutex_lock (&sbx_core.lock);
   while (!sbx_core.stopping)
     {
@@ -34,7 +40,7 @@ sbx__pool_main (void *arg)
         }
       sbx_core.pool_building++;
       pthread_mutex_unlock (&sbx_core.lock);
-      sb = sbx__build (&sbx_core.cfg.defaults, &err);
+      sb = sbx__build (&sbx_core.cfg.defaults, 1, &err);
       pthread_mutex_lock (&sbx_core.lock);
       sbx_core.pool_building--;
       if (sb == NULL)

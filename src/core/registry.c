@@ -324,7 +324,11 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
   pthread_mutex_lock (&sbx_core.lock);
   sbx__slot_release (sb->slot);
   if (was_running)
-    sbx_core.running--;
+    {
+      sbx_core.running--;
+      /* Below the cap again: the pool may refill. */
+      pthread_cond_signal (&sbx_core.pool_cond);
+    }
   sb->state = SBX_SB_DEAD;
   pthread_cond_broadcast (&sb->cond);
   sbx__sandbox_unref_locked (sb); /* the registry's reference */

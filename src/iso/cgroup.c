@@ -104,16 +104,26 @@ same_dir (int a, int b)
 }
 
 /* Controllers whose directory is a duplicate of an earlier one (cpu and
-   cpuacct co-mounted) are skipped for mkdir/rmdir/attach. */
+   cpuacct co-mounted) are skipped for mkdir/rmdir/attach. Worked out once
+   at start: these checks sit on every create and destroy. */
 static int
 is_duplicate (const struct sbx_cgroup_root *root, int c)
 {
-  int i;
+  return root->duplicate[c];
+}
 
-  for (i = 0; i < c; i++)
-    if (root->parent[i] >= 0 && same_dir (root->parent[i], root->parent[c]))
-      return 1;
-  return 0;
+static void
+find_duplicates (struct sbx_cgroup_root *root)
+{
+  int c, i;
+
+  for (c = 0; c < SBX_CG_NCTRL; c++)
+    {
+      root->duplicate[c] = 0;
+      for (i = 0; i < c; i++)
+        if (root->parent[i] >= 0 && same_dir (root->parent[i], root->parent[c]))
+          root->duplicate[c] = 1;
+    }
 }
 
 /* mkdir -p of a relative path under dirfd, returning an fd of the last. */
@@ -236,6 +246,7 @@ sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
     }
   root->v1_memsw
       = faccessat (root->parent[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", F_OK, 0) == 0;
+  find_duplicates (root);
   return 0;
 }
 

@@ -48,6 +48,7 @@ struct sbx_cgroup_root
      controller is unavailable (cpuacct and freezer are optional; when cpu and
      cpuacct are co-mounted both point at the same hierarchy). */
   int parent[SBX_CG_NCTRL];
+  int duplicate[SBX_CG_NCTRL]; /* same hierarchy as an earlier controller */
   int v1_memsw; /* swap accounting files exist */
 };
 

@@ -64,6 +64,7 @@ struct sbx_iso_spec
   const char *hostname;
   const struct sbx_plan *plan;
   uint32_t user_uid, user_gid; /* owner of /home/user */
+  int background;              /* a pool build: low CPU priority until handed out */
 };
 
 /* A running sandbox as the engine sees it. All fds owned, O_CLOEXEC. */
@@ -87,6 +88,8 @@ int sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_
 int sbx_iso_set_limits (struct sbx_engine *eng, struct sbx_iso_box *box,
                         const struct sbx_cgroup_limits *limits, sbx_error_t **err);
 int sbx_iso_set_disk (struct sbx_iso_box *box, uint64_t bytes, sbx_error_t **err);
+/* Give a sandbox built in the background (its init) normal CPU priority. */
+int sbx_iso_set_foreground (struct sbx_iso_box *box, sbx_error_t **err);
 
 struct sbx_iso_stats
 {

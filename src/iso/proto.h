@@ -60,6 +60,7 @@ struct sbx_msg_hdr
  * it runs init's code, which the zygote already is. */
 
 #define SBX_CLONE_INTO_CGROUP 0x1 /* a cgroup v2 dir fd follows the socket */
+#define SBX_CLONE_BACKGROUND 0x2  /* build at low CPU priority (the pool) */
 
 struct sbx_msg_clone
 {

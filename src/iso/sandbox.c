@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -459,8 +460,8 @@ box_init (struct sbx_iso_box *box)
    control socket. One exchange at a time; a zygote that broke is replaced
    (a request it never received is retried once). */
 static int
-zygote_clone (struct sbx_engine *eng, int child_ctl, int cg_fd, pid_t *pid, int *pidfd,
-              sbx_error_t **err)
+zygote_clone (struct sbx_engine *eng, int child_ctl, int cg_fd, int background, pid_t *pid,
+              int *pidfd, sbx_error_t **err)
 {
   struct sbx_msg_clone m;
   struct sbx_msg_cloned r;
@@ -470,7 +471,7 @@ zygote_clone (struct sbx_engine *eng, int child_ctl, int cg_fd, pid_t *pid, int 
   memset (&m, 0, sizeof m);
   m.hdr.type = SBX_MSG_CLONE;
   m.hdr.len = sizeof m;
-  m.flags = cg_fd >= 0 ? SBX_CLONE_INTO_CGROUP : 0;
+  m.flags = (cg_fd >= 0 ? SBX_CLONE_INTO_CGROUP : 0) | (background ? SBX_CLONE_BACKGROUND : 0);
   pthread_mutex_lock (&eng->zygote_lock);
   for (attempt = 0; attempt < 2 && rc < 0; attempt++)
     {
@@ -536,8 +537,8 @@ sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct 
   if (setsockopt (box->ctl, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
     setsockopt (box->ctl, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 
-  if (zygote_clone (eng, child_end, sbx_cgroup_clone_fd (&eng->cgroups, &box->cg), &box->pid,
-                    &box->pidfd, err)
+  if (zygote_clone (eng, child_end, sbx_cgroup_clone_fd (&eng->cgroups, &box->cg),
+                    spec->background, &box->pid, &box->pidfd, err)
       < 0)
     goto fail;
   close_and_reset (&child_end);
@@ -635,6 +636,15 @@ sbx_iso_set_disk (struct sbx_iso_box *box, uint64_t bytes, sbx_error_t **err)
         return sbx_err (err, SBX_E_CONFLICT, "the sandbox already uses more disk than %s", v);
       return sbx_err_sys (err, errno, "resize sandbox disk");
     }
+  return 0;
+}
+
+int
+sbx_iso_set_foreground (struct sbx_iso_box *box, sbx_error_t **err)
+{
+  /* init's own priority: the commands it starts from now on inherit it. */
+  if (setpriority (PRIO_PROCESS, (id_t) box->pid, 0) < 0)
+    return sbx_err_sys (err, errno, "set the priority of sandbox init");
   return 0;
 }
 

@@ -28,6 +28,9 @@ PROBE = os.path.join(BUILD, "probe")
 CGROUP_ROOT = "/sys/fs/cgroup"
 IDS_PER_SANDBOX = 65536
 MAX_SANDBOXES = 64
+# Test daemons take uid ranges in [0x80000000, 0xA0000000): 64 slots of 2^23
+# ids. The benchmark uses 0xB0000000 and up, production 0x60000000.
+HARNESS_SLOTS = 64
 
 _daemon_counter = itertools.count()
 
@@ -99,7 +102,7 @@ class Daemon:
         # Distinct ranges per daemon: 2^23 ids (128 sandboxes) each, far from
         # the production default (0x60000000). Not the last slot: the daemon
         # wants room for twice --max-sandboxes ranges below 2^32 - 1.
-        self.uid_base = 0x80000000 + ((os.getpid() * 16 + n) % 255) * (1 << 23)
+        self.uid_base = 0x80000000 + ((os.getpid() * 16 + n) % HARNESS_SLOTS) * (1 << 23)
         self.uid_end = self.uid_base + (max_sandboxes + pool + 16) * IDS_PER_SANDBOX
         self.listen = listen
         self.pool = pool
@@ -129,7 +132,7 @@ class Daemon:
                     self.log.close()
                     span = self.uid_end - self.uid_base
                     slot = (self.uid_base - 0x80000000) // (1 << 23)
-                    self.uid_base = 0x80000000 + ((slot + 97) % 255) * (1 << 23)
+                    self.uid_base = 0x80000000 + ((slot + 17) % HARNESS_SLOTS) * (1 << 23)
                     self.uid_end = self.uid_base + span
                     self.args[self.args.index("--uid-base") + 1] = str(self.uid_base)
                     return self.start(_attempt + 1)

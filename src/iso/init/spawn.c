@@ -4,8 +4,9 @@
  * Landlock domain and seccomp filter; the child then leads a new session
  * (no controlling terminal: CVE-2017-5226's TIOCSTI needs one), takes its
  * stdio from the fds the daemon sent, drops to the requested user, and
- * execs. Failures before exec travel back on a close-on-exec pipe, so
- * "command not found" is an answer, not a mystery exit status.
+ * execs. It is started with vfork, and a failure before exec is left in
+ * memory we share until then, so "command not found" is an answer, not a
+ * mystery exit status.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,11 +34,15 @@ struct tracked
 
 static struct tracked tracked[MAX_TRACKED];
 
-struct child_failure
+/* Where a child started with vfork says why it could not exec: it shares
+   our memory until exec, and we run again only once it has exec'd (then
+   stage is still 0) or exited. Static: nothing of it lives on a stack the
+   child could be using. */
+static volatile struct
 {
   int32_t sys_errno;
   uint32_t stage;
-};
+} child_failure;
 
 static void
 send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage)
@@ -55,12 +60,10 @@ send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage)
 }
 
 static __attribute__ ((noreturn)) void
-child_fail (int pipe_fd, int sys_errno, uint32_t stage)
+child_fail (int sys_errno, uint32_t stage)
 {
-  struct child_failure f = {sys_errno, stage};
-  ssize_t w = write (pipe_fd, &f, sizeof f);
-
-  (void) w;
+  child_failure.sys_errno = sys_errno;
+  child_failure.stage = stage;
   _exit (127);
 }
 
@@ -112,7 +115,7 @@ exec_with_path (const char *file, char *const argv[], char *const envp[], int *e
 
 static __attribute__ ((noreturn)) void
 run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char **envp,
-           const int *fds, int err_pipe)
+           const int *fds)
 {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct caps[2];
@@ -121,58 +124,53 @@ run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char *
   int i, sys_errno;
 
   /* Default dispositions and an empty mask: init blocks SIGCHLD for its
-     signalfd and ignores SIGPIPE; neither may leak into user code. */
-  for (i = 1; i < NSIG; i++)
-    signal (i, SIG_DFL);
+     signalfd and ignores SIGPIPE; neither may leak into user code. It has
+     no handlers, and exec resets handled signals anyway: SIGPIPE, the only
+     ignored one, is all there is to restore. */
+  signal (SIGPIPE, SIG_DFL);
   sigemptyset (&none);
   sigprocmask (SIG_SETMASK, &none, NULL);
 
   if (setsid () < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+    child_fail (errno, SBX_STAGE_SETUP);
   for (i = 0; i < 3; i++)
     if (dup2 (fds[i], i) < 0)
-      child_fail (err_pipe, errno, SBX_STAGE_SETUP);
-  /* Exactly 0, 1, 2 and the error pipe (close-on-exec) survive. */
-  if (err_pipe != 3)
-    {
-      if (dup3 (err_pipe, 3, O_CLOEXEC) < 0)
-        child_fail (err_pipe, errno, SBX_STAGE_SETUP);
-      err_pipe = 3;
-    }
-  if (close_range (4, ~0U, 0) < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+      child_fail (errno, SBX_STAGE_SETUP);
+  /* Exactly 0, 1 and 2 survive. */
+  if (close_range (3, ~0U, 0) < 0)
+    child_fail (errno, SBX_STAGE_SETUP);
 
   /* No core dumps (they would fill the disk and could carry secrets), and
      no real-time scheduling: seccomp allows sched_setscheduler, so an RT
      priority limit of 0 is what keeps a busy loop from starving the host. */
   rl.rlim_cur = rl.rlim_max = 0;
   if (setrlimit (RLIMIT_CORE, &rl) < 0 || setrlimit (RLIMIT_RTPRIO, &rl) < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+    child_fail (errno, SBX_STAGE_SETUP);
   rl.rlim_cur = rl.rlim_max = msg->rlimit_nofile;
   if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+    child_fail (errno, SBX_STAGE_SETUP);
   rl.rlim_cur = rl.rlim_max = msg->rlimit_fsize;
   if (setrlimit (RLIMIT_FSIZE, &rl) < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+    child_fail (errno, SBX_STAGE_SETUP);
 
   /* setgroups is denied in our user namespace (CVE-2014-8989), and the
      group list is already empty. */
   if (setresgid (msg->gid, msg->gid, msg->gid) < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+    child_fail (errno, SBX_STAGE_SETUP);
   if (setresuid (msg->uid, msg->uid, msg->uid) < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+    child_fail (errno, SBX_STAGE_SETUP);
   /* A uid change away from 0 already cleared every capability; root inside
      clears them by hand, and NOROOT keeps exec from handing them back. */
   memset (caps, 0, sizeof caps);
   if (syscall (SYS_capset, &hdr, caps) < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_SETUP);
+    child_fail (errno, SBX_STAGE_SETUP);
   umask (022);
 
   if (chdir (cwd) < 0)
-    child_fail (err_pipe, errno, SBX_STAGE_CHDIR);
+    child_fail (errno, SBX_STAGE_CHDIR);
 
   exec_with_path (argv[0], argv, envp, &sys_errno);
-  child_fail (err_pipe, sys_errno, SBX_STAGE_EXEC);
+  child_fail (sys_errno, SBX_STAGE_EXEC);
 }
 
 static int
@@ -198,10 +196,7 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, const int *fds, 
   static char *envp[SBX_SPAWN_MAX_ENV + 1];
   char *strings, *p, *end, *cwd;
   struct sbx_msg_spawned ok;
-  struct child_failure failure;
-  int err_pipe[2];
   uint32_t i;
-  ssize_t n;
   pid_t pid;
 
   if (len < sizeof *msg || nfds != 3 || msg->argc == 0 || msg->argc > SBX_SPAWN_MAX_ARGS
@@ -231,35 +226,24 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, const int *fds, 
   argv[msg->argc] = NULL;
   envp[msg->envc] = NULL;
 
-  if (pipe2 (err_pipe, O_CLOEXEC) < 0)
-    {
-      send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
-      goto out;
-    }
-  pid = fork ();
+  /* vfork: no copy of our address space to make and tear down (the child
+     execs at once); we are suspended until it has exec'd or exited. */
+  child_failure.stage = 0;
+  child_failure.sys_errno = 0;
+  pid = vfork ();
+  if (pid == 0)
+    run_child (msg, cwd, argv, envp, fds);
   if (pid < 0)
     {
       send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
-      close (err_pipe[0]);
-      close (err_pipe[1]);
       goto out;
     }
-  if (pid == 0)
-    {
-      close (err_pipe[0]);
-      run_child (msg, cwd, argv, envp, fds, err_pipe[1]);
-    }
-  close (err_pipe[1]);
-  do
-    n = read (err_pipe[0], &failure, sizeof failure);
-  while (n < 0 && errno == EINTR);
-  close (err_pipe[0]);
-  if (n == (ssize_t) sizeof failure)
+  if (child_failure.stage != 0)
     {
       /* It never ran user code; reap it now so it is not reported twice. */
       while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
         ;
-      send_spawn_failed (msg->req_id, failure.sys_errno, failure.stage);
+      send_spawn_failed (msg->req_id, child_failure.sys_errno, child_failure.stage);
       goto out;
     }
   if (track (pid, msg->req_id) < 0)

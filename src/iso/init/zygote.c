@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -61,7 +62,7 @@ reply (int pid, int sys_errno, int pidfd)
 
 /* In the new child: become a sandbox init whose control socket is ctl. */
 static __attribute__ ((noreturn)) void
-become_init (int ctl)
+become_init (int ctl, int background)
 {
   char go = 0;
   int high = fcntl (ctl, F_DUPFD_CLOEXEC, 10);
@@ -74,6 +75,10 @@ become_init (int ctl)
      zygote's own socket and everything received are gone. */
   if (close_range (SBX_INIT_CTL_FD + 1, ~0U, 0) < 0)
     _exit (126);
+  /* A pool build yields the CPU to sandboxes in use; the daemon restores
+     the priority when the sandbox is handed out. */
+  if (background)
+    setpriority (PRIO_PROCESS, 0, 10);
   /* sync 1: wait until the daemon wrote our id maps and cgroup. */
   if (read (SBX_INIT_CTL_FD, &go, 1) != 1 || go != SBX_MSG_GO)
     _exit (126);
@@ -116,7 +121,7 @@ init_zygote_main (char *arg)
         }
       pid = syscall (SYS_clone3, &args, sizeof args);
       if (pid == 0)
-        become_init (fds[0]);
+        become_init (fds[0], m.flags & SBX_CLONE_BACKGROUND);
       if (pid < 0)
         reply (-1, errno, -1);
       else
