@@ -185,7 +185,7 @@ sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
 
   memset (root, 0, sizeof *root);
   for (c = 0; c < SBX_CG_NCTRL; c++)
-    root->parent[c] = -1;
+    root->parent[c] = root->hierarchy[c] = -1;
   mnt = open (mount_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (mnt < 0)
     return sbx_err_sys (err, errno, "open `%s`", mount_root);
@@ -200,6 +200,8 @@ sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
 
   if (root->mode == SBX_CGROUP_V2)
     {
+      snprintf (root->parent_name, sizeof root->parent_name, "%s", parent_name);
+      root->hierarchy[0] = fcntl (mnt, F_DUPFD_CLOEXEC, 3);
       root->parent[0] = open_or_make_path (mnt, parent_name, 1, err);
       if (root->parent[0] < 0)
         return -1;
@@ -237,6 +239,8 @@ sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
           sbx_cgroup_root_close (root);
           return -1;
         }
+      snprintf (root->parent_name, sizeof root->parent_name, "%s", parent_name);
+      root->hierarchy[c] = fcntl (hier, F_DUPFD_CLOEXEC, 3);
       root->parent[c] = open_or_make_path (hier, parent_name, 0, err);
       if (root->parent[c] < 0)
         {
@@ -256,11 +260,24 @@ sbx_cgroup_root_close (struct sbx_cgroup_root *root)
   int c;
 
   for (c = 0; c < SBX_CG_NCTRL; c++)
-    if (root->parent[c] >= 0)
-      {
+    {
+      if (root->parent[c] >= 0)
         close (root->parent[c]);
-        root->parent[c] = -1;
-      }
+      if (root->hierarchy[c] >= 0)
+        close (root->hierarchy[c]);
+      root->parent[c] = root->hierarchy[c] = -1;
+    }
+}
+
+void
+sbx_cgroup_root_remove (struct sbx_cgroup_root *root)
+{
+  int c;
+
+  for (c = 0; c < SBX_CG_NCTRL; c++)
+    if (root->hierarchy[c] >= 0 && root->parent_name[0] && !root->duplicate[c])
+      unlinkat (root->hierarchy[c], root->parent_name, AT_REMOVEDIR);
+  sbx_cgroup_root_close (root);
 }
 
 static int

@@ -49,6 +49,8 @@ struct sbx_cgroup_root
      cpuacct are co-mounted both point at the same hierarchy). */
   int parent[SBX_CG_NCTRL];
   int duplicate[SBX_CG_NCTRL]; /* same hierarchy as an earlier controller */
+  int hierarchy[SBX_CG_NCTRL]; /* where parent lives (to remove it at the end) */
+  char parent_name[256];
   int v1_memsw; /* swap accounting files exist */
 };
 
@@ -75,6 +77,9 @@ int sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
                           const char *parent_name, enum sbx_cgroup_mode force_mode,
                           sbx_error_t **err);
 void sbx_cgroup_root_close (struct sbx_cgroup_root *root);
+/* At the daemon's end: remove the (empty) parent directories it made, and
+   close. Busy ones (something else lives there) are left alone. */
+void sbx_cgroup_root_remove (struct sbx_cgroup_root *root);
 
 int sbx_cgroup_create (const struct sbx_cgroup_root *root, const char *name,
                        const struct sbx_cgroup_limits *limits, struct sbx_cgroup *out,

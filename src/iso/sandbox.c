@@ -155,7 +155,7 @@ sbx_engine_close (struct sbx_engine *eng)
   close_and_reset (&eng->devnull);
   free (eng->seccomp_prog);
   eng->seccomp_prog = NULL;
-  sbx_cgroup_root_close (&eng->cgroups);
+  sbx_cgroup_root_remove (&eng->cgroups);
 }
 
 /* ---- create ------------------------------------------------------------ */
