@@ -3,7 +3,7 @@
 #   make              build/sbx (CLI), build/sbxd (daemon), build/sbx-init (embedded)
 #   make test         unit tests (plain and ASan+UBSan) and the integration suites
 #   make test-unit    C unit tests only
-#   make test-asan    the integration suites against an ASan+UBSan daemon
+#   make test-asan    the integration suites again, against an ASan+UBSan daemon
 #   make bench        side-by-side benchmark against bubblewrap
 #   make install      install to $(PREFIX)
 #
@@ -117,9 +117,10 @@ test: all
 	$(MAKE) test-integration
 	$(MAKE) test-asan
 
+# The whole integration suite again, against an ASan+UBSan daemon and CLI.
 test-asan:
 	$(MAKE) BUILD=build-asan SAN=1 all
-	SBX_BUILD=build-asan SBX_TEST_SUBSET=asan $(PYTHON) tests/integration/run.py
+	SBX_BUILD=build-asan $(PYTHON) tests/integration/run.py
 
 bench: all
 	$(PYTHON) bench/bench.py --build $(BUILD)

@@ -120,8 +120,14 @@ class Daemon:
 
     def start(self, _attempt=0):
         self.log = open(self.log_path, "wb")
+        env = dict(os.environ)
+        # A sanitizer build: keep ASan's quarantine of freed memory small, so
+        # that the tests bounding the daemon's memory measure the daemon,
+        # and make any report end the daemon with a failure the tests see.
+        env.setdefault("ASAN_OPTIONS", "quarantine_size_mb=8:detect_leaks=1:abort_on_error=0")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=env)
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
