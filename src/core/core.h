@@ -102,6 +102,7 @@ struct sbx_process
   char reason[160];
   uint64_t oom_before;
   int64_t deadline_mono; /* 0: none */
+  uint64_t timeout_ms;   /* as asked, for the reason */
   pthread_cond_t cond;   /* any change: output, state, stdin space */
 };
 

@@ -522,6 +522,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   p->next = sb->procs;
   sb->procs = p;
   p->oom_before = sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg);
+  p->timeout_ms = opts->timeout_ms;
   if (opts->timeout_ms)
     p->deadline_mono = p->start_mono + (int64_t) opts->timeout_ms;
   for (i = 0; i < 2; i++)

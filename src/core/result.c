@@ -82,8 +82,7 @@ describe (struct sbx_process *p, char *reason, size_t cap)
     }
   if (p->timed_out)
     {
-      snprintf (reason, cap, "timed out after %.3gs",
-                (double) ((p->end_mono ? p->end_mono : sbx_mono_ms ()) - p->start_mono) / 1000.0);
+      snprintf (reason, cap, "timed out after %gs", (double) p->timeout_ms / 1000.0);
       return;
     }
   if (p->oom_killed)

@@ -84,6 +84,9 @@ sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *res
     }
   MHD_add_response_header (resp, "Cache-Control", "no-store");
   MHD_add_response_header (resp, "X-Content-Type-Options", "nosniff");
+  /* RFC 9110 15.5.6: a 405 says which methods the resource takes. */
+  if (status == 405 && r->allow[0])
+    MHD_add_response_header (resp, "Allow", r->allow);
   if (r->defer_replies)
     {
       r->deferred = resp;
@@ -254,12 +257,14 @@ find_route (struct sbx_req *r, const char *method)
   for (i = 0; routes[i].method; i++)
     if (pattern_matches (routes[i].pattern, r))
       {
+        size_t n = strlen (r->allow);
         path_known = 1;
         if (strcmp (routes[i].method, method) == 0)
           {
             r->route = &routes[i];
             return 0;
           }
+        snprintf (r->allow + n, sizeof r->allow - n, "%s%s", n ? ", " : "", routes[i].method);
       }
   return path_known ? 405 : 404;
 }

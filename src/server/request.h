@@ -50,6 +50,7 @@ struct sbx_req
   /* An answer made before a small body was read is held back until the
      body is in: a client still sending would otherwise see a reset. */
   int defer_replies;
+  char allow[64]; /* for a 405: the methods the path takes */
   struct MHD_Response *deferred;
   unsigned deferred_status;
   /* uploads */

@@ -281,7 +281,7 @@ mount_proc (int root)
   static const char *const masked_files[]
       = {"kcore",     "keys",        "key-users", "timer_list", "sched_debug", "latency_stats",
          "kallsyms",  "kpagecount",  "kpageflags", "kpagecgroup", "vmallocinfo", "slabinfo",
-         "config.gz", "modules",     NULL};
+         "config.gz", "modules",     "cmdline",     NULL};
   static const char *const masked_dirs[] = {"acpi", "scsi", "asound", "driver", "pressure", NULL};
   int proc, empty, i;
 
