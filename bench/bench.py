@@ -33,6 +33,10 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests", "integration"))
+from harness import cgroup_hierarchies, cgroup_version, leftovers  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CGROUP_ROOT = "/sys/fs/cgroup"
 IDS_PER_SANDBOX = 65536
@@ -265,31 +269,6 @@ def pss(pid):
     return 0
 
 
-def processes_with_uid_in(lo, hi):
-    found = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        st = proc_status(int(p))
-        if not st or "Uid" not in st:
-            continue
-        uid = int(st["Uid"].split()[0])
-        if lo <= uid < hi:
-            found.append((int(p), uid, st.get("Name", "")))
-    return found
-
-
-def cgroup_version():
-    return 2 if os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")) else 1
-
-
-def cgroup_hierarchies():
-    if cgroup_version() == 2:
-        return [CGROUP_ROOT]
-    return [os.path.join(CGROUP_ROOT, c) for c in ("memory", "pids", "cpu", "cpuacct", "freezer")
-            if os.path.isdir(os.path.join(CGROUP_ROOT, c))]
-
-
 def read_int(path):
     try:
         with open(path) as f:
@@ -478,41 +457,7 @@ class Daemon:
 
     def cleanup(self):
         """After stop: nothing of this daemon may be left. Returns problems."""
-        problems = []
-        deadline = time.time() + 5
-        while True:
-            left = processes_with_uid_in(self.uid_base, self.uid_end)
-            if not left or time.time() > deadline:
-                break
-            time.sleep(0.05)
-        if left:
-            problems.append("processes left: %r" % left[:10])
-            for pid, _, _ in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        for h in cgroup_hierarchies():
-            parent = os.path.join(h, CGROUP_PARENT)
-            if not os.path.isdir(parent):
-                continue
-            subs = [d for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d))]
-            if subs:
-                problems.append("cgroups left in %s: %d" % (parent, len(subs)))
-            for d in subs:
-                try:
-                    os.rmdir(os.path.join(parent, d))
-                except OSError:
-                    pass
-            try:
-                os.rmdir(parent)
-            except OSError as e:
-                problems.append("cannot remove %s: %s" % (parent, e))
-        with open("/proc/self/mountinfo") as f:
-            mounts = [l for l in f if self.state in l]
-        if mounts:
-            problems.append("mounts left: %d" % len(mounts))
-        return problems
+        return leftovers(self.uid_base, self.uid_end, CGROUP_PARENT, self.state)
 
 
 def delete_all(d, nthreads=4):

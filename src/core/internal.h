@@ -53,6 +53,9 @@ struct sbx_core_state
 
 extern struct sbx_core_state sbx_core;
 
+/* core.c: the CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+void sbx__abstime (struct timespec *ts, int64_t ms);
+
 /* loop.c */
 uint64_t sbx__watch_add (int fd, uint32_t events, enum sbx_watch_kind kind, void *obj, int idx);
 void sbx__watch_mod (uint64_t handle, uint32_t events);

@@ -3,8 +3,8 @@
 
 #include <openssl/sha.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/core.h"
 #include "util/id.h"
 
 int
@@ -21,13 +21,6 @@ sbx_tenant_valid (const char *t)
   return 1;
 }
 
-static long long
-now_ms (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_REALTIME, &ts);
-  return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 sbx_key_create (struct sbx_store *st, const char *tenant, char key[SBX_KEY_LEN + 1], char id[16],
@@ -47,7 +40,7 @@ sbx_key_create (struct sbx_store *st, const char *tenant, char key[SBX_KEY_LEN +
   memcpy (prefix, key, 8);
   prefix[8] = '\0';
   SHA256 ((const unsigned char *) key, SBX_KEY_LEN, hash);
-  *created_ms = now_ms ();
+  *created_ms = sbx_now_ms ();
   return sbx_store_key_insert (st, id, tenant, hash, prefix, *created_ms, err);
 }
 

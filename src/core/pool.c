@@ -48,8 +48,7 @@ sbx__pool_main (void *arg)
           struct timespec ts;
           sbx_warn ("building a pooled sandbox: %s", err->msg);
           sbx_error_free (err);
-          clock_gettime (CLOCK_REALTIME, &ts);
-          ts.tv_sec += 1;
+          sbx__abstime (&ts, 1000);
           pthread_cond_timedwait (&sbx_core.pool_cond, &sbx_core.lock, &ts);
           continue;
         }

@@ -562,8 +562,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   sbx__wake_loop ();
   {
     struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    ts.tv_sec += SPAWN_WAIT_MS / 1000;
+    sbx__abstime (&ts, SPAWN_WAIT_MS);
     while (p->state == SBX_PROC_STARTING && !p->spawn_errno && !p->exited
            && sb->state == SBX_SB_RUNNING)
       if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT)
@@ -631,17 +630,7 @@ sbx_process_wait (struct sbx_process *p, int64_t timeout_ms)
   struct timespec ts;
   int done;
 
-  clock_gettime (CLOCK_REALTIME, &ts);
-  if (timeout_ms >= 0)
-    {
-      ts.tv_sec += timeout_ms / 1000;
-      ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
-      if (ts.tv_nsec >= 1000000000L)
-        {
-          ts.tv_sec++;
-          ts.tv_nsec -= 1000000000L;
-        }
-    }
+  sbx__abstime (&ts, timeout_ms >= 0 ? timeout_ms : 0);
   pthread_mutex_lock (&sbx_core.lock);
   while (p->state != SBX_PROC_DONE)
     {
@@ -688,8 +677,7 @@ sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, in
       if (p->stdin_pending.len + len <= STDIN_PENDING_MAX || p->stdin_pending.len == 0)
         break;
       /* Back-pressure: wait until the command has read some. */
-      clock_gettime (CLOCK_REALTIME, &ts);
-      ts.tv_sec += 1;
+      sbx__abstime (&ts, 1000);
       if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT && gone
           && gone (arg))
         {

@@ -101,14 +101,7 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
 
   if (chunk == NULL)
     sbx_oom ();
-  clock_gettime (CLOCK_REALTIME, &ts);
-  ts.tv_sec += wait_ms / 1000;
-  ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L)
-    {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+  sbx__abstime (&ts, wait_ms);
   pthread_mutex_lock (&sbx_core.lock);
   for (;;)
     {

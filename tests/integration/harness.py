@@ -62,8 +62,7 @@ class Response:
 
 def cgroup_hierarchies():
     """Directories under which a daemon with cgroup parent P creates P/<id>."""
-    unified = os.path.join(CGROUP_ROOT, "cgroup.controllers")
-    if os.path.exists(unified):
+    if cgroup_version() == 2:
         return [CGROUP_ROOT]
     return [os.path.join(CGROUP_ROOT, c) for c in ("memory", "pids", "cpu", "cpuacct", "freezer")
             if os.path.isdir(os.path.join(CGROUP_ROOT, c))]
@@ -89,6 +88,51 @@ def processes_with_uid_in(lo, hi):
         if uid is not None and lo <= uid < hi:
             found.append((int(pid), uid, comm))
     return found
+
+
+def cgroup_version():
+    return 2 if os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")) else 1
+
+
+def leftovers(uid_base, uid_end, cgroup_parent, state):
+    """After a daemon stopped: what it left behind (processes in its uid
+    range, cgroups under its parent, mounts of its state dir), removed as
+    far as possible. Returns the problems found, [] when clean."""
+    problems = []
+    deadline = time.time() + 5
+    while True:
+        left = processes_with_uid_in(uid_base, uid_end)
+        if not left or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    if left:
+        problems.append("processes left: %r" % left[:10])
+        for pid, _, _ in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    for h in cgroup_hierarchies():
+        parent = os.path.join(h, cgroup_parent)
+        if not os.path.isdir(parent):
+            continue
+        subs = [d for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d))]
+        if subs:
+            problems.append("cgroups left in %s: %r" % (parent, subs))
+        for d in subs:
+            try:
+                os.rmdir(os.path.join(parent, d))
+            except OSError:
+                pass
+        try:
+            os.rmdir(parent)
+        except OSError as e:
+            problems.append("cannot remove %s: %s" % (parent, e))
+    with open("/proc/self/mountinfo") as f:
+        mounts = [l for l in f if state in l]
+    if mounts:
+        problems.append("mounts left: %r" % mounts)
+    return problems
 
 
 class Daemon:
@@ -176,40 +220,7 @@ class Daemon:
 
     def cleanup(self):
         """After stop: everything of this daemon must be gone. Returns problems."""
-        problems = []
-        deadline = time.time() + 5
-        while True:
-            left = processes_with_uid_in(self.uid_base, self.uid_end)
-            if not left or time.time() > deadline:
-                break
-            time.sleep(0.05)
-        if left:
-            problems.append("processes left: %r" % left)
-            for pid, _, _ in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        for h in cgroup_hierarchies():
-            parent = os.path.join(h, self.cgroup_parent)
-            if not os.path.isdir(parent):
-                continue
-            subs = [d for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d))]
-            if subs:
-                problems.append("cgroups left in %s: %r" % (parent, subs))
-            for d in subs:
-                try:
-                    os.rmdir(os.path.join(parent, d))
-                except OSError:
-                    pass
-            try:
-                os.rmdir(parent)
-            except OSError as e:
-                problems.append("cannot remove %s: %s" % (parent, e))
-        with open("/proc/self/mountinfo") as f:
-            mounts = [l for l in f if self.state in l]
-        if mounts:
-            problems.append("mounts left: %r" % mounts)
+        problems = leftovers(self.uid_base, self.uid_end, self.cgroup_parent, self.state)
         shutil.rmtree(self.state, ignore_errors=True)
         try:
             os.unlink(self.log_path)

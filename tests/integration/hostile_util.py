@@ -13,6 +13,7 @@ import time
 import uuid
 
 from harness import PROBE, cgroup_hierarchies, processes_with_uid_in
+from sbx_helpers import wait_until  # noqa: F401 (the hostile suites import it from here)
 
 PROBE_PATH = "/tmp/probe"
 
@@ -77,19 +78,6 @@ def metrics(d, sid):
     r = d.api("GET", "/v1/sandboxes/%s/metrics" % sid)
     assert r.status == 200, r
     return r.json()
-
-
-def wait_until(predicate, timeout=30.0, interval=0.05, what="condition"):
-    """Poll until predicate() is truthy (a generous bound, never a timing
-    assertion); returns its value or raises AssertionError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = predicate()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(interval)
 
 
 def sandbox_host_pids(d, sid):

@@ -14,14 +14,15 @@ from harness import UnixHTTPConnection
 MIB = 1024 * 1024
 
 
-def wait_until(pred, timeout=20.0, interval=0.05, what="condition"):
-    """Poll pred() until it returns something truthy; fail after timeout."""
-    deadline = time.time() + timeout
+def wait_until(pred, timeout=30.0, interval=0.05, what="condition"):
+    """Poll pred() until it returns something truthy (a generous bound, never
+    a timing assertion); returns its value or raises AssertionError."""
+    deadline = time.monotonic() + timeout
     while True:
         v = pred()
         if v:
             return v
-        if time.time() > deadline:
+        if time.monotonic() > deadline:
             raise AssertionError("timed out after %.0fs waiting for %s" % (timeout, what))
         time.sleep(interval)
 
