@@ -111,7 +111,7 @@ test-unit: $(UNIT_BIN)
 test-integration: all
 	SBX_BUILD=$(BUILD) $(PYTHON) tests/integration/run.py
 
-test: all
+test: all lint
 	$(MAKE) test-unit
 	$(MAKE) BUILD=build-asan SAN=1 test-unit
 	$(MAKE) test-integration
