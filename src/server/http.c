@@ -30,6 +30,7 @@
 #include "util/utf8.h"
 
 #define CONNECTION_LIMIT 2048
+#define PER_IP_CONNECTION_LIMIT 256
 #define IDLE_TIMEOUT_S 300
 
 struct listener
@@ -582,6 +583,11 @@ start_mhd (struct listener *l, sbx_error_t **err)
                              0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, l->fd,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned) CONNECTION_LIMIT,
+                             /* One address cannot take every connection
+                                (and thread) before a key is even checked;
+                                meaningless on the unix socket. */
+                             MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                             (unsigned) (l->admin ? 0 : PER_IP_CONNECTION_LIMIT),
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) IDLE_TIMEOUT_S,
                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
