@@ -14,7 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/sha.h>
+#include <stddef.h>
 #include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -170,38 +174,68 @@ take_lock (const char *path, const char *what)
   return fd;
 }
 
+/* Hold a host-wide name for the life of the process: an abstract unix
+   socket, which the kernel releases when we exit, so nothing is left in
+   the filesystem. The daemon runs in the host's network namespace, where
+   the abstract names live. */
+static int
+take_name (const char *name, const char *what)
+{
+  struct sockaddr_un sa;
+  size_t n = strlen (name);
+  int fd;
+
+  if (n + 1 > sizeof sa.sun_path)
+    return -1;
+  memset (&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy (sa.sun_path + 1, name, n); /* sun_path[0] = '\0': abstract */
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    {
+      fprintf (stderr, "sbx serve: socket: %s\n", strerror (errno));
+      return -1;
+    }
+  if (bind (fd, (struct sockaddr *) &sa, (socklen_t) (offsetof (struct sockaddr_un, sun_path) + 1 + n))
+      < 0)
+    {
+      if (errno == EADDRINUSE)
+        fprintf (stderr, "sbx serve: another daemon is using %s\n", what);
+      else
+        fprintf (stderr, "sbx serve: bind @%s: %s\n", name, strerror (errno));
+      close (fd);
+      return -1;
+    }
+  return fd;
+}
+
 /* Two daemons on one host must not share a state directory, a cgroup
    parent (each removes "leftover" cgroups under its parent at start) or a
-   uid range (their sandboxes could then signal each other). Locks under
-   /run make those exclusive. */
+   uid range (their sandboxes could then signal each other). */
 static int
 take_host_locks (const struct sbx_config *cfg)
 {
-  char path[700], what[600], name[256];
+  char path[700], what[600], name[100], hex[2 * SHA256_DIGEST_LENGTH + 1];
   const char *parent = cfg->engine.cgroup_parent ? cfg->engine.cgroup_parent : "sbx";
+  unsigned char digest[SHA256_DIGEST_LENGTH];
   size_t i;
 
   snprintf (path, sizeof path, "%s/sbxd.lock", cfg->state_dir);
   snprintf (what, sizeof what, "`%s`", cfg->state_dir);
   if (take_lock (path, what) < 0)
     return -1;
-  if (mkdir ("/run/sbx", 0700) < 0 && errno != EEXIST)
-    {
-      fprintf (stderr, "sbx serve: create /run/sbx: %s\n", strerror (errno));
-      return -1;
-    }
-  snprintf (name, sizeof name, "%s", parent);
-  for (i = 0; name[i]; i++)
-    if (name[i] == '/')
-      name[i] = '_';
-  snprintf (path, sizeof path, "/run/sbx/cgroup-%s.lock", name);
+  /* Cgroup parents are paths of any length: name them by their digest. */
+  SHA256 ((const unsigned char *) parent, strlen (parent), digest);
+  for (i = 0; i < 16; i++)
+    snprintf (hex + 2 * i, 3, "%02x", digest[i]);
+  snprintf (name, sizeof name, "sbx/cgroup/%s", hex);
   snprintf (what, sizeof what, "cgroup parent `%s` (choose another with --cgroup-parent)", parent);
-  if (take_lock (path, what) < 0)
+  if (take_name (name, what) < 0)
     return -1;
-  snprintf (path, sizeof path, "/run/sbx/uids-%u.lock", (unsigned) cfg->uid_base);
+  snprintf (name, sizeof name, "sbx/uids/%u", (unsigned) cfg->uid_base);
   snprintf (what, sizeof what, "uid base %u (choose another with --uid-base)",
             (unsigned) cfg->uid_base);
-  if (take_lock (path, what) < 0)
+  if (take_name (name, what) < 0)
     return -1;
   return 0;
 }
