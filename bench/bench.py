@@ -332,7 +332,7 @@ class Daemon:
         self.uid_end = UID_BASE + (MAX_SANDBOXES + pool + 16) * IDS_PER_SANDBOX
         self.args = [self.sbxd, "--state", self.state, "--pool", str(pool),
                      "--cgroup-parent", CGROUP_PARENT, "--uid-base", str(UID_BASE),
-                     "--max-sandboxes", str(MAX_SANDBOXES)]
+                     "--max-sandboxes", str(MAX_SANDBOXES), "--kill-on-exit"]
         self.proc = None
         self.sock = os.path.join(self.state, "sbx.sock")
         self.warned_pool = False

@@ -39,7 +39,9 @@ static const char usage[]
       "  --cgroup-root DIR    cgroup filesystem (default /sys/fs/cgroup)\n"
       "  --cgroup-parent NAME cgroup under which sandboxes live (default sbx)\n"
       "  --max-timeout DUR    longest sandbox lifetime allowed (default 24h)\n"
-      "  --log-level LEVEL    debug, info, warn or error (default info)\n";
+      "  --log-level LEVEL    debug, info, warn or error (default info)\n"
+      "  --kill-on-exit       kill running sandboxes when stopped (default: they keep\n"
+      "                       running and the next start re-adopts them)\n";
 
 static int __attribute__ ((format (printf, 1, 2)))
 fail (const char *fmt, ...)
@@ -77,6 +79,11 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
         }
       if (strncmp (opt, "--", 2) != 0)
         return fail ("unexpected argument `%s` (try --help)", opt);
+      if (strcmp (opt, "--kill-on-exit") == 0)
+        {
+          cfg->kill_on_exit = 1;
+          continue;
+        }
       if (eq)
         {
           snprintf (name, sizeof name, "%.*s", (int) (eq - opt), opt);
@@ -327,7 +334,9 @@ main (int argc, char **argv)
   while (sigwaitinfo (&mask, &info) < 0)
     if (errno != EINTR)
       break;
-  sbx_info ("signal %d: stopping; every sandbox is killed", info.si_signo);
+  sbx_info ("signal %d: stopping; %s", info.si_signo,
+            cfg.kill_on_exit ? "every sandbox is killed"
+                             : "running sandboxes keep running for the next start");
   sbx_server_quiesce ();
   sbx_core_stop ();
   sbx_server_stop ();

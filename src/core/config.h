@@ -28,6 +28,7 @@ struct sbx_config
   struct sbx_limits min, max;
   struct sbx_engine_opts engine;
   int verbose;
+  int kill_on_exit; /* a clean stop kills running sandboxes (default: they live on) */
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);

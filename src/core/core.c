@@ -13,6 +13,7 @@
 
 #include "core/internal.h"
 #include "core/template.h"
+#include "util/cleanup.h"
 #include "util/log.h"
 
 struct sbx_core_state sbx_core = {.lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1};
@@ -109,37 +110,11 @@ sbx_core_engine (void)
   return &sbx_core.engine;
 }
 
-static void
-kill_leftover (const char *name, void *arg)
-{
-  struct sbx_cgroup cg;
-  sbx_error_t *err = NULL;
-
-  (void) arg;
-  /* A sandbox of a previous daemon that died without cleaning up. Its init
-     exits by itself when its control socket closes; make sure. */
-  if (sbx_cgroup_open (&sbx_core.engine.cgroups, name, &cg, &err) < 0)
-    {
-      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
-      sbx_error_free (err);
-      return;
-    }
-  sbx_info ("removing leftover sandbox cgroup %s", name);
-  if (sbx_cgroup_kill (&sbx_core.engine.cgroups, &cg, &err) < 0
-      || sbx_cgroup_destroy (&sbx_core.engine.cgroups, &cg, &err) < 0)
-    {
-      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
-      sbx_error_free (err);
-    }
-  sbx_cgroup_close (&cg);
-}
-
 int
 sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
 {
   char path[600];
   uint64_t span;
-  int lost = 0;
 
   sbx_core.cfg = *cfg;
   span = (uint64_t) cfg->uid_base + (uint64_t) cfg->max_sandboxes * 2 * SBX_IDS_PER_SANDBOX;
@@ -165,19 +140,14 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   if (sbx_templates_init (err) < 0)
     return -1;
 
-  sbx_cgroup_list (&sbx_core.engine.cgroups, kill_leftover, NULL, NULL);
-  if (sbx_store_sandbox_end_all_running (sbx_core.store, "daemon restarted", sbx_now_ms (), &lost,
-                                         err)
-      < 0)
-    return -1;
-  if (lost)
-    sbx_warn ("%d sandbox(es) of a previous run were lost", lost);
   sbx_store_sandbox_prune (sbx_core.store, sbx_now_ms () - RECORD_RETENTION_MS, NULL);
 
   sbx_core.epfd = epoll_create1 (EPOLL_CLOEXEC);
   sbx_core.wakefd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (sbx_core.epfd < 0 || sbx_core.wakefd < 0)
     return sbx_err_sys (err, errno, "epoll");
+  /* Before any thread runs: what a previous daemon left running. */
+  sbx__adopt_all ();
   pthread_mutex_lock (&sbx_core.lock);
   sbx__watch_add (sbx_core.wakefd, EPOLLIN, SBX_W_WAKE, NULL, 0);
   pthread_mutex_unlock (&sbx_core.lock);
@@ -195,6 +165,32 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   return 0;
 }
 
+/* Let go of the sandboxes that keep running (no thread runs any more):
+   close our fds (init holds its own copies) and free what we hold. */
+static void
+leave_running (void)
+{
+  pthread_mutex_lock (&sbx_core.lock);
+  while (sbx_core.sandboxes)
+    {
+      struct sbx_sandbox *sb = sbx_core.sandboxes;
+      sbx_core.sandboxes = sb->next;
+      sb->next = NULL;
+      sbx__watch_del (&sb->ctl_watch);
+      sbx__watch_del (&sb->pidfd_watch);
+      sb->state = SBX_SB_DEAD;
+      sbx__process_kill_all (sb, "the daemon stopped");
+      close_and_reset (&sb->box.pidfd);
+      close_and_reset (&sb->box.ctl);
+      close_and_reset (&sb->box.root);
+      close_and_reset (&sb->box.disk);
+      sbx_cgroup_close (&sb->box.cg);
+      sbx_info ("sandbox %s keeps running", sb->id);
+      sbx__sandbox_unref_locked (sb);
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
+}
+
 void
 sbx_core_stop (void)
 {
@@ -210,12 +206,13 @@ sbx_core_stop (void)
       pthread_mutex_unlock (&sbx_core.lock);
       pthread_join (sbx_core.pool_thread, NULL);
 
-      /* Kill everything still alive: running sandboxes, then the pool. */
+      /* Kill the pool, and running sandboxes only when asked to: by
+         default they live on, kept by their inits, for the next start. */
       for (;;)
         {
           struct sbx_sandbox *sb;
           pthread_mutex_lock (&sbx_core.lock);
-          sb = sbx_core.sandboxes ? sbx_core.sandboxes : sbx_core.pool;
+          sb = sbx_core.cfg.kill_on_exit && sbx_core.sandboxes ? sbx_core.sandboxes : sbx_core.pool;
           while (sb && sb->state != SBX_SB_RUNNING && sb->state != SBX_SB_POOLED)
             sb = sb->next;
           if (sb)
@@ -235,6 +232,7 @@ sbx_core_stop (void)
       pthread_join (sbx_core.janitor_thread, NULL);
       pthread_join (sbx_core.loop_thread, NULL);
       sbx_core.threads_started = 0;
+      leave_running ();
     }
 }
 

@@ -292,6 +292,14 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.init_pid = sb->box.pid;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
+  /* From here on the sandbox outlives this daemon (re-adopted at the next
+     start), and ends by itself if no daemon ends it in time. */
+  if (sbx_iso_keep (&sb->box, sb->expires_ms + SBX_KEEP_GRACE_MS, err) < 0)
+    {
+      sbx_store_sandbox_end (sbx_core.store, sb->id, "failed", "could not be kept", sbx_now_ms (),
+                             NULL);
+      goto fail_discard;
+    }
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sb->state != SBX_SB_POOLED || sb->kill_queued)

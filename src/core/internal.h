@@ -112,5 +112,17 @@ void sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason);
 int64_t sbx__next_process_deadline (struct sbx_sandbox *sb, int64_t now);
 void sbx__expire_processes (struct sbx_sandbox *sb, int64_t now);
 void sbx__process_unref_locked (struct sbx_process *p);
+/* A process whose exit and output are all in moves to DONE. */
+void sbx__process_maybe_done (struct sbx_process *p);
+/* After the command exited: read what is in the pipe now, then stop. */
+void sbx__outbuf_start_drain (struct sbx_outbuf *o);
+
+/* adopt.c: at start, take over the sandboxes a previous daemon left. */
+void sbx__adopt_all (void);
+/* Commands a new daemon learns of from init. */
+void sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a);
+/* How long init lets a sandbox outlive its deadline before ending it
+   itself: the daemon, when running, always acts first. */
+#define SBX_KEEP_GRACE_MS 10000
 
 #endif

@@ -72,6 +72,9 @@ unlink_process (struct sbx_process *p)
       {
         *pp = p->next;
         p->next = NULL;
+        /* init may let go of it too (its exit status, our pipe ends). */
+        if (p->sb->state == SBX_SB_RUNNING && p->pid > 0)
+          sbx_iso_release (&p->sb->box, p->req_id, 0, NULL);
         sbx__process_unref_locked (p); /* the list's reference */
         return;
       }
@@ -100,8 +103,8 @@ trim_finished (struct sbx_sandbox *sb)
     }
 }
 
-static void
-maybe_done (struct sbx_process *p)
+void
+sbx__process_maybe_done (struct sbx_process *p)
 {
   if (p->state == SBX_PROC_DONE)
     return;
@@ -140,8 +143,8 @@ by_req (struct sbx_sandbox *sb, uint64_t req_id)
   return NULL;
 }
 
-static void
-start_drain (struct sbx_outbuf *o)
+void
+sbx__outbuf_start_drain (struct sbx_outbuf *o)
 {
   int pending = 0;
 
@@ -200,13 +203,13 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       close_and_reset (&p->stdin_fd);
       p->stdin_open = 0;
       for (i = 0; i < 2; i++)
-        start_drain (&p->out[i]);
+        sbx__outbuf_start_drain (&p->out[i]);
       break;
     default:
       break;
     }
   pthread_cond_broadcast (&p->cond);
-  maybe_done (p);
+  sbx__process_maybe_done (p);
 }
 
 void
@@ -246,7 +249,7 @@ sbx__process_on_output (struct sbx_process *p, int idx)
           o->dropped += (uint64_t) n;
           if (o->drain_left >= 0 && (o->drain_left -= n) == 0)
             sbx__outbuf_close (o);
-          maybe_done (p);
+          sbx__process_maybe_done (p);
           return;
         }
       if (n < 0 && errno != EINVAL)
@@ -274,7 +277,7 @@ after_read:
         }
     }
   pthread_cond_broadcast (&p->cond);
-  maybe_done (p);
+  sbx__process_maybe_done (p);
 }
 
 void
@@ -306,6 +309,8 @@ sbx__process_on_stdin (struct sbx_process *p)
         {
           sbx__watch_del (&p->stdin_watch);
           close_and_reset (&p->stdin_fd);
+          /* init holds our end too: without this the command never sees EOF. */
+          sbx_iso_release (&p->sb->box, p->req_id, 1, NULL);
         }
       else
         sbx__watch_mod (p->stdin_watch, 0);
@@ -339,7 +344,7 @@ sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
           snprintf (p->reason, sizeof p->reason, "%s", reason);
           for (i = 0; i < 2; i++)
             sbx__outbuf_close (&p->out[i]);
-          maybe_done (p);
+          sbx__process_maybe_done (p);
         }
       pthread_cond_broadcast (&p->cond);
       sbx__process_unref_locked (p);
@@ -434,6 +439,40 @@ build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *
   return envp;
 }
 
+/* What a daemon started after us needs to know of the command (the
+   opaque tag init keeps, see SBX_TAG_MAX): parsed by sbx__process_adopt. */
+static char *
+process_tag (const struct sbx_process *p)
+{
+  json_t *o = json_pack ("{s:O, s:s, s:s, s:I, s:i, s:I, s:I}", "argv", p->argv, "cwd", p->cwd,
+                         "user", p->user, "started_ms", (json_int_t) p->started_ms, "background",
+                         p->background, "cap", (json_int_t) p->out[0].cap, "timeout_ms",
+                         (json_int_t) p->timeout_ms);
+  char *s;
+
+  if (o == NULL)
+    sbx_oom ();
+  s = json_dumps (o, JSON_COMPACT);
+  if (s != NULL && strlen (s) > SBX_TAG_MAX)
+    {
+      /* A huge command line: keep the program's name only. */
+      json_t *argv = json_pack ("[s%]", json_string_value (json_array_get (p->argv, 0)),
+                                strnlen (json_string_value (json_array_get (p->argv, 0)), 256));
+      free (s);
+      json_object_set_new (o, "argv", argv);
+      s = json_dumps (o, JSON_COMPACT);
+      if (s != NULL && strlen (s) > SBX_TAG_MAX)
+        {
+          free (s);
+          s = strdup ("{}");
+        }
+    }
+  json_decref (o);
+  if (s == NULL)
+    sbx_oom ();
+  return s;
+}
+
 static void
 free_strv (char **v)
 {
@@ -455,7 +494,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   uint32_t uid;
   int out_pipe[2][2] = {{-1, -1}, {-1, -1}}, in_pipe[2] = {-1, -1};
   int use_pipe_stdin = opts->stdin_open || opts->stdin_len > 0;
-  char **envp = NULL;
+  char **envp = NULL, *tag;
   int i, rc;
 
   pthread_mutex_lock (&sbx_core.lock);
@@ -542,7 +581,15 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.stdio[0] = use_pipe_stdin ? in_pipe[0] : sbx_core.engine.devnull;
   spawn.stdio[1] = out_pipe[0][1];
   spawn.stdio[2] = out_pipe[1][1];
+  /* init keeps our ends as well, so the command outlives a daemon crash. */
+  spawn.keep[0] = use_pipe_stdin ? in_pipe[1] : -1;
+  spawn.keep[1] = out_pipe[0][0];
+  spawn.keep[2] = out_pipe[1][0];
+  tag = process_tag (p);
+  spawn.tag = tag;
+  spawn.tag_len = strlen (tag);
   rc = sbx_iso_spawn (&sb->box, &spawn, err);
+  free (tag);
   /* init has its own copies now (or never will). */
   close_and_reset (&out_pipe[0][1]);
   close_and_reset (&out_pipe[1][1]);
@@ -554,7 +601,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
       p->collected = 1;
       for (i = 0; i < 2; i++)
         sbx__outbuf_close (&p->out[i]);
-      maybe_done (p);
+      sbx__process_maybe_done (p);
       sbx__process_unref_locked (p);
       pthread_mutex_unlock (&sbx_core.lock);
       return NULL;

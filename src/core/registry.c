@@ -211,13 +211,33 @@ sbx_core_counts (const char *tenant, unsigned *running, unsigned *pooled)
 int
 sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err)
 {
-  int64_t now_mono = sbx_mono_ms (), expires = sbx_now_ms () + (int64_t) timeout_ms;
+  int64_t now_mono = sbx_mono_ms (), expires = sbx_now_ms () + (int64_t) timeout_ms, old;
 
   if (sbx__check_timeout (timeout_ms, err) < 0)
     return -1;
-  /* The record first: a request that fails must change nothing. */
+  /* init's own backstop first (see SBX_MSG_DEADLINE), then the record; a
+     request that fails changes nothing. */
+  pthread_mutex_lock (&sbx_core.lock);
+  if (sb->state != SBX_SB_RUNNING)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id);
+    }
+  old = sb->expires_ms;
+  if (sbx_iso_set_deadline (&sb->box, expires + SBX_KEEP_GRACE_MS, err) < 0)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return -1;
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
   if (sbx_store_sandbox_set_expiry (sbx_core.store, sb->id, expires, err) < 0)
-    return -1;
+    {
+      pthread_mutex_lock (&sbx_core.lock);
+      if (sb->state == SBX_SB_RUNNING)
+        sbx_iso_set_deadline (&sb->box, old + SBX_KEEP_GRACE_MS, NULL);
+      pthread_mutex_unlock (&sbx_core.lock);
+      return -1;
+    }
   pthread_mutex_lock (&sbx_core.lock);
   if (sb->state != SBX_SB_RUNNING)
     {

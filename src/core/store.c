@@ -354,6 +354,60 @@ sbx_store_key_list (struct sbx_store *st, struct sbx_key_record **out, size_t *n
   return 0;
 }
 
+int
+sbx_store_sandbox_running (struct sbx_store *st,
+                           void (*fn) (const struct sbx_sandbox_record *r, void *arg), void *arg,
+                           sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  /* Under the store's lock for the whole walk; fn must not use the store
+     (it collects, the caller acts afterwards). */
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db,
+                          "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
+                          " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid"
+                          " FROM sandboxes WHERE state = 'running' ORDER BY created_ms",
+                          -1, &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
+    {
+      struct sbx_sandbox_record r;
+      int64_t cpu = sqlite3_column_int64 (stmt, 7), pids = sqlite3_column_int64 (stmt, 8);
+      int64_t slot = sqlite3_column_int64 (stmt, 12);
+
+      memset (&r, 0, sizeof r);
+      r.id = (const char *) sqlite3_column_text (stmt, 0);
+      r.tenant = (const char *) sqlite3_column_text (stmt, 1);
+      r.template_name = (const char *) sqlite3_column_text (stmt, 2);
+      r.user = (const char *) sqlite3_column_text (stmt, 3);
+      r.created_ms = sqlite3_column_int64 (stmt, 4);
+      r.expires_ms = sqlite3_column_int64 (stmt, 5);
+      r.memory = (uint64_t) sqlite3_column_int64 (stmt, 6);
+      r.cpu_milli = cpu >= 0 && cpu <= UINT32_MAX ? (uint32_t) cpu : 0;
+      r.pids = pids >= 0 && pids <= UINT32_MAX ? (uint32_t) pids : 0;
+      r.disk = (uint64_t) sqlite3_column_int64 (stmt, 9);
+      r.env_json = (const char *) sqlite3_column_text (stmt, 10);
+      r.metadata_json = (const char *) sqlite3_column_text (stmt, 11);
+      r.slot = slot >= 0 && slot <= UINT32_MAX ? (uint32_t) slot : UINT32_MAX;
+      r.uid_base = sqlite3_column_int64 (stmt, 13);
+      r.init_pid = sqlite3_column_int64 (stmt, 14);
+      if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json)
+        fn (&r, arg);
+    }
+  if (rc != SQLITE_DONE)
+    db_err (st, err, "list running sandboxes");
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
 static void
 bind_text1 (sqlite3_stmt *s, const void *arg)
 {

@@ -35,6 +35,11 @@ int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *sta
    how many. */
 int sbx_store_sandbox_end_all_running (struct sbx_store *st, const char *reason, int64_t ended_ms,
                                        int *count, sbx_error_t **err);
+/* Call fn for every record still "running" (what a restarted daemon
+   re-adopts); the record's strings live only during the call. */
+int sbx_store_sandbox_running (struct sbx_store *st,
+                               void (*fn) (const struct sbx_sandbox_record *r, void *arg),
+                               void *arg, sbx_error_t **err);
 /* Drop records of sandboxes that ended before `before_ms`. */
 int sbx_store_sandbox_prune (struct sbx_store *st, int64_t before_ms, sbx_error_t **err);
 

@@ -479,6 +479,20 @@ kill_listed (int dir)
 }
 
 int
+sbx_cgroup_has_pid (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, pid_t pid)
+{
+  int dir = root->mode == SBX_CGROUP_V2 ? cg->dir[0] : cg->dir[SBX_CG_PIDS];
+  char buf[65536], *p, *save = NULL;
+
+  if (dir < 0 || read_at (dir, "cgroup.procs", buf, sizeof buf) < 0)
+    return 0;
+  for (p = strtok_r (buf, "\n", &save); p; p = strtok_r (NULL, "\n", &save))
+    if (strtol (p, NULL, 10) == (long) pid)
+      return 1;
+  return 0;
+}
+
+int
 sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg,
                  sbx_error_t **err)
 {

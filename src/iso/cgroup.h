@@ -95,6 +95,9 @@ int sbx_cgroup_attach (const struct sbx_cgroup_root *root, const struct sbx_cgro
 /* v2 only: an O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP), else -1. */
 int sbx_cgroup_clone_fd (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
 /* SIGKILL every process in the cgroup and wait (bounded) until it is empty. */
+/* 1 if pid (host pid namespace) is a process of the cgroup. The kernel
+   keeps a sandbox's processes there: they cannot leave it. */
+int sbx_cgroup_has_pid (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, pid_t pid);
 int sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg,
                      sbx_error_t **err);
 /* rmdir everywhere (retrying briefly while the kernel finishes) and close. */

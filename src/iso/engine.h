@@ -80,6 +80,8 @@ struct sbx_iso_box
   struct sbx_cgroup cg;
 };
 
+/* An empty box: every fd -1. */
+void sbx_iso_box_init (struct sbx_iso_box *box);
 int sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec,
                     struct sbx_iso_box *box, sbx_error_t **err);
 /* Kill everything in the sandbox, wait for it, remove its cgroup and close
@@ -110,6 +112,9 @@ struct sbx_iso_spawn
   char *const *envp; /* NULL-terminated */
   uint64_t rlimit_nofile, rlimit_fsize;
   int stdio[3]; /* borrowed: the sandbox ends of the pipes */
+  int keep[3];  /* borrowed: our ends, for init to hold across restarts; -1: none */
+  const void *tag; /* what a new daemon needs to know of it (opaque to init) */
+  size_t tag_len;  /* <= SBX_TAG_MAX */
 };
 int sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_error_t **err);
 int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group,
@@ -118,6 +123,32 @@ int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int gro
    are borrowed. Ends with an EXITED (or SPAWN_FAILED) event for req_id. */
 int sbx_iso_pump (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t gid, int in_fd,
                   int out_fd, sbx_error_t **err);
+
+/* Restart survival (attach.c). A sandbox handed out to a tenant is kept:
+   init holds our end of its control socket and our ends of its commands'
+   pipes, and ends the sandbox itself at deadline_ms (wall clock, 0: never)
+   if no daemon does. */
+int sbx_iso_keep (struct sbx_iso_box *box, int64_t deadline_ms, sbx_error_t **err);
+int sbx_iso_set_deadline (struct sbx_iso_box *box, int64_t deadline_ms, sbx_error_t **err);
+/* We are done with a command (only_stdin: the API closed its stdin). */
+int sbx_iso_release (struct sbx_iso_box *box, uint64_t req_id, int only_stdin, sbx_error_t **err);
+/* Take over a kept sandbox a previous daemon left: `pid` must be the init
+   of the cgroup `name`, running with uid_base; fills box (pidfd, control
+   socket from init by pidfd_getfd, root and disk from init, cgroup). Then
+   read its commands with sbx_iso_next_attached until it returns 0. */
+int sbx_iso_adopt (struct sbx_engine *eng, const char *name, uid_t uid_base, pid_t pid,
+                   struct sbx_iso_box *box, sbx_error_t **err);
+struct sbx_iso_attached
+{
+  uint64_t req_id;
+  int pid;
+  int exited, wait_status;
+  int fds[3]; /* owned: our ends of stdin, stdout, stderr, -1 when none */
+  size_t tag_len;
+  char tag[SBX_TAG_MAX + 1]; /* NUL-terminated */
+};
+/* 1 with *a filled, 0 after the last, -1 on error (then adopt failed). */
+int sbx_iso_next_attached (struct sbx_iso_box *box, struct sbx_iso_attached *a, sbx_error_t **err);
 
 enum sbx_iso_event_type
 {

@@ -21,6 +21,10 @@
 
 #define SBX_PROTO_VERSION 1
 #define SBX_INIT_CTL_FD 3 /* where init finds its control socket */
+/* Where init keeps the daemon's end of its control socket once the sandbox
+   is handed out (SBX_MSG_KEEP): the socket then never reads EOF when the
+   daemon dies, and a new daemon takes the end back with pidfd_getfd(2). */
+#define SBX_INIT_KEEP_FD 4
 #define SBX_PROTO_MAX_MSG (1024 * 1024) /* largest packet either side accepts */
 
 enum sbx_msg_type
@@ -36,12 +40,20 @@ enum sbx_msg_type
   SBX_MSG_SPAWN = 2,    /* sbx_msg_spawn + strings; SCM_RIGHTS: stdin, stdout, stderr */
   SBX_MSG_SIGNAL = 3,   /* sbx_msg_signal */
   SBX_MSG_PUMP = 4,     /* sbx_msg_pump; SCM_RIGHTS: source, destination */
+  SBX_MSG_KEEP = 5,     /* sbx_msg_keep; SCM_RIGHTS: the daemon's end of this socket */
+  SBX_MSG_DEADLINE = 6, /* sbx_msg_deadline */
+  SBX_MSG_RELEASE = 7,  /* sbx_msg_release */
+  SBX_MSG_ATTACH = 8,   /* sbx_msg_hdr only: "a new daemon; tell me everything" */
   /* init -> daemon */
   SBX_MSG_READY = 16,        /* sbx_msg_ready; SCM_RIGHTS: root dir, disk dir (O_PATH) */
   SBX_MSG_SETUP_FAILED = 17, /* sbx_msg_failure */
   SBX_MSG_SPAWNED = 18,      /* sbx_msg_spawned */
   SBX_MSG_SPAWN_FAILED = 19, /* sbx_msg_spawn_failed */
   SBX_MSG_EXITED = 20,       /* sbx_msg_exited */
+  /* init -> daemon, the answer to ATTACH, in this order: */
+  SBX_MSG_ROOTS = 21,      /* sbx_msg_roots; SCM_RIGHTS: root dir, disk dir (O_PATH) */
+  SBX_MSG_PROC = 22,       /* sbx_msg_proc + tag; SCM_RIGHTS: the kept ends it names */
+  SBX_MSG_ATTACH_END = 23, /* sbx_msg_attach_end */
 };
 
 struct sbx_msg_hdr
@@ -129,11 +141,23 @@ struct sbx_msg_spawn
   uint32_t uid, gid;   /* in-sandbox ids to run as */
   uint32_t argc, envc; /* counts of NUL-terminated strings after cwd */
   uint32_t strings_len;
-  uint32_t reserved;
+  uint32_t keep_mask;  /* SBX_KEEP_*: which daemon-side ends follow the stdio fds */
   uint64_t rlimit_nofile; /* soft = hard */
   uint64_t rlimit_fsize;  /* soft = hard, bytes */
-  /* followed by: cwd\0 argv[0]\0 ... argv[argc-1]\0 env[0]\0 ... env[envc-1]\0 */
+  uint32_t tag_len;       /* bytes of the daemon's opaque tag after the strings */
+  uint32_t reserved;
+  /* followed by: cwd\0 argv[0]\0 ... argv[argc-1]\0 env[0]\0 ... env[envc-1]\0 tag */
 };
+
+/* The daemon's ends of a command's pipes, which init keeps (never reads or
+   writes) so that a daemon that dies takes neither stdin (EOF) nor stdout
+   (SIGPIPE) from the command; a new daemon gets them back on ATTACH. The
+   SCM_RIGHTS of SPAWN carry stdin, stdout, stderr, then these in bit order. */
+#define SBX_KEEP_STDIN 0x1  /* the write end of the command's stdin */
+#define SBX_KEEP_STDOUT 0x2 /* the read end of its stdout */
+#define SBX_KEEP_STDERR 0x4 /* the read end of its stderr */
+#define SBX_KEEP_ALL 0x7
+#define SBX_TAG_MAX 2048     /* what the daemon says about a command, opaque to init */
 
 /* ---- SIGNAL ------------------------------------------------------------ */
 
@@ -161,6 +185,70 @@ struct sbx_msg_pump
   struct sbx_msg_hdr hdr;
   uint64_t req_id;
   uint32_t uid, gid; /* in-sandbox ids the helper runs as */
+};
+
+/* ---- KEEP, DEADLINE, RELEASE, ATTACH -------------------------------------
+ *
+ * A sandbox handed out to a tenant outlives its daemon: KEEP gives init
+ * the daemon's end of the control socket (kept at SBX_INIT_KEEP_FD) and
+ * the sandbox's deadline. Pool sandboxes get no KEEP and end with the
+ * daemon. If no daemon ends the sandbox by its deadline, init exits (the
+ * lifetime holds even while no daemon runs); DEADLINE moves it. */
+
+struct sbx_msg_keep
+{
+  struct sbx_msg_hdr hdr;
+  int64_t deadline_ms; /* CLOCK_REALTIME, ms since the epoch; 0: none */
+};
+
+struct sbx_msg_deadline
+{
+  struct sbx_msg_hdr hdr;
+  int64_t deadline_ms;
+};
+
+/* The daemon is done with a command: init forgets it and closes the kept
+   ends (SBX_RELEASE_STDIN: only the stdin end, when the API closed it). */
+#define SBX_RELEASE_STDIN 0x1
+#define SBX_RELEASE_ALL 0x2
+
+struct sbx_msg_release
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  uint32_t what;
+  uint32_t reserved;
+};
+
+#define SBX_ATTACHED_RUNNING 0
+#define SBX_ATTACHED_EXITED 1
+
+struct sbx_msg_proc
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  int32_t pid;
+  uint32_t state;      /* SBX_ATTACHED_* */
+  int32_t wait_status; /* when exited */
+  uint32_t keep_mask;  /* which kept ends follow, in bit order */
+  uint32_t tag_len;    /* tag bytes after this struct */
+  uint32_t reserved;
+};
+
+/* The first answer to ATTACH. An init of another protocol version (a
+   daemon upgraded under running sandboxes) is not adopted. */
+struct sbx_msg_roots
+{
+  struct sbx_msg_hdr hdr;
+  uint32_t version; /* SBX_PROTO_VERSION of the init */
+  uint32_t reserved;
+};
+
+struct sbx_msg_attach_end
+{
+  struct sbx_msg_hdr hdr;
+  uint32_t count; /* PROC messages sent */
+  uint32_t reserved;
 };
 
 /* ---- init -> daemon ---------------------------------------------------- */

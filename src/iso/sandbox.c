@@ -36,6 +36,7 @@
 
 #include "iso/engine.h"
 #include "iso/seccomp.h"
+#include "iso/wire.h"
 #include "util/cleanup.h"
 
 #ifndef P_PIDFD
@@ -270,102 +271,6 @@ start_zygote (struct sbx_engine *eng, sbx_error_t **err)
 }
 
 static int
-send_packet (int fd, const void *p, size_t len, const int *fds, int nfds, sbx_error_t **err)
-{
-  union
-  {
-    char space[CMSG_SPACE (sizeof (int) * 3)];
-    struct cmsghdr align;
-  } control;
-  struct iovec iov = {(void *) (uintptr_t) p, len};
-  struct msghdr msg = {0};
-  ssize_t n;
-
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (nfds > 0)
-    {
-      struct cmsghdr *c;
-      memset (&control, 0, sizeof control);
-      msg.msg_control = control.space;
-      msg.msg_controllen = CMSG_SPACE (sizeof (int) * (size_t) nfds);
-      c = CMSG_FIRSTHDR (&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN (sizeof (int) * (size_t) nfds);
-      memcpy (CMSG_DATA (c), fds, sizeof (int) * (size_t) nfds);
-    }
-  do
-    n = sendmsg (fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  if (n < 0)
-    {
-      if (errno == EAGAIN)
-        return sbx_err (err, SBX_E_UNAVAILABLE, "the sandbox's init is not keeping up");
-      return sbx_err_sys (err, errno, "send to sandbox init");
-    }
-  return 0;
-}
-
-/* Receive one packet with up to max_fds descriptors (closed on any error). */
-static ssize_t
-recv_packet (int fd, void *buf, size_t cap, int *fds, int max_fds, int *nfds, int flags)
-{
-  union
-  {
-    char space[CMSG_SPACE (sizeof (int) * 4)];
-    struct cmsghdr align;
-  } control;
-  struct iovec iov = {buf, cap};
-  struct msghdr msg = {0};
-  struct cmsghdr *c;
-  ssize_t n;
-  int got = 0, bad = 0;
-
-  memset (&control, 0, sizeof control);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.space;
-  msg.msg_controllen = sizeof control.space;
-  do
-    n = recvmsg (fd, &msg, MSG_CMSG_CLOEXEC | flags);
-  while (n < 0 && errno == EINTR);
-  if (n < 0)
-    return -1;
-  for (c = CMSG_FIRSTHDR (&msg); c != NULL; c = CMSG_NXTHDR (&msg, c))
-    {
-      int count, i;
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-        {
-          bad = 1;
-          continue;
-        }
-      count = (int) ((c->cmsg_len - CMSG_LEN (0)) / sizeof (int));
-      for (i = 0; i < count; i++)
-        {
-          int one;
-          memcpy (&one, CMSG_DATA (c) + (size_t) i * sizeof (int), sizeof one);
-          if (got < max_fds)
-            fds[got++] = one;
-          else
-            {
-              close (one);
-              bad = 1;
-            }
-        }
-    }
-  if (bad || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
-    {
-      while (got > 0)
-        close (fds[--got]);
-      errno = EPROTO;
-      return -1;
-    }
-  *nfds = got;
-  return n;
-}
-
-static int
 send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, sbx_error_t **err)
 {
   struct sbx_msg_config cfg;
@@ -396,7 +301,7 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
   sbx_buf_append (&packet, &cfg, sizeof cfg);
   sbx_buf_append (&packet, spec->plan->bytes.data, spec->plan->bytes.len);
   sbx_buf_append (&packet, eng->seccomp_prog, eng->seccomp_len);
-  rc = send_packet (ctl, packet.data, packet.len, NULL, 0, err);
+  rc = sbx__iso_send (ctl, packet.data, packet.len, NULL, 0, err);
   sbx_buf_free (&packet);
   return rc;
 }
@@ -422,7 +327,7 @@ wait_ready (struct sbx_iso_box *box, sbx_error_t **err)
     return sbx_err (err, SBX_E_SYSTEM, "sandbox setup timed out");
   if (!(pfd[0].revents & (POLLIN | POLLHUP)))
     return sbx_err (err, SBX_E_SYSTEM, "sandbox init exited during setup");
-  n = recv_packet (box->ctl, &m, sizeof m, fds, 4, &nfds, MSG_DONTWAIT);
+  n = sbx__iso_recv (box->ctl, &m, sizeof m, fds, 4, &nfds, MSG_DONTWAIT);
   if (n < 0)
     return sbx_err_sys (err, errno, "receive from sandbox init");
   if (n == 0)
@@ -447,8 +352,8 @@ wait_ready (struct sbx_iso_box *box, sbx_error_t **err)
   return 0;
 }
 
-static void
-box_init (struct sbx_iso_box *box)
+void
+sbx_iso_box_init (struct sbx_iso_box *box)
 {
   memset (box, 0, sizeof *box);
   box->pidfd = box->ctl = box->root = box->disk = -1;
@@ -478,7 +383,7 @@ zygote_clone (struct sbx_engine *eng, int child_ctl, int cg_fd, int background, 
       struct pollfd pfd;
       if (eng->zygote < 0 && start_zygote (eng, err) < 0)
         break;
-      if (send_packet (eng->zygote, &m, sizeof m, fds, cg_fd >= 0 ? 2 : 1, err) < 0)
+      if (sbx__iso_send (eng->zygote, &m, sizeof m, fds, cg_fd >= 0 ? 2 : 1, err) < 0)
         {
           stop_zygote (eng);
           continue;
@@ -491,7 +396,7 @@ zygote_clone (struct sbx_engine *eng, int child_ctl, int cg_fd, int background, 
           sbx_err (err, SBX_E_SYSTEM, "the zygote did not answer");
           break;
         }
-      n = recv_packet (eng->zygote, &r, sizeof r, rfds, 4, &rn, MSG_DONTWAIT);
+      n = sbx__iso_recv (eng->zygote, &r, sizeof r, rfds, 4, &rn, MSG_DONTWAIT);
       if (n != (ssize_t) sizeof r || r.hdr.type != SBX_MSG_CLONED || r.hdr.len != sizeof r
           || (r.pid > 0) != (rn == 1))
         {
@@ -522,7 +427,7 @@ sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct 
   int sv[2], sndbuf = CTL_SNDBUF;
   char go = SBX_MSG_GO;
 
-  box_init (box);
+  sbx_iso_box_init (box);
   box->uid_base = spec->uid_base;
   if (sbx_cgroup_create (&eng->cgroups, spec->name, &spec->limits, &box->cg, err) < 0)
     return -1;
@@ -578,11 +483,21 @@ sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **
   if (box->pidfd >= 0)
     {
       siginfo_t info;
+      int waited;
       /* PID 1 of a pid namespace dying takes every process in it along;
          the kernel does not let init's exit complete before they are gone. */
       syscall (SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
-      while (waitid ((idtype_t) P_PIDFD, (id_t) box->pidfd, &info, WEXITED) < 0 && errno == EINTR)
-        ;
+      do
+        waited = waitid ((idtype_t) P_PIDFD, (id_t) box->pidfd, &info, WEXITED);
+      while (waited < 0 && errno == EINTR);
+      /* An init we re-adopted is not our child (ECHILD): its pidfd turns
+         readable when it has exited. */
+      if (waited < 0 && errno == ECHILD)
+        {
+          struct pollfd pfd = {box->pidfd, POLLIN, 0};
+          while (poll (&pfd, 1, SETUP_TIMEOUT_MS) < 0 && errno == EINTR)
+            ;
+        }
       close_and_reset (&box->pidfd);
     }
   close_and_reset (&box->ctl);
@@ -674,7 +589,7 @@ sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_err
   struct sbx_buf packet = SBX_BUF_INIT;
   uint32_t argc = 0, envc = 0;
   size_t strings = strlen (req->cwd) + 1;
-  int rc;
+  int rc, fds[6], nfds = 3;
 
   for (; req->argv[argc]; argc++)
     strings += strlen (req->argv[argc]) + 1;
@@ -696,13 +611,28 @@ sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_err
   m.strings_len = (uint32_t) strings;
   m.rlimit_nofile = req->rlimit_nofile;
   m.rlimit_fsize = req->rlimit_fsize;
+  if (req->tag_len > SBX_TAG_MAX)
+    return sbx_err (err, SBX_E_INVALID, "command tag too large");
+  m.tag_len = (uint32_t) req->tag_len;
+  m.hdr.len += m.tag_len;
+  fds[0] = req->stdio[0];
+  fds[1] = req->stdio[1];
+  fds[2] = req->stdio[2];
+  for (int i = 0; i < 3; i++)
+    if (req->keep[i] >= 0)
+      {
+        m.keep_mask |= 1u << i;
+        fds[nfds++] = req->keep[i];
+      }
   sbx_buf_append (&packet, &m, sizeof m);
   sbx_buf_append (&packet, req->cwd, strlen (req->cwd) + 1);
   for (uint32_t i = 0; i < argc; i++)
     sbx_buf_append (&packet, req->argv[i], strlen (req->argv[i]) + 1);
   for (uint32_t i = 0; i < envc; i++)
     sbx_buf_append (&packet, req->envp[i], strlen (req->envp[i]) + 1);
-  rc = send_packet (box->ctl, packet.data, packet.len, req->stdio, 3, err);
+  if (req->tag_len)
+    sbx_buf_append (&packet, req->tag, req->tag_len);
+  rc = sbx__iso_send (box->ctl, packet.data, packet.len, fds, nfds, err);
   sbx_buf_free (&packet);
   return rc;
 }
@@ -718,7 +648,7 @@ sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group, 
   m.req_id = req_id;
   m.signo = (uint32_t) signo;
   m.flags = group ? SBX_SIGNAL_GROUP : 0;
-  return send_packet (box->ctl, &m, sizeof m, NULL, 0, err);
+  return sbx__iso_send (box->ctl, &m, sizeof m, NULL, 0, err);
 }
 
 int
@@ -734,7 +664,7 @@ sbx_iso_pump (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t g
   m.req_id = req_id;
   m.uid = uid;
   m.gid = gid;
-  return send_packet (box->ctl, &m, sizeof m, fds, 2, err);
+  return sbx__iso_send (box->ctl, &m, sizeof m, fds, 2, err);
 }
 
 int
@@ -751,7 +681,7 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
   int fds[4], nfds = 0;
   ssize_t n;
 
-  n = recv_packet (box->ctl, &m, sizeof m, fds, 4, &nfds, MSG_DONTWAIT);
+  n = sbx__iso_recv (box->ctl, &m, sizeof m, fds, 4, &nfds, MSG_DONTWAIT);
   if (n < 0)
     {
       if (errno == EAGAIN)

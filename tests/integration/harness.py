@@ -138,7 +138,8 @@ def leftovers(uid_base, uid_end, cgroup_parent, state):
 class Daemon:
     """One sbxd with a private state dir, cgroup parent and uid range."""
 
-    def __init__(self, pool=2, listen=None, extra=(), max_sandboxes=MAX_SANDBOXES):
+    def __init__(self, pool=2, listen=None, extra=(), max_sandboxes=MAX_SANDBOXES,
+                 kill_on_exit=True):
         n = next(_daemon_counter)
         self.tag = "sbx-test-%d-%d" % (os.getpid(), n)
         self.state = tempfile.mkdtemp(prefix=self.tag + "-")
@@ -153,6 +154,10 @@ class Daemon:
         self.args = [SBXD, "--state", self.state, "--pool", str(pool),
                      "--cgroup-parent", self.cgroup_parent, "--uid-base", str(self.uid_base),
                      "--max-sandboxes", str(max_sandboxes)] + list(extra)
+        # By default a stopped daemon leaves running sandboxes for the next
+        # start; a test daemon's stop must leave nothing (see test_restart).
+        if kill_on_exit:
+            self.args.append("--kill-on-exit")
         if listen:
             self.args += ["--listen", listen]
         self.log_path = os.path.join(tempfile.gettempdir(), self.tag + ".log")

@@ -343,16 +343,16 @@ def _state(pid):
 
 
 class DaemonCrash(unittest.TestCase):
-    """Invariant 7 when the daemon itself dies (SIGKILL): every sandbox's
-    init sees its control socket close and exits, which ends its pid
-    namespace; no sandbox process keeps running. (Their zombies belong to
-    the host's PID 1 from then on.) A daemon restarted on the same state
-    removes the dead sandboxes' cgroups."""
+    """Invariant 7 when the daemon itself dies (SIGKILL): sandboxes handed
+    out keep running, escapees included (setsid, nohup: they are still in
+    the sandbox's pid namespace and cgroup), and a daemon restarted on the
+    same state re-adopts them; killing them then leaves nothing. A pool
+    sandbox, nobody's yet, ends with the daemon."""
 
     def test_sigkill_daemon(self):
         import signal
         from harness import Daemon
-        d = Daemon(pool=1).start()
+        d = Daemon(pool=1, kill_on_exit=False).start()
         restarted = None
         try:
             sids = [d.create() for _ in range(2)]
@@ -360,21 +360,29 @@ class DaemonCrash(unittest.TestCase):
                 r = d.api("POST", "/v1/sandboxes/%s/processes" % sid, {"cmd": "exec sleep 1000"})
                 self.assertEqual(r.status, 201, r)
                 d.exec(sid, cmd="setsid sh -c 'sleep 1000 &'; nohup sleep 999 >/dev/null 2>&1 &")
+            wait_until(lambda: d.api("GET", "/v1/info").json()["pool"] == 1, timeout=60,
+                       what="the pool to fill")
             running = leftover_processes(d)
-            # two inits with three sleeps each (and the pool's init)
-            self.assertGreaterEqual(len(running), 2 * (1 + 3))
+            # two inits with three sleeps each, and the pool's init
+            self.assertGreaterEqual(len(running), 2 * (1 + 3) + 1)
             d.proc.send_signal(signal.SIGKILL)
             d.proc.wait()
 
-            def none_running():
-                return not [p for p in leftover_processes(d) if _state(p[0]) not in (None, "Z")]
-            wait_until(none_running, timeout=20, what="every sandbox process to end")
-            restarted = Daemon(pool=1)
+            def alive():
+                return [p for p in leftover_processes(d) if _state(p[0]) not in (None, "Z")]
+            # The pool's init goes (its control socket closed); the rest stays.
+            wait_until(lambda: len(alive()) == 2 * (1 + 3), timeout=20,
+                       what="the pool sandbox to end")
+            restarted = Daemon(pool=1, kill_on_exit=False)
             os.rmdir(restarted.state)  # it reuses the dead daemon's instead
             for attr in ("state", "cgroup_parent", "uid_base", "uid_end", "args", "log_path"):
                 setattr(restarted, attr, getattr(d, attr))
             restarted.start()
-            self.assertEqual(restarted.api("GET", "/v1/sandboxes").json()["sandboxes"], [])
+            listed = [s["id"] for s in restarted.api("GET", "/v1/sandboxes").json()["sandboxes"]]
+            self.assertEqual(sorted(listed), sorted(sids))
+            for sid in sids:
+                self.assertEqual(restarted.kill(sid).status, 204)
+            wait_until(lambda: not alive(), timeout=20, what="every sandbox process to end")
             for h in cgroup_hierarchies():
                 parent = os.path.join(h, d.cgroup_parent)
                 for sid in sids:

@@ -18,10 +18,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "iso/proto.h"
 
 #define SBX_CTL_FD SBX_INIT_CTL_FD
+#define SBX_INIT_MAX_FDS 8 /* descriptors on one message, either way */
 
 /* zygote.c: the loop of zygote mode (never returns). */
 __attribute__ ((noreturn)) void init_zygote_main (char *mode_arg);
@@ -39,6 +41,15 @@ __attribute__ ((noreturn)) void init_protocol_violation (void);
 size_t init_recv (void *buf, size_t cap, int *fds, int max_fds, int *nfds);
 /* Send one packet, optionally with descriptors. Returns 0 or -errno. */
 int init_send (const void *msg, size_t len, const int *fds, int nfds);
+/* Send a small event (SPAWNED, SPAWN_FAILED, EXITED) without blocking:
+   a daemon that is gone or slow must never stop init from reaping. What
+   cannot be sent now waits in a queue, in order; a daemon that ATTACHes
+   gets the whole state instead (init_drop_events). */
+void init_send_event (const void *msg, size_t len);
+/* 1 while events wait to be sent; init_flush_events sends what it can. */
+int init_events_pending (void);
+void init_flush_events (void);
+void init_drop_events (void);
 
 /* rootfs.c: build the sandbox's root and pivot into it. On return the
    process's root is the new tree; *root_fd and *disk_fd are O_PATH fds of
@@ -58,9 +69,33 @@ uint32_t init_apply_landlock (uint32_t max_abi);
 void init_apply_seccomp (const void *prog, size_t len);
 
 /* spawn.c */
-void init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, const int *fds, int nfds);
+void init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nfds);
 void init_handle_signal (const struct sbx_msg_signal *msg, size_t len);
 void init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, int nfds);
+
+/* procs.c: what init started, until the daemon releases it. */
+struct init_proc
+{
+  pid_t pid; /* 0: free */
+  uint64_t req_id;
+  int is_pump;   /* a files-API helper: forgotten once reaped */
+  int exited;
+  int wait_status;
+  int keep[3];   /* the daemon's ends (SBX_KEEP_* order), -1 when none */
+  uint32_t tag_len;
+  char *tag;     /* owned, the daemon's opaque description */
+};
+/* NULL when the table is full. */
+struct init_proc *init_proc_add (pid_t pid, uint64_t req_id, int is_pump);
+/* The entry of a command still running, or NULL. */
+struct init_proc *init_proc_running (uint64_t req_id);
+void init_proc_forget (struct init_proc *p);
+void init_handle_release (const struct sbx_msg_release *m, size_t len);
+void init_handle_attach (size_t len, int nfds);
 void init_reap (void);
+
+/* main.c: the O_PATH fds of "/" and of the disk, as READY sent them
+   (borrowed). */
+void init_roots (int *root_fd, int *disk_fd);
 
 #endif

@@ -8,6 +8,8 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "iso/init/init.h"
@@ -41,10 +43,10 @@ static const struct sbx_msg_config *
 receive_config (const unsigned char **plan, const void **filter, size_t *filter_len)
 {
   const struct sbx_msg_config *cfg = (const struct sbx_msg_config *) packet;
-  int fds[4], nfds;
+  int fds[SBX_INIT_MAX_FDS], nfds;
   size_t n, need;
 
-  n = init_recv (packet, sizeof packet, fds, 4, &nfds);
+  n = init_recv (packet, sizeof packet, fds, SBX_INIT_MAX_FDS, &nfds);
   if (n < sizeof *cfg || nfds != 0)
     init_protocol_violation ();
   if (cfg->hdr.type != SBX_MSG_CONFIG || cfg->hdr.len != n || cfg->version != SBX_PROTO_VERSION)
@@ -62,19 +64,68 @@ receive_config (const unsigned char **plan, const void **filter, size_t *filter_
   return cfg;
 }
 
+static int kept_root = -1, kept_disk = -1, deadline_fd = -1, have_keep;
+
+void
+init_roots (int *root_fd, int *disk_fd)
+{
+  *root_fd = kept_root;
+  *disk_fd = kept_disk;
+}
+
+static void
+set_deadline (int64_t deadline_ms)
+{
+  struct itimerspec its;
+
+  memset (&its, 0, sizeof its);
+  if (deadline_ms > 0)
+    {
+      its.it_value.tv_sec = deadline_ms / 1000;
+      its.it_value.tv_nsec = (deadline_ms % 1000) * 1000000L;
+    }
+  /* A deadline already past fires at once. */
+  if (timerfd_settime (deadline_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+    init_protocol_violation ();
+}
+
+static void
+handle_keep (const struct sbx_msg_keep *m, size_t len, int *fds, int nfds)
+{
+  struct stat st;
+
+  if (len != sizeof *m || nfds != 1 || have_keep || m->deadline_ms < 0)
+    init_protocol_violation ();
+  if (fstat (fds[0], &st) < 0 || !S_ISSOCK (st.st_mode))
+    init_protocol_violation ();
+  if (dup3 (fds[0], SBX_INIT_KEEP_FD, O_CLOEXEC) < 0)
+    init_protocol_violation ();
+  close (fds[0]);
+  have_keep = 1;
+  set_deadline (m->deadline_ms);
+}
+
 static void
 serve (int sigfd)
 {
   for (;;)
     {
-      struct pollfd pfd[2] = {{SBX_CTL_FD, POLLIN, 0}, {sigfd, POLLIN, 0}};
-      int fds[4], nfds, i;
+      struct pollfd pfd[3] = {{SBX_CTL_FD, POLLIN, 0}, {sigfd, POLLIN, 0}, {deadline_fd, POLLIN, 0}};
+      int fds[SBX_INIT_MAX_FDS], nfds, i;
 
-      if (poll (pfd, 2, -1) < 0)
+      if (init_events_pending ())
+        pfd[0].events |= POLLOUT;
+      if (poll (pfd, 3, -1) < 0)
         {
           if (errno == EINTR)
             continue;
           init_protocol_violation ();
+        }
+      if (pfd[2].revents & POLLIN)
+        {
+          /* The sandbox outlived its lifetime and no daemon ended it (none
+             was running): end it ourselves. */
+          _exit (0);
         }
       if (pfd[1].revents & POLLIN)
         {
@@ -83,13 +134,16 @@ serve (int sigfd)
             ;
           init_reap ();
         }
+      if (pfd[0].revents & POLLOUT)
+        init_flush_events ();
       if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
         {
           const struct sbx_msg_hdr *hdr = (const struct sbx_msg_hdr *) packet;
-          size_t n = init_recv (packet, sizeof packet, fds, 4, &nfds);
+          size_t n = init_recv (packet, sizeof packet, fds, SBX_INIT_MAX_FDS, &nfds);
 
-          /* The daemon went away: the sandbox ends with it, so nothing is
-             left running that nobody can reach. */
+          /* The daemon went away and never handed the sandbox out (a pool
+             sandbox): it ends, so nothing is left that nobody can reach.
+             A kept sandbox never reads EOF: we hold the daemon's end. */
           if (n == 0)
             _exit (0);
           if (n < sizeof *hdr || hdr->len != n)
@@ -102,10 +156,28 @@ serve (int sigfd)
             case SBX_MSG_PUMP:
               init_handle_pump ((const struct sbx_msg_pump *) packet, n, fds, nfds);
               break;
+            case SBX_MSG_KEEP:
+              handle_keep ((const struct sbx_msg_keep *) packet, n, fds, nfds);
+              break;
             case SBX_MSG_SIGNAL:
+            case SBX_MSG_DEADLINE:
+            case SBX_MSG_RELEASE:
+            case SBX_MSG_ATTACH:
               if (nfds != 0)
                 init_protocol_violation ();
-              init_handle_signal ((const struct sbx_msg_signal *) packet, n);
+              if (hdr->type == SBX_MSG_SIGNAL)
+                init_handle_signal ((const struct sbx_msg_signal *) packet, n);
+              else if (hdr->type == SBX_MSG_RELEASE)
+                init_handle_release ((const struct sbx_msg_release *) packet, n);
+              else if (hdr->type == SBX_MSG_ATTACH)
+                init_handle_attach (n, nfds);
+              else
+                {
+                  const struct sbx_msg_deadline *d = (const struct sbx_msg_deadline *) packet;
+                  if (n != sizeof *d || d->deadline_ms < 0)
+                    init_protocol_violation ();
+                  set_deadline (d->deadline_ms);
+                }
               break;
             default:
               for (i = 0; i < nfds; i++)
@@ -133,6 +205,12 @@ init_sandbox_main (void)
     init_die (errno, "PR_SET_DUMPABLE");
   umask (022);
 
+  /* Hold SBX_INIT_KEEP_FD (with /dev/null) so no other fd takes the
+     number KEEP will put the daemon's end at. */
+  if (fcntl (SBX_INIT_KEEP_FD, F_GETFD) >= 0 || errno != EBADF
+      || dup3 (STDIN_FILENO, SBX_INIT_KEEP_FD, O_CLOEXEC) < 0)
+    init_die (EBADF, "reserve the keep fd");
+
   sigemptyset (&mask);
   sigaddset (&mask, SIGCHLD);
   if (sigprocmask (SIG_SETMASK, &mask, NULL) < 0)
@@ -141,6 +219,9 @@ init_sandbox_main (void)
   sigfd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd < 0)
     init_die (errno, "signalfd");
+  deadline_fd = timerfd_create (CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (deadline_fd < 0)
+    init_die (errno, "timerfd_create");
 
   cfg = receive_config (&plan, &filter, &filter_len);
   init_build_root (cfg, plan, &root_fd, &disk_fd);
@@ -153,7 +234,8 @@ init_sandbox_main (void)
   init_drop_privileges ();
   memset (&ready, 0, sizeof ready);
   ready.landlock_abi = init_apply_landlock (cfg->landlock_abi);
-  /* Only stdio (/dev/null), the control socket and what READY carries. */
+  /* Only stdio (/dev/null), the control socket, the signalfd and timer,
+     and what READY carries. */
   if (close_range (SBX_CTL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     init_die (errno, "close_range");
   init_apply_seccomp (filter, filter_len);
@@ -165,8 +247,10 @@ init_sandbox_main (void)
   fds[1] = disk_fd;
   if (init_send (&ready, sizeof ready, fds, 2) < 0)
     init_protocol_violation ();
-  close (root_fd);
-  close (disk_fd);
+  /* Kept (O_PATH, close-on-exec, never in a command) for a daemon that
+     ATTACHes after a restart. */
+  kept_root = root_fd;
+  kept_disk = disk_fd;
 
   serve (sigfd);
   _exit (0);

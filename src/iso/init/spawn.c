@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -23,16 +24,6 @@
 #include <unistd.h>
 
 #include "iso/init/init.h"
-
-#define MAX_TRACKED 4096
-
-struct tracked
-{
-  pid_t pid; /* 0: free slot */
-  uint64_t req_id;
-};
-
-static struct tracked tracked[MAX_TRACKED];
 
 /* Where a child started with vfork says why it could not exec: it shares
    our memory until exec, and we run again only once it has exec'd (then
@@ -55,8 +46,7 @@ send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage)
   m.req_id = req_id;
   m.sys_errno = sys_errno;
   m.stage = stage;
-  if (init_send (&m, sizeof m, NULL, 0) < 0)
-    init_protocol_violation ();
+  init_send_event (&m, sizeof m);
 }
 
 static __attribute__ ((noreturn)) void
@@ -173,35 +163,23 @@ run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char *
   child_fail (sys_errno, SBX_STAGE_EXEC);
 }
 
-static int
-track (pid_t pid, uint64_t req_id)
-{
-  int i;
-
-  for (i = 0; i < MAX_TRACKED; i++)
-    if (tracked[i].pid == 0)
-      {
-        tracked[i].pid = pid;
-        tracked[i].req_id = req_id;
-        return 0;
-      }
-  return -1;
-}
-
 void
-init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, const int *fds, int nfds)
+init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nfds)
 {
   /* Pointers into msg's string section; sized by the protocol limits. */
   static char *argv[SBX_SPAWN_MAX_ARGS + 1];
   static char *envp[SBX_SPAWN_MAX_ENV + 1];
   char *strings, *p, *end, *cwd;
   struct sbx_msg_spawned ok;
-  uint32_t i;
+  struct init_proc *proc;
+  uint32_t i, k;
   pid_t pid;
 
-  if (len < sizeof *msg || nfds != 3 || msg->argc == 0 || msg->argc > SBX_SPAWN_MAX_ARGS
+  if (len < sizeof *msg || msg->argc == 0 || msg->argc > SBX_SPAWN_MAX_ARGS
       || msg->envc > SBX_SPAWN_MAX_ENV || msg->strings_len > SBX_SPAWN_MAX_STRINGS
-      || len != sizeof *msg + msg->strings_len || msg->strings_len == 0)
+      || msg->tag_len > SBX_TAG_MAX || (msg->keep_mask & ~(uint32_t) SBX_KEEP_ALL) != 0
+      || len != sizeof *msg + msg->strings_len + msg->tag_len || msg->strings_len == 0
+      || nfds != 3 + __builtin_popcount (msg->keep_mask))
     init_protocol_violation ();
   strings = (char *) (uintptr_t) (msg + 1);
   end = strings + msg->strings_len;
@@ -246,22 +224,38 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, const int *fds, 
       send_spawn_failed (msg->req_id, child_failure.sys_errno, child_failure.stage);
       goto out;
     }
-  if (track (pid, msg->req_id) < 0)
+  proc = init_proc_add (pid, msg->req_id, 0);
+  if (proc == NULL || (msg->tag_len && (proc->tag = malloc (msg->tag_len)) == NULL))
     {
+      /* Not tracked, so never reported: it must not run on unseen. */
       kill (pid, SIGKILL);
+      while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+      if (proc)
+        init_proc_forget (proc);
       send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
       goto out;
     }
+  if (msg->tag_len)
+    memcpy (proc->tag, end, msg->tag_len);
+  proc->tag_len = msg->tag_len;
+  /* The daemon's ends, in bit order after the three stdio fds. */
+  for (i = 0, k = 3; i < 3; i++)
+    if (msg->keep_mask & (1u << i))
+      {
+        proc->keep[i] = fds[k];
+        fds[k++] = -1;
+      }
   memset (&ok, 0, sizeof ok);
   ok.hdr.type = SBX_MSG_SPAWNED;
   ok.hdr.len = sizeof ok;
   ok.req_id = msg->req_id;
   ok.pid = pid;
-  if (init_send (&ok, sizeof ok, NULL, 0) < 0)
-    init_protocol_violation ();
+  init_send_event (&ok, sizeof ok);
 out:
-  for (i = 0; i < 3; i++)
-    close (fds[i]);
+  for (i = 0; i < (uint32_t) nfds; i++)
+    if (fds[i] >= 0)
+      close (fds[i]);
 }
 
 /* The helper of a PUMP: copy source to destination until end of file. */
@@ -310,7 +304,7 @@ init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, in
     run_pump (msg, fds[0], fds[1]);
   if (pid < 0)
     send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
-  else if (track (pid, msg->req_id) < 0)
+  else if (init_proc_add (pid, msg->req_id, 1) == NULL)
     {
       kill (pid, SIGKILL);
       send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
@@ -322,44 +316,17 @@ init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, in
 void
 init_handle_signal (const struct sbx_msg_signal *msg, size_t len)
 {
-  int i;
+  struct init_proc *p;
 
   if (len != sizeof *msg || msg->signo == 0 || msg->signo >= NSIG)
     init_protocol_violation ();
-  for (i = 0; i < MAX_TRACKED; i++)
-    if (tracked[i].pid != 0 && tracked[i].req_id == msg->req_id)
-      {
-        /* The command leads its own session and process group (setsid). */
-        if (msg->flags & SBX_SIGNAL_GROUP)
-          kill (-tracked[i].pid, (int) msg->signo);
-        else
-          kill (tracked[i].pid, (int) msg->signo);
-        return;
-      }
+  p = init_proc_running (msg->req_id);
   /* Already exited: the daemon learns that from EXITED. */
-}
-
-void
-init_reap (void)
-{
-  int status, i;
-  pid_t pid;
-
-  /* Reap everything: our commands and every orphan re-parented to us. */
-  while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
-    for (i = 0; i < MAX_TRACKED; i++)
-      if (tracked[i].pid == pid)
-        {
-          struct sbx_msg_exited m;
-          memset (&m, 0, sizeof m);
-          m.hdr.type = SBX_MSG_EXITED;
-          m.hdr.len = sizeof m;
-          m.req_id = tracked[i].req_id;
-          m.pid = pid;
-          m.wait_status = status;
-          tracked[i].pid = 0;
-          if (init_send (&m, sizeof m, NULL, 0) < 0)
-            init_protocol_violation ();
-          break;
-        }
+  if (p == NULL)
+    return;
+  /* The command leads its own session and process group (setsid). */
+  if (msg->flags & SBX_SIGNAL_GROUP)
+    kill (-p->pid, (int) msg->signo);
+  else
+    kill (p->pid, (int) msg->signo);
 }

@@ -6,12 +6,25 @@
 
 #include "iso/init/init.h"
 
+/* Events waiting for room in the socket: fixed-size messages, in order.
+   Bounded: 2 per tracked command at most while a daemon listens; a daemon
+   that does not read gets the state from ATTACH instead. */
+#define EVENT_QUEUE 16384
+#define EVENT_MAX 32
+
+static struct
+{
+  unsigned char msg[EVENT_QUEUE][EVENT_MAX];
+  uint32_t len[EVENT_QUEUE];
+  uint32_t head, count;
+} events;
+
 size_t
 init_recv (void *buf, size_t cap, int *fds, int max_fds, int *nfds)
 {
   union
   {
-    char space[CMSG_SPACE (sizeof (int) * 4)];
+    char space[CMSG_SPACE (sizeof (int) * SBX_INIT_MAX_FDS)];
     struct cmsghdr align;
   } control;
   struct iovec iov = {buf, cap};
@@ -63,7 +76,7 @@ init_send (const void *buf, size_t len, const int *fds, int nfds)
 {
   union
   {
-    char space[CMSG_SPACE (sizeof (int) * 4)];
+    char space[CMSG_SPACE (sizeof (int) * SBX_INIT_MAX_FDS)];
     struct cmsghdr align;
   } control;
   struct iovec iov = {(void *) (uintptr_t) buf, len};
@@ -75,7 +88,7 @@ init_send (const void *buf, size_t len, const int *fds, int nfds)
   if (nfds > 0)
     {
       struct cmsghdr *c;
-      if (nfds > 4)
+      if (nfds > SBX_INIT_MAX_FDS)
         return -EINVAL;
       memset (&control, 0, sizeof control);
       msg.msg_control = control.space;
@@ -92,4 +105,65 @@ init_send (const void *buf, size_t len, const int *fds, int nfds)
   if (n < 0)
     return -errno;
   return 0;
+}
+
+static int
+try_send (const void *msg, size_t len)
+{
+  ssize_t n;
+
+  do
+    n = send (SBX_CTL_FD, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  return n < 0 ? -errno : 0;
+}
+
+void
+init_send_event (const void *msg, size_t len)
+{
+  uint32_t tail;
+
+  if (len > EVENT_MAX)
+    init_protocol_violation ();
+  if (events.count == 0)
+    {
+      int r = try_send (msg, len);
+      if (r == 0)
+        return;
+      /* The daemon's end is closed (EPIPE/ECONNRESET with no daemon and
+         no KEEP): the main loop sees EOF and ends the sandbox. */
+      if (r != -EAGAIN)
+        return;
+    }
+  if (events.count == EVENT_QUEUE)
+    return; /* nobody is reading; ATTACH will tell the state */
+  tail = (events.head + events.count) % EVENT_QUEUE;
+  memcpy (events.msg[tail], msg, len);
+  events.len[tail] = (uint32_t) len;
+  events.count++;
+}
+
+int
+init_events_pending (void)
+{
+  return events.count > 0;
+}
+
+void
+init_flush_events (void)
+{
+  while (events.count > 0)
+    {
+      int r = try_send (events.msg[events.head], events.len[events.head]);
+      if (r == -EAGAIN)
+        return;
+      events.head = (events.head + 1) % EVENT_QUEUE;
+      events.count--;
+    }
+}
+
+void
+init_drop_events (void)
+{
+  events.head = events.count = 0;
 }

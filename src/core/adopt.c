@@ -1,0 +1,315 @@
+/* sbx: a new daemon takes over the sandboxes the previous one left.
+ *
+ * A sandbox handed out to a tenant is kept by its init (SBX_MSG_KEEP), so
+ * a daemon that is killed, crashes or is upgraded leaves it running. At
+ * start, every record still "running" is matched with the kernel's state
+ * (iso/attach.c: the init in the sandbox's cgroup, through a pidfd) and
+ * rebuilt, commands included; a sandbox that died meanwhile is recorded
+ * as lost (or expired), and every other cgroup under ours (pool sandboxes,
+ * half-built ones) is killed and removed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "core/template.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define ADOPTED_CAP_MIN (64 * 1024)
+#define ADOPTED_CAP_MAX (16 * 1024 * 1024)
+
+struct record
+{
+  struct sbx_sandbox_record r;
+  char *strings[6]; /* owned copies behind r's pointers */
+};
+
+struct records
+{
+  struct record *v;
+  size_t n, cap;
+};
+
+static void
+collect (const struct sbx_sandbox_record *r, void *arg)
+{
+  struct records *rs = arg;
+  struct record *c;
+
+  if (rs->n == rs->cap)
+    {
+      rs->cap = rs->cap ? rs->cap * 2 : 16;
+      rs->v = realloc (rs->v, rs->cap * sizeof *rs->v);
+      if (rs->v == NULL)
+        sbx_oom ();
+    }
+  c = &rs->v[rs->n++];
+  c->r = *r;
+  c->strings[0] = strdup (r->id);
+  c->strings[1] = strdup (r->tenant);
+  c->strings[2] = strdup (r->template_name);
+  c->strings[3] = strdup (r->user);
+  c->strings[4] = strdup (r->env_json);
+  c->strings[5] = strdup (r->metadata_json);
+  for (int i = 0; i < 6; i++)
+    if (c->strings[i] == NULL)
+      sbx_oom ();
+  c->r.id = c->strings[0];
+  c->r.tenant = c->strings[1];
+  c->r.template_name = c->strings[2];
+  c->r.user = c->strings[3];
+  c->r.env_json = c->strings[4];
+  c->r.metadata_json = c->strings[5];
+}
+
+/* A JSON object of strings from the record, or an empty one. */
+static json_t *
+string_object (const char *text)
+{
+  json_t *o = json_loads (text, JSON_REJECT_DUPLICATES, NULL), *v;
+  const char *k;
+
+  if (!json_is_object (o))
+    {
+      json_decref (o);
+      return json_object ();
+    }
+  json_object_foreach (o, k, v)
+  {
+    if (!json_is_string (v))
+      {
+        json_decref (o);
+        return json_object ();
+      }
+  }
+  return o;
+}
+
+void
+sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
+{
+  json_t *tag = json_loadb (a->tag, a->tag_len, JSON_REJECT_DUPLICATES, NULL), *argv;
+  struct sbx_process *p;
+  const char *s;
+  json_int_t cap, started, timeout;
+  int64_t now = sbx_now_ms (), now_mono = sbx_mono_ms ();
+  int i;
+
+  p = calloc (1, sizeof *p);
+  if (p == NULL)
+    sbx_oom ();
+  pthread_cond_init (&p->cond, NULL);
+  p->refs = 1; /* the list's */
+  p->sb = sb;
+  sb->refs++;
+  p->req_id = a->req_id;
+  p->pid = a->pid;
+  p->state = SBX_PROC_RUNNING;
+  /* Whoever waited for it is gone: it is listed, and collected by a wait,
+     like a background command; its output keeps flowing into a ring. */
+  p->background = 1;
+  p->mode = SBX_OUT_TAIL;
+  argv = json_object_get (tag, "argv");
+  p->argv = json_is_array (argv) ? json_incref (argv) : json_array ();
+  s = json_string_value (json_object_get (tag, "cwd"));
+  p->cwd = strdup (s && s[0] == '/' ? s : "/");
+  s = json_string_value (json_object_get (tag, "user"));
+  snprintf (p->user, sizeof p->user, "%s", s && strcmp (s, "root") == 0 ? "root" : "user");
+  started = json_integer_value (json_object_get (tag, "started_ms"));
+  p->started_ms = started > 0 && started <= now ? started : now;
+  p->start_mono = now_mono - (now - p->started_ms);
+  cap = json_integer_value (json_object_get (tag, "cap"));
+  cap = cap < ADOPTED_CAP_MIN ? ADOPTED_CAP_MIN : cap > ADOPTED_CAP_MAX ? ADOPTED_CAP_MAX : cap;
+  timeout = json_integer_value (json_object_get (tag, "timeout_ms"));
+  if (timeout > 0 && !a->exited)
+    {
+      p->timeout_ms = (uint64_t) timeout;
+      p->deadline_mono = p->start_mono + timeout;
+    }
+  json_decref (tag);
+  if (p->cwd == NULL)
+    sbx_oom ();
+  p->oom_before = sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg);
+
+  p->stdin_fd = a->fds[0];
+  p->stdin_open = p->stdin_fd >= 0;
+  for (i = 0; i < 2; i++)
+    {
+      sbx__outbuf_init (&p->out[i], (size_t) cap, a->fds[1 + i]);
+      if (p->out[i].fd >= 0)
+        {
+          fcntl (p->out[i].fd, F_SETFL, O_NONBLOCK);
+          p->out[i].watch = sbx__watch_add (p->out[i].fd, EPOLLIN, SBX_W_OUT, p, i);
+        }
+    }
+  if (p->stdin_fd >= 0)
+    {
+      fcntl (p->stdin_fd, F_SETFL, O_NONBLOCK);
+      p->stdin_watch = sbx__watch_add (p->stdin_fd, 0, SBX_W_IN, p, 0);
+    }
+  if (a->req_id >= sb->next_req_id)
+    sb->next_req_id = a->req_id;
+  p->next = sb->procs;
+  sb->procs = p;
+  if (a->exited)
+    {
+      p->exited = 1;
+      p->wait_status = a->wait_status;
+      p->stdin_open = 0;
+      sbx__watch_del (&p->stdin_watch);
+      close_and_reset (&p->stdin_fd);
+      for (i = 0; i < 2; i++)
+        sbx__outbuf_start_drain (&p->out[i]);
+      sbx__process_maybe_done (p);
+    }
+}
+
+/* Give up on a record: the sandbox is gone (or cannot be trusted). */
+static void
+end_record (const struct sbx_sandbox_record *r, const char *why)
+{
+  int expired = sbx_now_ms () >= r->expires_ms;
+  char reason[200];
+  sbx_error_t *err = NULL;
+
+  snprintf (reason, sizeof reason, "%s", expired ? "sandbox expired" : why);
+  sbx_warn ("sandbox %s was not re-adopted: %s", r->id, why);
+  if (sbx_store_sandbox_end (sbx_core.store, r->id, expired ? "expired" : "lost", reason,
+                             sbx_now_ms (), &err)
+      < 0)
+    {
+      sbx_warn ("recording the end of sandbox %s: %s", r->id, err->msg);
+      sbx_error_free (err);
+    }
+}
+
+static struct sbx_sandbox *
+adopt_one (const struct sbx_sandbox_record *r)
+{
+  struct sbx_sandbox *sb;
+  struct sbx_iso_attached *a;
+  sbx_error_t *err = NULL;
+  int64_t now = sbx_now_ms ();
+  int rc;
+
+  if (r->slot >= sbx_core.nslots || sbx_core.slots[r->slot]
+      || r->uid_base != (int64_t) sbx__slot_uid_base (r->slot))
+    {
+      end_record (r, "its id range is not this daemon's (was --uid-base or --max-sandboxes changed?)");
+      return NULL;
+    }
+  sb = calloc (1, sizeof *sb);
+  a = malloc (sizeof *a);
+  if (sb == NULL || a == NULL)
+    sbx_oom ();
+  if (sbx_iso_adopt (&sbx_core.engine, r->id, (uid_t) r->uid_base, (pid_t) r->init_pid, &sb->box,
+                     &err)
+      < 0)
+    {
+      end_record (r, err->msg);
+      sbx_error_free (err);
+      free (sb);
+      free (a);
+      return NULL;
+    }
+  sb->refs = 1; /* the registry's (and the loop's watches) */
+  sb->state = SBX_SB_RUNNING;
+  pthread_cond_init (&sb->cond, NULL);
+  snprintf (sb->id, sizeof sb->id, "%s", r->id);
+  snprintf (sb->tenant, sizeof sb->tenant, "%s", r->tenant);
+  snprintf (sb->template_name, sizeof sb->template_name, "%s", r->template_name);
+  snprintf (sb->user, sizeof sb->user, "%s", strcmp (r->user, "root") == 0 ? "root" : "user");
+  sb->created_ms = r->created_ms;
+  sb->expires_ms = r->expires_ms;
+  sb->timeout_ms = r->expires_ms > r->created_ms ? (uint64_t) (r->expires_ms - r->created_ms) : 0;
+  /* Already past: the loop expires it at once. */
+  sb->expires_mono = sbx_mono_ms () + (r->expires_ms - now);
+  sb->limits.memory_bytes = r->memory;
+  sb->limits.cpu_milli = r->cpu_milli;
+  sb->limits.pids = r->pids;
+  sb->limits.disk_bytes = r->disk;
+  sb->env = string_object (r->env_json);
+  sb->metadata = string_object (r->metadata_json);
+  sb->slot = r->slot;
+  sbx_core.slots[r->slot] = 1;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  while ((rc = sbx_iso_next_attached (&sb->box, a, &err)) == 1)
+    sbx__process_adopt (sb, a);
+  sb->ctl_watch = sbx__watch_add (sb->box.ctl, EPOLLIN, SBX_W_CTL, sb, 0);
+  sb->pidfd_watch = sbx__watch_add (sb->box.pidfd, EPOLLIN, SBX_W_PIDFD, sb, 0);
+  sb->next = sbx_core.sandboxes;
+  sbx_core.sandboxes = sb;
+  sbx_core.running++;
+  pthread_mutex_unlock (&sbx_core.lock);
+  free (a);
+  if (rc < 0)
+    {
+      /* Half a picture of a sandbox is worse than none. */
+      sbx_warn ("sandbox %s: %s", sb->id, err->msg);
+      sbx_error_free (err);
+      sbx_sandbox_kill (sb, "could not be re-adopted", NULL);
+      return NULL;
+    }
+  sbx_info ("re-adopted sandbox %s (init pid %d)", sb->id, (int) sb->box.pid);
+  return sb;
+}
+
+static void
+kill_unadopted (const char *name, void *arg)
+{
+  struct sbx_cgroup cg;
+  struct sbx_sandbox *sb;
+  sbx_error_t *err = NULL;
+
+  (void) arg;
+  for (sb = sbx_core.sandboxes; sb; sb = sb->next)
+    if (strcmp (sb->id, name) == 0)
+      return;
+  /* A pool sandbox, a half-built one, or one whose init is gone. */
+  if (sbx_cgroup_open (&sbx_core.engine.cgroups, name, &cg, &err) < 0)
+    {
+      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+      sbx_error_free (err);
+      return;
+    }
+  sbx_info ("removing leftover sandbox cgroup %s", name);
+  if (sbx_cgroup_kill (&sbx_core.engine.cgroups, &cg, &err) < 0
+      || sbx_cgroup_destroy (&sbx_core.engine.cgroups, &cg, &err) < 0)
+    {
+      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+      sbx_error_free (err);
+    }
+  sbx_cgroup_close (&cg);
+}
+
+void
+sbx__adopt_all (void)
+{
+  struct records rs = {0};
+  sbx_error_t *err = NULL;
+  size_t i, adopted = 0;
+
+  if (sbx_store_sandbox_running (sbx_core.store, collect, &rs, &err) < 0)
+    {
+      sbx_warn ("reading running sandboxes: %s", err->msg);
+      sbx_error_free (err);
+    }
+  for (i = 0; i < rs.n; i++)
+    {
+      if (adopt_one (&rs.v[i].r) != NULL)
+        adopted++;
+      for (int k = 0; k < 6; k++)
+        free (rs.v[i].strings[k]);
+    }
+  free (rs.v);
+  sbx_cgroup_list (&sbx_core.engine.cgroups, kill_unadopted, NULL, NULL);
+  if (rs.n > 0)
+    sbx_info ("re-adopted %zu of %zu sandbox(es) left running", adopted, rs.n);
+}
