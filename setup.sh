@@ -33,10 +33,10 @@ After=network.target
 
 [Service]
 ExecStart=$PREFIX/bin/sbx ${args[*]}
-KillMode=mixed
+# Only the daemon: running sandboxes outlive a stop or restart (upgrades)
+# and the next start re-adopts them; `sbx serve --kill-on-exit` ends them.
+KillMode=process
 Restart=on-failure
-# sbx manages its sandboxes' cgroups itself.
-Delegate=yes
 
 [Install]
 WantedBy=multi-user.target

@@ -17,13 +17,22 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: need root to install: ${missing[*]}" >&2
-  exit 1
+
+# The daemon's HTTP front end runs as this account (privilege separation:
+# it parses network input without root). A system account, no home, no shell.
+if ! getent passwd sbx >/dev/null; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to create the account sbx" >&2
+    exit 1
+  fi
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin sbx
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -22,8 +22,14 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <pwd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "core/core.h"
+#include "priv/frontend.h"
+#include "priv/server.h"
 #include "server/server.h"
 #include "util/log.h"
 #include "util/parse.h"
@@ -41,7 +47,8 @@ static const char usage[]
       "  --max-timeout DUR    longest sandbox lifetime allowed (default 24h)\n"
       "  --log-level LEVEL    debug, info, warn or error (default info)\n"
       "  --kill-on-exit       kill running sandboxes when stopped (default: they keep\n"
-      "                       running and the next start re-adopts them)\n";
+      "                       running and the next start re-adopts them)\n"
+      "  --user NAME          account of the unprivileged HTTP front end (default sbx)\n";
 
 static int __attribute__ ((format (printf, 1, 2)))
 fail (const char *fmt, ...)
@@ -104,6 +111,12 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
         }
       else if (strcmp (name, "--listen") == 0)
         snprintf (cfg->listen, sizeof cfg->listen, "%s", val);
+      else if (strcmp (name, "--user") == 0)
+        {
+          if (val[0] == '\0' || strlen (val) >= sizeof cfg->frontend_user)
+            return fail ("--user `%s` is not an account name", val);
+          snprintf (cfg->frontend_user, sizeof cfg->frontend_user, "%s", val);
+        }
       else if (strcmp (name, "--pool") == 0 || strcmp (name, "--max-sandboxes") == 0
                || strcmp (name, "--uid-base") == 0)
         {
@@ -259,17 +272,171 @@ ensure_stdio (void)
     close (fd);
 }
 
+/* The front end's account: its own user, never root. */
+static int
+frontend_account (const char *name, uid_t *uid, gid_t *gid)
+{
+  struct passwd *pw = getpwnam (name);
+
+  if (pw == NULL)
+    {
+      fprintf (stderr,
+               "sbx serve: no account `%s` for the unprivileged front end (create it with"
+               " `useradd --system --no-create-home --shell /usr/sbin/nologin %s`, or pass"
+               " --user)\n",
+               name, name);
+      return -1;
+    }
+  if (pw->pw_uid == 0 || pw->pw_gid == 0)
+    {
+      fprintf (stderr, "sbx serve: the front end's account `%s` must not be root\n", name);
+      return -1;
+    }
+  *uid = pw->pw_uid;
+  *gid = pw->pw_gid;
+  return 0;
+}
+
+/* The state directory belongs to the front end (SQLite lives there); the
+   lock file and the admin socket stay root's. */
+static int
+give_state_dir (const char *dir, uid_t uid, gid_t gid)
+{
+  static const char *const files[] = {"sbx.db", "sbx.db-wal", "sbx.db-shm"};
+  int fd = open (dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  size_t i;
+
+  if (fd < 0 || fchown (fd, uid, gid) < 0 || fchmod (fd, 0700) < 0)
+    {
+      fprintf (stderr, "sbx serve: `%s`: %s\n", dir, strerror (errno));
+      if (fd >= 0)
+        close (fd);
+      return -1;
+    }
+  for (i = 0; i < sizeof files / sizeof *files; i++)
+    if (fchownat (fd, files[i], uid, gid, AT_SYMLINK_NOFOLLOW) < 0 && errno != ENOENT)
+      {
+        fprintf (stderr, "sbx serve: `%s/%s`: %s\n", dir, files[i], strerror (errno));
+        close (fd);
+        return -1;
+      }
+  close (fd);
+  return 0;
+}
+
+struct frontend
+{
+  pid_t pid;
+  pthread_t serving;
+  int master;
+};
+
+/* fork + exec ourselves as the front end: a fresh process with nothing of
+   ours in its memory (and no locks another thread held at fork). */
+static int
+spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], uid_t uid, gid_t gid,
+                struct frontend *fe)
+{
+  static char frontend_flag[] = "--frontend";
+  char spec[128], **nargv;
+  int sv[2], i;
+
+  if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    return -1;
+  snprintf (spec, sizeof spec, "%d,%d,%d,%u,%u", sv[1], listen_fds[0], listen_fds[1],
+            (unsigned) uid, (unsigned) gid);
+  nargv = calloc ((size_t) argc + 3, sizeof *nargv);
+  if (nargv == NULL)
+    sbx_oom ();
+  nargv[0] = argv[0];
+  nargv[1] = frontend_flag;
+  nargv[2] = spec;
+  for (i = 1; i < argc; i++)
+    nargv[i + 2] = argv[i];
+  fe->pid = fork ();
+  if (fe->pid == 0)
+    {
+      /* Only async-signal-safe calls until exec. */
+      fcntl (sv[1], F_SETFD, 0);
+      fcntl (listen_fds[0], F_SETFD, 0);
+      if (listen_fds[1] >= 0)
+        fcntl (listen_fds[1], F_SETFD, 0);
+      syscall (SYS_execveat, self, "", nargv, environ, AT_EMPTY_PATH);
+      _exit (127);
+    }
+  free (nargv);
+  close (sv[1]);
+  if (fe->pid < 0)
+    {
+      close (sv[0]);
+      return -1;
+    }
+  fe->master = sv[0];
+  return 0;
+}
+
+static void *
+serve_frontend (void *arg)
+{
+  struct frontend *fe = arg;
+
+  sbx_priv_serve_master (fe->master);
+  close (fe->master);
+  return NULL;
+}
+
+/* The front end's pid is gone: 1 if it was ours and it died. */
+static int
+reaped (pid_t pid, int *status)
+{
+  pid_t r;
+
+  do
+    r = waitpid (pid, status, WNOHANG);
+  while (r < 0 && errno == EINTR);
+  return r == pid;
+}
+
+static int
+frontend_main_from_args (int argc, char **argv)
+{
+  struct sbx_config cfg;
+  int master, fds[2], rc;
+  unsigned uid, gid;
+
+  if (argc < 3 || sscanf (argv[2], "%d,%d,%d,%u,%u", &master, &fds[0], &fds[1], &uid, &gid) != 5)
+    return 2;
+  /* The rest are the parent's own arguments. */
+  argv[2] = argv[0];
+  sbx_config_defaults (&cfg);
+  rc = parse_args (argc - 2, argv + 2, &cfg);
+  if (rc)
+    return rc;
+  fcntl (master, F_SETFD, FD_CLOEXEC);
+  fcntl (fds[0], F_SETFD, FD_CLOEXEC);
+  if (fds[1] >= 0)
+    fcntl (fds[1], F_SETFD, FD_CLOEXEC);
+  return sbx_frontend_main (&cfg, master, fds, (uid_t) uid, (gid_t) gid);
+}
+
 int
 main (int argc, char **argv)
 {
   struct sbx_config cfg;
+  struct sbx_engine engine;
+  struct frontend fe = {0};
   sbx_error_t *err = NULL;
   struct rlimit rl;
   sigset_t mask;
   siginfo_t info;
-  int rc;
+  int rc, self, listen_fds[2] = {-1, -1}, restarts = 0, status = 0;
+  time_t last_start;
+  uid_t fe_uid;
+  gid_t fe_gid;
 
   ensure_stdio ();
+  if (argc >= 2 && strcmp (argv[1], "--frontend") == 0)
+    return frontend_main_from_args (argc, argv);
   sbx_config_defaults (&cfg);
   rc = parse_args (argc, argv, &cfg);
   if (rc)
@@ -287,21 +454,22 @@ main (int argc, char **argv)
       perror ("sbx serve: setgroups");
       return 1;
     }
-  /* Each sandbox holds a handful of fds here (pidfd, control socket, root,
-     cgroups) and each stream a few more. */
+  /* Each sandbox holds a handful of fds here (pidfd, root, cgroups) and in
+     the front end (pidfd, control socket, streams). */
   if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max)
     {
       rl.rlim_cur = rl.rlim_max;
       setrlimit (RLIMIT_NOFILE, &rl);
     }
   signal (SIGPIPE, SIG_IGN);
-  /* Termination signals are taken synchronously by main; every thread
-     created from here on inherits the mask. */
+  /* Termination signals and the front end's death are taken synchronously
+     by main; every thread created from here on inherits the mask. */
   sigemptyset (&mask);
   sigaddset (&mask, SIGTERM);
   sigaddset (&mask, SIGINT);
   sigaddset (&mask, SIGHUP);
   sigaddset (&mask, SIGQUIT);
+  sigaddset (&mask, SIGCHLD);
   pthread_sigmask (SIG_BLOCK, &mask, NULL);
 
   if (mkdir (cfg.state_dir, 0700) < 0 && errno != EEXIST)
@@ -310,37 +478,85 @@ main (int argc, char **argv)
       return 1;
     }
   /* The lock fds stay open (close-on-exec) until we exit. */
-  if (take_host_locks (&cfg) < 0)
+  if (take_host_locks (&cfg) < 0 || frontend_account (cfg.frontend_user, &fe_uid, &fe_gid) < 0
+      || give_state_dir (cfg.state_dir, fe_uid, fe_gid) < 0)
     return 1;
-
-  if (sbx_core_start (&cfg, &err) < 0)
+  self = open ("/proc/self/exe", O_PATH | O_CLOEXEC);
+  if (self < 0)
+    {
+      perror ("sbx serve: /proc/self/exe");
+      return 1;
+    }
+  if (sbx_server_listen (cfg.state_dir, cfg.listen, listen_fds, &err) < 0
+      || sbx_engine_open (&engine, &cfg.engine, &err) < 0
+      || sbx_priv_server_init (&cfg, &engine, &err) < 0)
     {
       fprintf (stderr, "sbx serve: %s\n", err->msg);
       sbx_error_free (err);
-      sbx_core_stop ();
-      sbx_core_free ();
       return 1;
     }
-  if (sbx_server_start (cfg.state_dir, cfg.listen, &err) < 0)
-    {
-      fprintf (stderr, "sbx serve: %s\n", err->msg);
-      sbx_error_free (err);
-      sbx_core_stop ();
-      sbx_core_free ();
-      return 1;
-    }
-  sbx_info ("sbx ready (state %s)", cfg.state_dir);
 
-  while (sigwaitinfo (&mask, &info) < 0)
-    if (errno != EINTR)
-      break;
-  sbx_info ("signal %d: stopping; %s", info.si_signo,
-            cfg.kill_on_exit ? "every sandbox is killed"
-                             : "running sandboxes keep running for the next start");
-  sbx_server_quiesce ();
-  sbx_core_stop ();
-  sbx_server_stop ();
-  sbx_core_free ();
+  for (;;)
+    {
+      int stop = 0;
+
+      last_start = time (NULL);
+      if (spawn_frontend (self, argv, argc, listen_fds, fe_uid, fe_gid, &fe) < 0
+          || pthread_create (&fe.serving, NULL, serve_frontend, &fe) != 0)
+        {
+          fprintf (stderr, "sbx serve: cannot start the front end: %s\n", strerror (errno));
+          rc = 1;
+          break;
+        }
+      for (;;)
+        {
+          if (sigwaitinfo (&mask, &info) < 0)
+            continue;
+          if (info.si_signo == SIGCHLD)
+            {
+              if (reaped (fe.pid, &status))
+                break;
+              continue;
+            }
+          /* Stop: the front end stops first (killing sandboxes through us
+             with --kill-on-exit), then we do. */
+          stop = 1;
+          kill (fe.pid, SIGTERM);
+          while (waitpid (fe.pid, &status, 0) < 0 && errno == EINTR)
+            ;
+          break;
+        }
+      pthread_join (fe.serving, NULL);
+      if (stop)
+        {
+          rc = WIFEXITED (status) ? WEXITSTATUS (status) : 1;
+          break;
+        }
+      if (!sbx_priv_frontend_ready ())
+        {
+          /* It never started (bad state, bad options): that is ours too. */
+          rc = WIFEXITED (status) ? WEXITSTATUS (status) : 1;
+          if (rc == 0)
+            rc = 1;
+          break;
+        }
+      /* A crash (a bug reached by some input): sandboxes keep running, a
+         new front end re-adopts them. Not forever in a tight loop. */
+      sbx_error ("the front end died (%s %d); restarting it",
+                 WIFSIGNALED (status) ? "signal" : "status",
+                 WIFSIGNALED (status) ? WTERMSIG (status) : WEXITSTATUS (status));
+      restarts = time (NULL) - last_start < 10 ? restarts + 1 : 0;
+      if (restarts >= 5)
+        {
+          sbx_error ("the front end keeps dying; giving up");
+          rc = 1;
+          break;
+        }
+      if (restarts > 0)
+        sleep ((unsigned) restarts);
+    }
+  sbx_priv_server_stop ();
+  sbx_engine_close (&engine);
   sbx_info ("stopped");
-  return 0;
+  return rc;
 }

@@ -135,7 +135,7 @@ sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
   json_decref (tag);
   if (p->cwd == NULL)
     sbx_oom ();
-  p->oom_before = sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg);
+  p->oom_before = sbx_host_oom_kills (sb->slot);
 
   p->stdin_fd = a->fds[0];
   p->stdin_open = p->stdin_fd >= 0;
@@ -208,9 +208,7 @@ adopt_one (const struct sbx_sandbox_record *r)
   a = malloc (sizeof *a);
   if (sb == NULL || a == NULL)
     sbx_oom ();
-  if (sbx_iso_adopt (&sbx_core.engine, r->id, (uid_t) r->uid_base, (pid_t) r->init_pid, &sb->box,
-                     &err)
-      < 0)
+  if (sbx_host_adopt (r->slot, r->id, (pid_t) r->init_pid, &sb->box, &err) < 0)
     {
       end_record (r, err->msg);
       sbx_error_free (err);
@@ -261,34 +259,6 @@ adopt_one (const struct sbx_sandbox_record *r)
   return sb;
 }
 
-static void
-kill_unadopted (const char *name, void *arg)
-{
-  struct sbx_cgroup cg;
-  struct sbx_sandbox *sb;
-  sbx_error_t *err = NULL;
-
-  (void) arg;
-  for (sb = sbx_core.sandboxes; sb; sb = sb->next)
-    if (strcmp (sb->id, name) == 0)
-      return;
-  /* A pool sandbox, a half-built one, or one whose init is gone. */
-  if (sbx_cgroup_open (&sbx_core.engine.cgroups, name, &cg, &err) < 0)
-    {
-      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
-      sbx_error_free (err);
-      return;
-    }
-  sbx_info ("removing leftover sandbox cgroup %s", name);
-  if (sbx_cgroup_kill (&sbx_core.engine.cgroups, &cg, &err) < 0
-      || sbx_cgroup_destroy (&sbx_core.engine.cgroups, &cg, &err) < 0)
-    {
-      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
-      sbx_error_free (err);
-    }
-  sbx_cgroup_close (&cg);
-}
-
 void
 sbx__adopt_all (void)
 {
@@ -309,7 +279,13 @@ sbx__adopt_all (void)
         free (rs.v[i].strings[k]);
     }
   free (rs.v);
-  sbx_cgroup_list (&sbx_core.engine.cgroups, kill_unadopted, NULL, NULL);
+  /* The parent kills every sandbox not adopted: pool sandboxes, half-built
+     ones, and those whose init is gone. */
+  if (sbx_host_adopt_done (&err) < 0)
+    {
+      sbx_warn ("removing leftover sandboxes: %s", err->msg);
+      sbx_error_free (err);
+    }
   if (rs.n > 0)
     sbx_info ("re-adopted %zu of %zu sandbox(es) left running", adopted, rs.n);
 }

@@ -29,6 +29,7 @@ struct sbx_config
   struct sbx_engine_opts engine;
   int verbose;
   int kill_on_exit; /* a clean stop kills running sandboxes (default: they live on) */
+  char frontend_user[64]; /* the account the HTTP front end runs as */
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);

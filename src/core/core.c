@@ -30,6 +30,7 @@ sbx_config_defaults (struct sbx_config *cfg)
 
   memset (cfg, 0, sizeof *cfg);
   snprintf (cfg->state_dir, sizeof cfg->state_dir, "/var/lib/sbx");
+  snprintf (cfg->frontend_user, sizeof cfg->frontend_user, "sbx");
   cfg->pool_size = 4;
   cfg->max_sandboxes = 1024;
   /* 0x60000000: far above any real account, below 2^31 (some tools treat
@@ -104,10 +105,11 @@ sbx_core_store (void)
   return sbx_core.store;
 }
 
-struct sbx_engine *
-sbx_core_engine (void)
+void
+sbx_core_host_info (unsigned *cgroup_mode, unsigned *landlock_abi)
 {
-  return &sbx_core.engine;
+  *cgroup_mode = sbx_core.host.cgroup_mode;
+  *landlock_abi = sbx_core.host.landlock_abi;
 }
 
 int
@@ -127,16 +129,15 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   if (sbx_core.slots == NULL)
     sbx_oom ();
 
-  if (mkdir (cfg->state_dir, 0700) < 0 && errno != EEXIST)
-    return sbx_err_sys (err, errno, "create state directory `%s`", cfg->state_dir);
-  if (chmod (cfg->state_dir, 0700) < 0)
-    return sbx_err_sys (err, errno, "chmod `%s`", cfg->state_dir);
+  /* The parent made the state directory ours (0700); the privileged
+     parent told us about the host at HELLO. */
+  sbx_core.host = *sbx_host_get_info ();
   snprintf (path, sizeof path, "%s/sbx.db", cfg->state_dir);
   if (sbx_store_open (path, &sbx_core.store, err) < 0)
     return -1;
-  if (sbx_engine_open (&sbx_core.engine, &cfg->engine, err) < 0)
-    return -1;
-  sbx_core.engine_open = 1;
+  sbx_core.devnull = open ("/dev/null", O_RDWR | O_CLOEXEC);
+  if (sbx_core.devnull < 0)
+    return sbx_err_sys (err, errno, "open /dev/null");
   if (sbx_templates_init (err) < 0)
     return -1;
 
@@ -160,8 +161,8 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
     return sbx_err (err, SBX_E_SYSTEM, "cannot start the core's threads");
   sbx_core.threads_started = 1;
   sbx_info ("core ready: cgroup %s, Landlock ABI %u, pool %u, uid base %u",
-            sbx_core.engine.cgroups.mode == SBX_CGROUP_V2 ? "v2" : "v1",
-            sbx_core.engine.landlock_abi, cfg->pool_size, (unsigned) cfg->uid_base);
+            sbx_core.host.cgroup_mode == SBX_CGROUP_V2 ? "v2" : "v1", sbx_core.host.landlock_abi,
+            cfg->pool_size, (unsigned) cfg->uid_base);
   return 0;
 }
 
@@ -182,9 +183,6 @@ leave_running (void)
       sbx__process_kill_all (sb, "the daemon stopped");
       close_and_reset (&sb->box.pidfd);
       close_and_reset (&sb->box.ctl);
-      close_and_reset (&sb->box.root);
-      close_and_reset (&sb->box.disk);
-      sbx_cgroup_close (&sb->box.cg);
       sbx_info ("sandbox %s keeps running", sb->id);
       sbx__sandbox_unref_locked (sb);
     }
@@ -240,10 +238,9 @@ void
 sbx_core_free (void)
 {
   sbx_templates_free ();
-  /* A start that failed early never opened it: its fds are zeros, not -1. */
-  if (sbx_core.engine_open)
-    sbx_engine_close (&sbx_core.engine);
-  sbx_core.engine_open = 0;
+  if (sbx_core.devnull > 0)
+    close (sbx_core.devnull);
+  sbx_core.devnull = -1;
   sbx_store_close (sbx_core.store);
   sbx_core.store = NULL;
   if (sbx_core.epfd >= 0)

@@ -180,7 +180,8 @@ void sbx_core_stop (void);
 void sbx_core_free (void);
 const struct sbx_config *sbx_core_config (void);
 struct sbx_store *sbx_core_store (void);
-struct sbx_engine *sbx_core_engine (void);
+/* The cgroup version and Landlock ABI of the host (for /v1/info). */
+void sbx_core_host_info (unsigned *cgroup_mode, unsigned *landlock_abi);
 int64_t sbx_now_ms (void);
 /* A wall-clock time in ms as an RFC 3339 UTC string. */
 json_t *sbx_json_time (int64_t ms);

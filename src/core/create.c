@@ -49,7 +49,7 @@ struct sbx_sandbox *
 sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
 {
   const struct sbx_template *tmpl = sbx_template_find ("base");
-  struct sbx_iso_spec spec;
+  struct sbx_host_create req;
   struct sbx_sandbox *sb;
   uint32_t slot;
 
@@ -74,19 +74,16 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
   pthread_mutex_unlock (&sbx_core.lock);
   sb->slot = slot;
 
-  memset (&spec, 0, sizeof spec);
-  spec.name = sb->id;
-  spec.uid_base = sbx__slot_uid_base (slot);
-  spec.limits.memory_bytes = limits->memory_bytes;
-  spec.limits.cpu_milli = limits->cpu_milli;
-  spec.limits.pids = limits->pids;
-  spec.disk_bytes = sbx__effective_disk (limits);
-  spec.hostname = SBX_HOSTNAME;
-  spec.plan = &tmpl->plan;
-  spec.user_uid = 1000;
-  spec.user_gid = 1000;
-  spec.background = background;
-  if (sbx_iso_create (&sbx_core.engine, &spec, &sb->box, err) < 0)
+  memset (&req, 0, sizeof req);
+  req.slot = slot;
+  req.id = sb->id;
+  req.template_name = tmpl->name;
+  req.limits.memory_bytes = limits->memory_bytes;
+  req.limits.cpu_milli = limits->cpu_milli;
+  req.limits.pids = limits->pids;
+  req.disk_bytes = sbx__effective_disk (limits);
+  req.background = background;
+  if (sbx_host_create (&req, &sb->box, err) < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
       sbx__slot_release (slot);
@@ -178,7 +175,7 @@ sbx__discard (struct sbx_sandbox *sb)
   sbx__watch_del (&sb->ctl_watch);
   sbx__watch_del (&sb->pidfd_watch);
   pthread_mutex_unlock (&sbx_core.lock);
-  if (sbx_iso_destroy (&sbx_core.engine, &sb->box, &err) < 0)
+  if (sbx_host_destroy (sb->slot, &sb->box, &err) < 0)
     {
       sbx_warn ("discard sandbox %s: %s", sb->id, err->msg);
       sbx_error_free (err);
@@ -245,16 +242,16 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   else
     {
-      if (sbx_iso_set_foreground (&sb->box, err) < 0)
+      if (sbx_host_set_foreground (sb->slot, err) < 0)
         goto fail_discard;
       if (!limits_equal (&limits, &sb->limits))
         {
           struct sbx_cgroup_limits cl = {limits.memory_bytes, limits.cpu_milli, limits.pids};
-          if (sbx_iso_set_limits (&sbx_core.engine, &sb->box, &cl, err) < 0)
+          if (sbx_host_set_limits (sb->slot, &cl, err) < 0)
             goto fail_discard;
         }
       if (sbx__effective_disk (&limits) != sbx__effective_disk (&sb->limits)
-          && sbx_iso_set_disk (&sb->box, sbx__effective_disk (&limits), err) < 0)
+          && sbx_host_set_disk (sb->slot, sbx__effective_disk (&limits), err) < 0)
         goto fail_discard;
       sb->limits = limits;
     }

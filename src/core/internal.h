@@ -4,6 +4,7 @@
 #define SBX_CORE_INTERNAL_H
 
 #include "core/core.h"
+#include "priv/host.h"
 
 enum sbx_watch_kind
 {
@@ -29,7 +30,8 @@ struct sbx_core_state
 {
   pthread_mutex_t lock;
   struct sbx_config cfg;
-  struct sbx_engine engine;
+  struct sbx_host_info host; /* what the privileged parent said at HELLO */
+  int devnull;               /* for commands without stdin, and for discarding output */
   struct sbx_store *store; /* has its own lock */
   struct sbx_sandbox *sandboxes; /* running and dying */
   unsigned running;
@@ -42,7 +44,6 @@ struct sbx_core_state
   uint32_t nwatches, free_watch; /* free list head is index+1, 0 = none */
   pthread_t loop_thread, pool_thread, janitor_thread;
   int threads_started;
-  int engine_open; /* sbx_engine_open succeeded: sbx_core_free closes it */
   pthread_cond_t pool_cond, janitor_cond;
   struct sbx_sandbox **janitor_q;
   size_t janitor_len, janitor_cap;

@@ -197,7 +197,7 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       p->deadline_mono = 0;
       if (WIFSIGNALED (ev->wait_status) && WTERMSIG (ev->wait_status) == SIGKILL && !p->timed_out
           && !p->killed_by_api
-          && sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg) > p->oom_before)
+          && sbx_host_oom_kills (sb->slot) > p->oom_before)
         p->oom_killed = 1;
       sbx__watch_del (&p->stdin_watch);
       close_and_reset (&p->stdin_fd);
@@ -243,7 +243,7 @@ sbx__process_on_output (struct sbx_process *p, int idx)
       /* Past max_output: discard in the kernel (splice to /dev/null), so a
          command printing gigabytes costs the daemon no copies. */
       size_t chunk = o->drain_left >= 0 ? want : (1u << 20);
-      n = splice (o->fd, NULL, sbx_core.engine.devnull, NULL, chunk, SPLICE_F_NONBLOCK);
+      n = splice (o->fd, NULL, sbx_core.devnull, NULL, chunk, SPLICE_F_NONBLOCK);
       if (n > 0)
         {
           o->dropped += (uint64_t) n;
@@ -560,7 +560,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   p->req_id = ++sb->next_req_id;
   p->next = sb->procs;
   sb->procs = p;
-  p->oom_before = sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg);
+  p->oom_before = sbx_host_oom_kills (sb->slot);
   p->timeout_ms = opts->timeout_ms;
   if (opts->timeout_ms)
     p->deadline_mono = p->start_mono + (int64_t) opts->timeout_ms;
@@ -578,7 +578,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.envp = envp;
   spawn.rlimit_nofile = RLIMIT_NOFILE_DEFAULT;
   spawn.rlimit_fsize = sbx__effective_disk (&sb->limits);
-  spawn.stdio[0] = use_pipe_stdin ? in_pipe[0] : sbx_core.engine.devnull;
+  spawn.stdio[0] = use_pipe_stdin ? in_pipe[0] : sbx_core.devnull;
   spawn.stdio[1] = out_pipe[0][1];
   spawn.stdio[2] = out_pipe[1][1];
   /* init keeps our ends as well, so the command outlives a daemon crash. */

@@ -158,15 +158,12 @@ sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx
       pthread_mutex_unlock (&sbx_core.lock);
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id);
     }
-  /* Our own duplicate: a concurrent kill closes the sandbox's, and a
-     closed-then-reused fd number must never become someone's root. */
-  ctx->root = fcntl (sb->box.root, F_DUPFD_CLOEXEC, 3);
+  /* The privileged parent resolves paths in the sandbox's root: we name
+     the sandbox by its slot (the parent checks it is still the same). */
+  ctx->slot = sb->slot;
   ctx->uid_base = sb->box.uid_base;
-  if (ctx->root >= 0)
-    sb->refs++;
+  sb->refs++;
   pthread_mutex_unlock (&sbx_core.lock);
-  if (ctx->root < 0)
-    return sbx_err_sys (err, errno, "dup");
   c = calloc (1, sizeof *c);
   if (c == NULL)
     sbx_oom ();
@@ -190,7 +187,4 @@ sbx_sandbox_fs_close (struct sbx_fs_ctx *ctx)
       free (c);
       ctx->copier = NULL;
     }
-  if (ctx->root >= 0)
-    close (ctx->root);
-  ctx->root = -1;
 }

@@ -266,7 +266,7 @@ sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err)
       pthread_mutex_unlock (&sbx_core.lock);
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id), NULL;
     }
-  if (sbx_iso_stats (&sbx_core.engine, &sb->box, &st, err) < 0)
+  if (sbx_host_stats (sb->slot, &st, err) < 0)
     {
       pthread_mutex_unlock (&sbx_core.lock);
       return NULL;
@@ -326,7 +326,7 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
   pthread_cond_broadcast (&sb->cond);
   pthread_mutex_unlock (&sbx_core.lock);
 
-  if (sbx_iso_destroy (&sbx_core.engine, &sb->box, &local) < 0)
+  if (sbx_host_destroy (sb->slot, &sb->box, &local) < 0)
     {
       sbx_error ("destroying sandbox %s: %s", sb->id, local->msg);
       sbx_error_free (local);

@@ -39,6 +39,7 @@ struct sbx_fs_ctx
   uid_t uid_base; /* host id of uid 0 inside */
   uint32_t uid, gid; /* the acting user, inside ids */
   const struct sbx_fs_copier *copier; /* may be NULL */
+  uint32_t slot;  /* the front end (priv/host.h): which sandbox; root is unset */
 };
 
 enum sbx_fs_type
@@ -84,6 +85,7 @@ struct sbx_fs_upload
   uint32_t mode;
   uint64_t written;
   struct sbx_fs_ctx ctx;
+  uint64_t token; /* the front end: the parent's name for it */
 };
 int sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
                          int parents, struct sbx_fs_upload *up, sbx_error_t **err);

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 int
-sbx__iso_send (int fd, const void *p, size_t len, const int *fds, int nfds, sbx_error_t **err)
+sbx__sendmsg (int fd, const void *p, size_t len, const int *fds, int nfds, int flags)
 {
   union
   {
@@ -21,7 +21,7 @@ sbx__iso_send (int fd, const void *p, size_t len, const int *fds, int nfds, sbx_
   ssize_t n;
 
   if (nfds > SBX_ISO_MAX_FDS)
-    return sbx_err (err, SBX_E_INVALID, "too many descriptors for one packet");
+    return -EINVAL;
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   if (nfds > 0)
@@ -37,14 +37,20 @@ sbx__iso_send (int fd, const void *p, size_t len, const int *fds, int nfds, sbx_
       memcpy (CMSG_DATA (c), fds, sizeof (int) * (size_t) nfds);
     }
   do
-    n = sendmsg (fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    n = sendmsg (fd, &msg, MSG_NOSIGNAL | flags);
   while (n < 0 && errno == EINTR);
-  if (n < 0)
-    {
-      if (errno == EAGAIN)
-        return sbx_err (err, SBX_E_UNAVAILABLE, "the sandbox's init is not keeping up");
-      return sbx_err_sys (err, errno, "send to sandbox init");
-    }
+  return n < 0 ? -errno : 0;
+}
+
+int
+sbx__iso_send (int fd, const void *p, size_t len, const int *fds, int nfds, sbx_error_t **err)
+{
+  int r = sbx__sendmsg (fd, p, len, fds, nfds, MSG_DONTWAIT);
+
+  if (r == -EAGAIN)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "the sandbox's init is not keeping up");
+  if (r < 0)
+    return sbx_err_sys (err, -r, "send to sandbox init");
   return 0;
 }
 

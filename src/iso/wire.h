@@ -9,6 +9,9 @@
 
 #define SBX_ISO_MAX_FDS 8 /* descriptors on one packet, either way */
 
+/* Send one packet with up to SBX_ISO_MAX_FDS descriptors; flags are
+   sendmsg's (MSG_NOSIGNAL is added). Returns 0 or -errno. */
+int sbx__sendmsg (int fd, const void *p, size_t len, const int *fds, int nfds, int flags);
 /* Send one packet without blocking, with nfds (<= SBX_ISO_MAX_FDS)
    descriptors. A full socket is SBX_E_UNAVAILABLE. */
 int sbx__iso_send (int fd, const void *p, size_t len, const int *fds, int nfds,

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/keys.h"
+#include "priv/host.h"
 #include "server/request.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -319,7 +320,7 @@ free_request (struct sbx_req *r)
   if (r->deferred)
     MHD_destroy_response (r->deferred);
   if (r->upload_open)
-    sbx_fs_upload_abort (&r->up);
+    sbx_host_fs_upload_abort (&r->up);
   sbx_sandbox_fs_close (&r->fs);
   if (r->sb)
     sbx_sandbox_unref (r->sb);
@@ -416,10 +417,10 @@ take_body (struct sbx_req *r, const char *data, size_t len)
     {
     case SBX_BODY_UPLOAD:
       if (r->upload_open && r->upload_err == NULL
-          && sbx_fs_upload_write (&r->up, data, len, &err) < 0)
+          && sbx_host_fs_upload_write (&r->up, data, len, &err) < 0)
         {
           r->upload_err = err;
-          sbx_fs_upload_abort (&r->up);
+          sbx_host_fs_upload_abort (&r->up);
           r->upload_open = 0;
         }
       break;
@@ -599,18 +600,37 @@ start_mhd (struct listener *l, sbx_error_t **err)
 }
 
 int
-sbx_server_start (const char *state_dir, const char *listen, sbx_error_t **err)
+sbx_server_listen (const char *state_dir, const char *listen, int fds[2], sbx_error_t **err)
 {
-  unix_listener.fd = listen_unix (state_dir, err);
-  if (unix_listener.fd < 0)
+  fds[0] = listen_unix (state_dir, err);
+  fds[1] = -1;
+  if (fds[0] < 0)
     return -1;
+  if (listen && listen[0])
+    {
+      fds[1] = listen_tcp (listen, err);
+      if (fds[1] < 0)
+        {
+          close (fds[0]);
+          fds[0] = -1;
+          return -1;
+        }
+    }
+  return 0;
+}
+
+int
+sbx_server_start (const char *state_dir, const char *listen, const int fds[2], sbx_error_t **err)
+{
+  snprintf (socket_path, sizeof socket_path, "%s/sbx.sock", state_dir);
+  unix_listener.fd = fds[0];
   if (start_mhd (&unix_listener, err) < 0)
     return -1;
   sbx_info ("listening on unix:%s", socket_path);
-  if (listen && listen[0])
+  if (fds[1] >= 0)
     {
-      tcp_listener.fd = listen_tcp (listen, err);
-      if (tcp_listener.fd < 0 || start_mhd (&tcp_listener, err) < 0)
+      tcp_listener.fd = fds[1];
+      if (start_mhd (&tcp_listener, err) < 0)
         {
           sbx_server_stop ();
           return -1;

@@ -1,18 +1,20 @@
-/* sbx: the files API. Every path goes to iso/fs.c, which resolves it
- * inside the sandbox's root as the sandbox's user. */
+/* sbx: the files API. Every path goes to the privileged parent
+ * (priv/host.h), whose iso/fs.c resolves it inside the sandbox's root as
+ * the sandbox's user; copies into the sandbox run in its own helper. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "priv/host.h"
 #include "server/request.h"
 #include "util/cleanup.h"
 
 #define LIST_MAX_ENTRIES 10000
 
 
-/* Resolve sandbox (segment 2) and the acting user; ctx->root is ours. */
+/* Resolve sandbox (segment 2) and the acting user. */
 static struct sbx_sandbox *
 open_ctx (struct sbx_req *r, struct sbx_fs_ctx *ctx, sbx_error_t **err)
 {
@@ -87,7 +89,7 @@ reply_stat (struct sbx_req *r, const struct sbx_fs_ctx *ctx, const char *path, u
 
   if (e == NULL)
     sbx_oom ();
-  if (sbx_fs_stat (ctx, path, e, &err) < 0)
+  if (sbx_host_fs_stat (ctx, path, e, &err) < 0)
     sbx_reply_error (r, err);
   else
     sbx_reply_json (r, status, entry_json (e));
@@ -110,7 +112,7 @@ sbx_route_file_get (struct sbx_req *r)
       sbx_reply_error (r, err);
       return;
     }
-  fd = sbx_fs_open_read (&ctx, path, &size, &err);
+  fd = sbx_host_fs_open_read (&ctx, path, &size, &err);
   close_ctx (sb, &ctx);
   if (fd < 0)
     {
@@ -146,7 +148,7 @@ sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err)
     if (r->content_length != UINT64_MAX && r->content_length > sbx_sandbox_disk_limit (r->sb))
       return sbx_err (err, SBX_E_TOO_LARGE, "the file is larger than the sandbox's disk");
   }
-  if (sbx_fs_upload_begin (&r->fs, path, mode, parents, &r->up, err) < 0)
+  if (sbx_host_fs_upload_begin (&r->fs, path, mode, parents, &r->up, err) < 0)
     return -1;
   r->upload_open = 1;
   return 0;
@@ -170,7 +172,7 @@ sbx_route_file_put (struct sbx_req *r)
       return;
     }
   r->upload_open = 0;
-  if (sbx_fs_upload_commit (&r->up, &err) < 0)
+  if (sbx_host_fs_upload_commit (&r->up, &err) < 0)
     {
       sbx_reply_error (r, err);
       return;
@@ -198,7 +200,7 @@ sbx_route_file_delete (struct sbx_req *r)
       sbx_reply_error (r, err);
       return;
     }
-  if (sbx_fs_remove (&ctx, path, recursive, &err) < 0)
+  if (sbx_host_fs_remove (&ctx, path, recursive, &err) < 0)
     sbx_reply_error (r, err);
   else
     sbx_reply_empty (r, 204);
@@ -256,7 +258,7 @@ sbx_route_file_list (struct sbx_req *r)
       return;
     }
   arr = json_array ();
-  if (sbx_fs_list (&ctx, path, (int) depth, LIST_MAX_ENTRIES, add_entry, arr, &truncated, &err)
+  if (sbx_host_fs_list (&ctx, path, (int) depth, LIST_MAX_ENTRIES, add_entry, arr, &truncated, &err)
       < 0)
     {
       json_decref (arr);
@@ -292,7 +294,7 @@ sbx_route_file_mkdir (struct sbx_req *r)
       goto fail;
     }
   if (sbx_fs_normalize (path, abs, sizeof abs, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL
-      || sbx_fs_mkdir (&ctx, abs, mode, parents, &err) < 0)
+      || sbx_host_fs_mkdir (&ctx, abs, mode, parents, &err) < 0)
     goto fail;
   reply_stat (r, &ctx, abs, 201);
   close_ctx (sb, &ctx);
@@ -327,7 +329,7 @@ sbx_route_file_move (struct sbx_req *r)
       goto fail;
     }
   if (sbx_fs_normalize (to, abs, sizeof abs, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL
-      || sbx_fs_move (&ctx, from, to, overwrite, &err) < 0)
+      || sbx_host_fs_move (&ctx, from, to, overwrite, &err) < 0)
     goto fail;
   reply_stat (r, &ctx, abs, 200);
   close_ctx (sb, &ctx);

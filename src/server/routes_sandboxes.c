@@ -21,14 +21,14 @@ sbx_route_healthz (struct sbx_req *r)
 void
 sbx_route_info (struct sbx_req *r)
 {
-  struct sbx_engine *eng = sbx_core_engine ();
-  unsigned running = 0, pooled = 0;
+  unsigned running = 0, pooled = 0, cgroup_mode = 0, landlock_abi = 0;
 
   sbx_core_counts (sbx_req_tenant (r), &running, &pooled);
+  sbx_core_host_info (&cgroup_mode, &landlock_abi);
   sbx_reply_json (r, 200,
                   json_pack ("{s:s, s:s, s:i, s:i, s:i}", "version", SBX_VERSION, "cgroup",
-                             eng->cgroups.mode == SBX_CGROUP_V2 ? "v2" : "v1", "landlock_abi",
-                             (int) eng->landlock_abi, "pool", (int) pooled, "sandboxes",
+                             cgroup_mode == SBX_CGROUP_V2 ? "v2" : "v1", "landlock_abi",
+                             (int) landlock_abi, "pool", (int) pooled, "sandboxes",
                              (int) running));
 }
 

@@ -28,40 +28,7 @@
 #define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED (1 << 7)
 #endif
 
-/* Landlock, defined here in full because the build host's headers may
-   predate the ABIs the running kernel offers. Values are kernel ABI. */
-struct sbx_landlock_ruleset_attr
-{
-  uint64_t handled_access_fs;
-  uint64_t handled_access_net;
-  uint64_t scoped;
-};
-struct sbx_landlock_path_beneath
-{
-  uint64_t allowed_access;
-  int32_t parent_fd;
-} __attribute__ ((packed));
-#define LL_CREATE_RULESET_VERSION (1U << 0)
-#define LL_RULE_PATH_BENEATH 1
-#define LL_FS_EXECUTE (1ULL << 0)
-#define LL_FS_WRITE_FILE (1ULL << 1)
-#define LL_FS_READ_FILE (1ULL << 2)
-#define LL_FS_READ_DIR (1ULL << 3)
-#define LL_FS_REMOVE_DIR (1ULL << 4)
-#define LL_FS_REMOVE_FILE (1ULL << 5)
-#define LL_FS_MAKE_CHAR (1ULL << 6)
-#define LL_FS_MAKE_DIR (1ULL << 7)
-#define LL_FS_MAKE_REG (1ULL << 8)
-#define LL_FS_MAKE_SOCK (1ULL << 9)
-#define LL_FS_MAKE_FIFO (1ULL << 10)
-#define LL_FS_MAKE_BLOCK (1ULL << 11)
-#define LL_FS_MAKE_SYM (1ULL << 12)
-#define LL_FS_REFER (1ULL << 13)      /* ABI 2 */
-#define LL_FS_TRUNCATE (1ULL << 14)   /* ABI 3 */
-#define LL_FS_IOCTL_DEV (1ULL << 15)  /* ABI 5 */
-#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
-#define LL_SCOPE_SIGNAL (1ULL << 1)              /* ABI 6 */
-#define LL_MAX_ABI 6 /* the newest ABI whose rights this file knows */
+#include "util/landlock.h"
 
 void
 init_setup_network (void)

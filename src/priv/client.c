@@ -1,0 +1,751 @@
+/* sbx: the front end's side of privilege separation (see priv/proto.h).
+ *
+ * Requests go out on a pool of channels, one request per channel at a
+ * time, so HTTP threads never wait for each other's privileged calls. A
+ * channel is a SOCK_SEQPACKET pair whose other end we hand to the parent
+ * on the first channel. While waiting for its answer, a request may get
+ * callbacks (PUMP_START, PUMP_FINISH) that run the copier of the call.
+ */
+#include "priv/host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "iso/wire.h"
+#include "priv/proto.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define MAX_CHANNELS 64
+
+static struct
+{
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int master;
+  int free_fds[MAX_CHANNELS];
+  int nfree, total;
+  struct sbx_host_info info;
+} C = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .master = -1};
+
+static int
+proto_error (sbx_error_t **err)
+{
+  return sbx_err (err, SBX_E_SYSTEM, "the privileged process broke the protocol");
+}
+
+static int
+chan_get (sbx_error_t **err)
+{
+  int fd = -1, sv[2];
+  struct sbx_priv_hdr m = {SBX_PRIV_CHANNEL, sizeof m};
+
+  pthread_mutex_lock (&C.lock);
+  while (C.nfree == 0 && C.total >= MAX_CHANNELS)
+    pthread_cond_wait (&C.cond, &C.lock);
+  if (C.nfree > 0)
+    {
+      fd = C.free_fds[--C.nfree];
+      pthread_mutex_unlock (&C.lock);
+      return fd;
+    }
+  if (C.master < 0)
+    {
+      pthread_mutex_unlock (&C.lock);
+      return sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
+    }
+  if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    {
+      int e = errno;
+      pthread_mutex_unlock (&C.lock);
+      return sbx_err_sys (err, e, "socketpair");
+    }
+  if (sbx__sendmsg (C.master, &m, sizeof m, &sv[1], 1, 0) < 0)
+    {
+      pthread_mutex_unlock (&C.lock);
+      close (sv[0]);
+      close (sv[1]);
+      return sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
+    }
+  close (sv[1]);
+  C.total++;
+  pthread_mutex_unlock (&C.lock);
+  return sv[0];
+}
+
+static void
+chan_put (int fd, int broken)
+{
+  pthread_mutex_lock (&C.lock);
+  if (broken)
+    {
+      close (fd);
+      C.total--;
+    }
+  else
+    C.free_fds[C.nfree++] = fd;
+  pthread_cond_signal (&C.cond);
+  pthread_mutex_unlock (&C.lock);
+}
+
+struct call
+{
+  const struct sbx_fs_copier *copier;                   /* for PUMP callbacks */
+  int (*on_entry) (const struct sbx_fs_entry *e, void *arg); /* for LIST */
+  void *arg;
+  int entry_failed;
+  /* out */
+  struct sbx_priv_reply reply;
+  unsigned char payload[256];
+  int fds[SBX_PRIV_MAX_FDS];
+  int nfds;
+};
+
+static int
+answer_pump (int fd, int status, uint64_t job, sbx_error_t *e)
+{
+  struct sbx_priv_pump_done d;
+
+  memset (&d, 0, sizeof d);
+  d.hdr.op = SBX_PRIV_PUMP_DONE;
+  d.hdr.len = sizeof d;
+  d.status = status;
+  d.job = job;
+  if (e)
+    {
+      d.kind = e->kind;
+      snprintf (d.msg, sizeof d.msg, "%s", e->msg);
+    }
+  return sbx__sendmsg (fd, &d, sizeof d, NULL, 0, 0);
+}
+
+/* A callback from the parent in the middle of a request. */
+static int
+callback (int fd, struct call *cl, const struct sbx_priv_pump *m, size_t n, int *fds, int nfds)
+{
+  sbx_error_t *e = NULL;
+  int r;
+
+  if (n != sizeof *m || cl->copier == NULL)
+    {
+      while (nfds > 0)
+        close (fds[--nfds]);
+      return -1;
+    }
+  if (m->hdr.op == SBX_PRIV_PUMP_START)
+    {
+      void *job = NULL;
+      if (nfds != 2)
+        {
+          while (nfds > 0)
+            close (fds[--nfds]);
+          return -1;
+        }
+      r = cl->copier->start (cl->copier->arg, fds[0], fds[1], &job, &e);
+      close (fds[0]);
+      close (fds[1]);
+      r = answer_pump (fd, r < 0 ? -1 : 0, (uint64_t) (uintptr_t) job, e);
+    }
+  else
+    {
+      if (nfds != 0 || m->job == 0)
+        return -1;
+      r = cl->copier->finish (cl->copier->arg, (void *) (uintptr_t) m->job, &e);
+      r = answer_pump (fd, r < 0 ? -1 : 0, 0, e);
+    }
+  sbx_error_free (e);
+  return r;
+}
+
+/* Send a request and wait for its reply; 0 when the parent said yes. */
+static int
+call (const void *req, size_t len, struct call *cl, sbx_error_t **err)
+{
+  union
+  {
+    struct sbx_priv_hdr hdr;
+    struct sbx_priv_reply reply;
+    struct sbx_priv_pump pump;
+    struct sbx_priv_entry entry;
+    unsigned char raw[sizeof (struct sbx_priv_entry) + 64];
+  } *m = malloc (sizeof *m);
+  int fd, broken = 1, rc = -1;
+
+  if (m == NULL)
+    sbx_oom ();
+  cl->nfds = 0;
+  fd = chan_get (err);
+  if (fd < 0)
+    {
+      free (m);
+      return -1;
+    }
+  if (sbx__sendmsg (fd, req, len, NULL, 0, 0) < 0)
+    {
+      sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
+      goto out;
+    }
+  for (;;)
+    {
+      int fds[SBX_PRIV_MAX_FDS], nfds = 0;
+      ssize_t n = sbx__iso_recv (fd, m, sizeof *m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+      if (n <= 0)
+        {
+          sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
+          goto out;
+        }
+      if ((size_t) n < sizeof m->hdr || m->hdr.len != (size_t) n)
+        goto bad;
+      if (m->hdr.op == SBX_PRIV_PUMP_START || m->hdr.op == SBX_PRIV_PUMP_FINISH)
+        {
+          if (callback (fd, cl, &m->pump, (size_t) n, fds, nfds) < 0)
+            {
+              proto_error (err);
+              goto out;
+            }
+          continue;
+        }
+      if (m->hdr.op == SBX_PRIV_LIST_ENTRY)
+        {
+          if ((size_t) n != sizeof m->entry || nfds != 0)
+            goto bad;
+          m->entry.entry.name[sizeof m->entry.entry.name - 1] = '\0';
+          m->entry.entry.path[sizeof m->entry.entry.path - 1] = '\0';
+          m->entry.entry.target[sizeof m->entry.entry.target - 1] = '\0';
+          if (!cl->entry_failed && cl->on_entry && cl->on_entry (&m->entry.entry, cl->arg) < 0)
+            cl->entry_failed = 1;
+          continue;
+        }
+      if (m->hdr.op != SBX_PRIV_REPLY || (size_t) n < sizeof m->reply
+          || m->reply.payload > sizeof cl->payload || (size_t) n != sizeof m->reply + m->reply.payload)
+        {
+        bad:
+          while (nfds > 0)
+            close (fds[--nfds]);
+          proto_error (err);
+          goto out;
+        }
+      cl->reply = m->reply;
+      cl->reply.msg[sizeof cl->reply.msg - 1] = '\0';
+      memcpy (cl->payload, &m->reply + 1, m->reply.payload);
+      memcpy (cl->fds, fds, sizeof (int) * (size_t) nfds);
+      cl->nfds = nfds;
+      broken = 0;
+      if (m->reply.status < 0)
+        {
+          enum sbx_error_kind k = m->reply.kind >= SBX_E_INVALID && m->reply.kind <= SBX_E_UNAVAILABLE
+                                      ? (enum sbx_error_kind) m->reply.kind
+                                      : SBX_E_SYSTEM;
+          while (cl->nfds > 0)
+            close (cl->fds[--cl->nfds]);
+          sbx_err_errno (err, k, m->reply.sys_errno, "%s", m->reply.msg);
+          goto out;
+        }
+      rc = 0;
+      goto out;
+    }
+out:
+  chan_put (fd, broken);
+  free (m);
+  return rc;
+}
+
+static void
+close_fds (struct call *cl)
+{
+  while (cl->nfds > 0)
+    close (cl->fds[--cl->nfds]);
+}
+
+int
+sbx_host_connect (int fd, struct sbx_host_info *info, sbx_error_t **err)
+{
+  struct sbx_priv_hello h = {{SBX_PRIV_HELLO, sizeof h}, SBX_PRIV_VERSION, 0};
+  struct
+  {
+    struct sbx_priv_reply r;
+    struct sbx_priv_info info;
+  } a;
+  int fds[SBX_PRIV_MAX_FDS], nfds = 0;
+  ssize_t n;
+
+  if (sbx__sendmsg (fd, &h, sizeof h, NULL, 0, 0) < 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
+  n = sbx__iso_recv (fd, &a, sizeof a, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+  if (n != (ssize_t) sizeof a || nfds != 0 || a.r.hdr.op != SBX_PRIV_REPLY
+      || a.r.hdr.len != sizeof a || a.r.status != 0 || a.info.version != SBX_PRIV_VERSION)
+    {
+      while (nfds > 0)
+        close (fds[--nfds]);
+      return proto_error (err);
+    }
+  info->cgroup_mode = a.info.cgroup_mode;
+  info->landlock_abi = a.info.landlock_abi;
+  pthread_mutex_lock (&C.lock);
+  C.info = *info;
+  C.master = fd;
+  pthread_mutex_unlock (&C.lock);
+  return 0;
+}
+
+const struct sbx_host_info *
+sbx_host_get_info (void)
+{
+  return &C.info;
+}
+
+int
+sbx_host_ready (sbx_error_t **err)
+{
+  struct sbx_priv_hdr m = {SBX_PRIV_READY, sizeof m};
+  int r;
+
+  pthread_mutex_lock (&C.lock);
+  r = C.master >= 0 ? sbx__sendmsg (C.master, &m, sizeof m, NULL, 0, 0) : -EPIPE;
+  pthread_mutex_unlock (&C.lock);
+  if (r < 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
+  return 0;
+}
+
+void
+sbx_host_disconnect (void)
+{
+  pthread_mutex_lock (&C.lock);
+  while (C.nfree > 0)
+    close (C.free_fds[--C.nfree]);
+  C.total = 0;
+  if (C.master >= 0)
+    close (C.master);
+  C.master = -1;
+  pthread_cond_broadcast (&C.cond);
+  pthread_mutex_unlock (&C.lock);
+}
+
+/* ---- sandboxes --------------------------------------------------------- */
+
+static int
+take_box (struct call *cl, struct sbx_iso_box *box, sbx_error_t **err)
+{
+  struct sbx_priv_box b;
+
+  if (cl->reply.payload != sizeof b || cl->nfds != 2)
+    {
+      close_fds (cl);
+      return proto_error (err);
+    }
+  memcpy (&b, cl->payload, sizeof b);
+  sbx_iso_box_init (box);
+  box->pid = b.pid;
+  box->uid_base = b.uid_base;
+  box->landlock_abi = b.landlock_abi;
+  box->ctl = cl->fds[0];
+  box->pidfd = cl->fds[1];
+  cl->nfds = 0;
+  if (fcntl (box->ctl, F_SETFL, O_NONBLOCK) < 0)
+    {
+      close_and_reset (&box->ctl);
+      close_and_reset (&box->pidfd);
+      return sbx_err_sys (err, errno, "fcntl");
+    }
+  return 0;
+}
+
+int
+sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box, sbx_error_t **err)
+{
+  struct sbx_priv_create m;
+  struct call cl = {0};
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_CREATE;
+  m.hdr.len = sizeof m;
+  m.slot = req->slot;
+  m.background = req->background ? 1 : 0;
+  snprintf (m.id, sizeof m.id, "%s", req->id);
+  snprintf (m.template_name, sizeof m.template_name, "%s", req->template_name);
+  m.memory_bytes = req->limits.memory_bytes;
+  m.cpu_milli = req->limits.cpu_milli;
+  m.pids = req->limits.pids;
+  m.disk_bytes = req->disk_bytes;
+  if (call (&m, sizeof m, &cl, err) < 0)
+    return -1;
+  return take_box (&cl, box, err);
+}
+
+int
+sbx_host_adopt (uint32_t slot, const char *id, pid_t init_pid, struct sbx_iso_box *box,
+                sbx_error_t **err)
+{
+  struct sbx_priv_adopt m;
+  struct call cl = {0};
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_ADOPT;
+  m.hdr.len = sizeof m;
+  m.slot = slot;
+  m.init_pid = init_pid;
+  snprintf (m.id, sizeof m.id, "%s", id);
+  if (call (&m, sizeof m, &cl, err) < 0)
+    return -1;
+  return take_box (&cl, box, err);
+}
+
+int
+sbx_host_adopt_done (sbx_error_t **err)
+{
+  struct sbx_priv_hdr m = {SBX_PRIV_ADOPT_DONE, sizeof m};
+  struct call cl = {0};
+  int rc = call (&m, sizeof m, &cl, err);
+
+  close_fds (&cl);
+  return rc;
+}
+
+static int
+slot_call (uint32_t op, uint32_t slot, struct call *cl, sbx_error_t **err)
+{
+  struct sbx_priv_slot m;
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = op;
+  m.hdr.len = sizeof m;
+  m.slot = slot;
+  rc = call (&m, sizeof m, cl, err);
+  close_fds (cl);
+  return rc;
+}
+
+int
+sbx_host_destroy (uint32_t slot, struct sbx_iso_box *box, sbx_error_t **err)
+{
+  struct call cl = {0};
+  int rc = slot_call (SBX_PRIV_DESTROY, slot, &cl, err);
+
+  close_and_reset (&box->ctl);
+  close_and_reset (&box->pidfd);
+  return rc;
+}
+
+int
+sbx_host_set_foreground (uint32_t slot, sbx_error_t **err)
+{
+  struct call cl = {0};
+  return slot_call (SBX_PRIV_FOREGROUND, slot, &cl, err);
+}
+
+int
+sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err)
+{
+  struct call cl = {0};
+
+  if (slot_call (SBX_PRIV_STATS, slot, &cl, err) < 0)
+    return -1;
+  if (cl.reply.payload != sizeof *out)
+    return proto_error (err);
+  memcpy (out, cl.payload, sizeof *out);
+  return 0;
+}
+
+uint64_t
+sbx_host_oom_kills (uint32_t slot)
+{
+  struct sbx_iso_stats st;
+  sbx_error_t *err = NULL;
+
+  if (sbx_host_stats (slot, &st, &err) < 0)
+    {
+      sbx_error_free (err);
+      return 0;
+    }
+  return st.cg.oom_kills;
+}
+
+int
+sbx_host_set_limits (uint32_t slot, const struct sbx_cgroup_limits *limits, sbx_error_t **err)
+{
+  struct sbx_priv_limits m;
+  struct call cl = {0};
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_LIMITS;
+  m.hdr.len = sizeof m;
+  m.slot = slot;
+  m.memory_bytes = limits->memory_bytes;
+  m.cpu_milli = limits->cpu_milli;
+  m.pids = limits->pids;
+  rc = call (&m, sizeof m, &cl, err);
+  close_fds (&cl);
+  return rc;
+}
+
+int
+sbx_host_set_disk (uint32_t slot, uint64_t bytes, sbx_error_t **err)
+{
+  struct sbx_priv_disk m;
+  struct call cl = {0};
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_DISK;
+  m.hdr.len = sizeof m;
+  m.slot = slot;
+  m.bytes = bytes;
+  rc = call (&m, sizeof m, &cl, err);
+  close_fds (&cl);
+  return rc;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+static struct sbx_priv_fs *
+fs_request (const struct sbx_fs_ctx *ctx, enum sbx_priv_fs_op op, const char *path,
+            const char *path2, sbx_error_t **err)
+{
+  struct sbx_priv_fs *m = calloc (1, sizeof *m);
+
+  if (m == NULL)
+    sbx_oom ();
+  m->hdr.op = SBX_PRIV_FS;
+  m->hdr.len = sizeof *m;
+  m->fs_op = op;
+  m->slot = ctx->slot;
+  m->uid = ctx->uid;
+  m->gid = ctx->gid;
+  if (strlen (path) >= sizeof m->path || (path2 && strlen (path2) >= sizeof m->path2))
+    {
+      free (m);
+      return sbx_err (err, SBX_E_INVALID, "path too long"), NULL;
+    }
+  strcpy (m->path, path);
+  if (path2)
+    strcpy (m->path2, path2);
+  return m;
+}
+
+static int
+fs_call (struct sbx_priv_fs *m, const struct sbx_fs_ctx *ctx, struct call *cl, sbx_error_t **err)
+{
+  int rc;
+
+  cl->copier = ctx->copier;
+  rc = call (m, sizeof *m, cl, err);
+  free (m);
+  return rc;
+}
+
+static int
+fs_simple (struct sbx_priv_fs *m, const struct sbx_fs_ctx *ctx, sbx_error_t **err)
+{
+  struct call cl = {0};
+  int rc;
+
+  if (m == NULL)
+    return -1;
+  rc = fs_call (m, ctx, &cl, err);
+  close_fds (&cl);
+  return rc;
+}
+
+int
+sbx_host_fs_open_read (const struct sbx_fs_ctx *ctx, const char *path, uint64_t *size,
+                       sbx_error_t **err)
+{
+  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_OPEN_READ, path, NULL, err);
+  struct call cl = {0};
+
+  if (m == NULL || fs_call (m, ctx, &cl, err) < 0)
+    return -1;
+  if (cl.nfds != 1)
+    {
+      close_fds (&cl);
+      return proto_error (err);
+    }
+  *size = cl.reply.value;
+  return cl.fds[0];
+}
+
+static int
+keep_entry (const struct sbx_fs_entry *e, void *arg)
+{
+  struct sbx_fs_entry *out = arg;
+
+  *out = *e;
+  return 0;
+}
+
+int
+sbx_host_fs_stat (const struct sbx_fs_ctx *ctx, const char *path, struct sbx_fs_entry *out,
+                  sbx_error_t **err)
+{
+  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_STAT, path, NULL, err);
+  struct call cl = {0};
+
+  cl.on_entry = keep_entry;
+  cl.arg = out;
+  memset (out, 0, sizeof *out);
+  if (m == NULL || fs_call (m, ctx, &cl, err) < 0)
+    return -1;
+  close_fds (&cl);
+  return 0;
+}
+
+int
+sbx_host_fs_list (const struct sbx_fs_ctx *ctx, const char *path, int depth, size_t max_entries,
+                  int (*fn) (const struct sbx_fs_entry *e, void *arg), void *arg, int *truncated,
+                  sbx_error_t **err)
+{
+  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_LIST, path, NULL, err);
+  struct call cl = {0};
+
+  if (m == NULL)
+    return -1;
+  m->depth = depth > 0 ? (uint32_t) depth : 0;
+  m->max_entries = (uint32_t) max_entries;
+  cl.on_entry = fn;
+  cl.arg = arg;
+  if (fs_call (m, ctx, &cl, err) < 0)
+    return -1;
+  close_fds (&cl);
+  *truncated = cl.reply.value != 0;
+  return 0;
+}
+
+int
+sbx_host_fs_mkdir (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
+                   sbx_error_t **err)
+{
+  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_MKDIR, path, NULL, err);
+
+  if (m)
+    {
+      m->mode = mode;
+      m->flags = parents ? SBX_PRIV_FS_PARENTS : 0;
+    }
+  return fs_simple (m, ctx, err);
+}
+
+int
+sbx_host_fs_move (const struct sbx_fs_ctx *ctx, const char *from, const char *to, int overwrite,
+                  sbx_error_t **err)
+{
+  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_MOVE, from, to, err);
+
+  if (m)
+    m->flags = overwrite ? SBX_PRIV_FS_OVERWRITE : 0;
+  return fs_simple (m, ctx, err);
+}
+
+int
+sbx_host_fs_remove (const struct sbx_fs_ctx *ctx, const char *path, int recursive,
+                    sbx_error_t **err)
+{
+  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_REMOVE, path, NULL, err);
+
+  if (m)
+    m->flags = recursive ? SBX_PRIV_FS_RECURSIVE : 0;
+  return fs_simple (m, ctx, err);
+}
+
+int
+sbx_host_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
+                          int parents, struct sbx_fs_upload *up, sbx_error_t **err)
+{
+  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_UPLOAD, path, NULL, err);
+  struct call cl = {0};
+
+  memset (up, 0, sizeof *up);
+  up->dir = up->fd = up->pipe = -1;
+  up->ctx = *ctx;
+  if (m == NULL)
+    return -1;
+  m->mode = mode;
+  m->flags = parents ? SBX_PRIV_FS_PARENTS : 0;
+  if (fs_call (m, ctx, &cl, err) < 0)
+    return -1;
+  if (cl.nfds != 1 || cl.reply.value == 0)
+    {
+      close_fds (&cl);
+      return proto_error (err);
+    }
+  up->pipe = cl.fds[0];
+  up->token = cl.reply.value;
+  return 0;
+}
+
+int
+sbx_host_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len,
+                          sbx_error_t **err)
+{
+  const char *p = data;
+
+  while (len > 0)
+    {
+      ssize_t w = write (up->pipe, p, len);
+      if (w < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          /* The copy in the sandbox stopped reading (disk full, killed):
+             ending the upload tells why. */
+          if (errno == EPIPE)
+            {
+              struct sbx_priv_upload_end m = {{SBX_PRIV_UPLOAD_END, sizeof m}, up->token, 1, 0};
+              struct call cl = {0};
+              close_and_reset (&up->pipe);
+              cl.copier = up->ctx.copier;
+              if (call (&m, sizeof m, &cl, err) < 0)
+                return -1;
+              close_fds (&cl);
+              up->token = 0;
+              return sbx_err (err, SBX_E_SYSTEM, "upload interrupted");
+            }
+          return sbx_err_sys (err, errno, "write upload");
+        }
+      p += w;
+      len -= (size_t) w;
+      up->written += (uint64_t) w;
+    }
+  return 0;
+}
+
+static int
+upload_end (struct sbx_fs_upload *up, int commit, sbx_error_t **err)
+{
+  struct sbx_priv_upload_end m = {{SBX_PRIV_UPLOAD_END, sizeof m}, up->token, (uint32_t) commit, 0};
+  struct call cl = {0};
+  int rc;
+
+  /* Our end first: the copy in the sandbox sees the end of the body. */
+  close_and_reset (&up->pipe);
+  if (up->token == 0)
+    return 0;
+  up->token = 0;
+  cl.copier = up->ctx.copier;
+  rc = call (&m, sizeof m, &cl, err);
+  close_fds (&cl);
+  return rc;
+}
+
+int
+sbx_host_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
+{
+  if (up->token == 0)
+    return sbx_err (err, SBX_E_SYSTEM, "upload interrupted");
+  return upload_end (up, 1, err);
+}
+
+void
+sbx_host_fs_upload_abort (struct sbx_fs_upload *up)
+{
+  upload_end (up, 0, NULL);
+}

@@ -1,0 +1,68 @@
+/* sbx: the front end's life: drop privileges, connect to the parent,
+ * start the core (re-adopting what is running), serve HTTP, and stop on
+ * SIGTERM (the parent forwards its own). */
+#include "priv/frontend.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "priv/drop.h"
+#include "priv/host.h"
+#include "server/server.h"
+#include "util/log.h"
+
+int
+sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fds[2], uid_t uid,
+                   gid_t gid)
+{
+  struct sbx_host_info info;
+  sbx_error_t *err = NULL;
+  sigset_t mask;
+  siginfo_t si;
+
+  sigemptyset (&mask);
+  sigaddset (&mask, SIGTERM);
+  sigaddset (&mask, SIGINT);
+  sigaddset (&mask, SIGHUP);
+  sigaddset (&mask, SIGQUIT);
+  pthread_sigmask (SIG_BLOCK, &mask, NULL);
+  signal (SIGPIPE, SIG_IGN);
+
+  if (sbx_priv_drop (uid, gid, cfg->state_dir, &err) < 0
+      || sbx_host_connect (master, &info, &err) < 0)
+    goto fail;
+  if (sbx_core_start (cfg, &err) < 0)
+    {
+      sbx_core_stop ();
+      sbx_core_free ();
+      goto fail;
+    }
+  if (sbx_server_start (cfg->state_dir, cfg->listen, listen_fds, &err) < 0
+      || sbx_host_ready (&err) < 0)
+    {
+      sbx_core_stop ();
+      sbx_core_free ();
+      goto fail;
+    }
+  sbx_info ("sbx ready (state %s)", cfg->state_dir);
+
+  while (sigwaitinfo (&mask, &si) < 0)
+    if (errno != EINTR)
+      break;
+  sbx_info ("signal %d: stopping; %s", si.si_signo,
+            cfg->kill_on_exit ? "every sandbox is killed"
+                              : "running sandboxes keep running for the next start");
+  sbx_server_quiesce ();
+  sbx_core_stop ();
+  sbx_server_stop ();
+  sbx_core_free ();
+  sbx_host_disconnect ();
+  return 0;
+fail:
+  fprintf (stderr, "sbx serve: %s\n", err->msg);
+  sbx_error_free (err);
+  return 1;
+}

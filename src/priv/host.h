@@ -1,0 +1,78 @@
+/* sbx: what the front end asks the privileged parent for (priv/client.c).
+ *
+ * The front end holds, per sandbox, its slot, init's pid, a pidfd and the
+ * control socket (struct sbx_iso_box with root, disk and cgroup unset);
+ * everything that needs privilege goes through these calls.
+ */
+#ifndef SBX_PRIV_HOST_H
+#define SBX_PRIV_HOST_H
+
+#include <stdint.h>
+
+#include "iso/engine.h"
+#include "iso/fs.h"
+#include "util/error.h"
+
+struct sbx_host_info
+{
+  uint32_t cgroup_mode;
+  uint32_t landlock_abi;
+};
+
+/* Talk to the parent over `fd` (the first channel); HELLO. */
+int sbx_host_connect (int fd, struct sbx_host_info *info, sbx_error_t **err);
+void sbx_host_disconnect (void);
+/* What HELLO said. */
+const struct sbx_host_info *sbx_host_get_info (void);
+/* Tell the parent we serve (a death from now on is a crash, not a failed
+   start). */
+int sbx_host_ready (sbx_error_t **err);
+
+struct sbx_host_create
+{
+  uint32_t slot;
+  const char *id;
+  const char *template_name;
+  struct sbx_cgroup_limits limits;
+  uint64_t disk_bytes;
+  int background;
+};
+int sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box,
+                     sbx_error_t **err);
+/* Kill the sandbox and forget it; closes box's fds. */
+int sbx_host_destroy (uint32_t slot, struct sbx_iso_box *box, sbx_error_t **err);
+int sbx_host_set_limits (uint32_t slot, const struct sbx_cgroup_limits *limits, sbx_error_t **err);
+int sbx_host_set_disk (uint32_t slot, uint64_t bytes, sbx_error_t **err);
+int sbx_host_set_foreground (uint32_t slot, sbx_error_t **err);
+int sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err);
+/* OOM kills so far (0 when unknown). */
+uint64_t sbx_host_oom_kills (uint32_t slot);
+int sbx_host_adopt (uint32_t slot, const char *id, pid_t init_pid, struct sbx_iso_box *box,
+                    sbx_error_t **err);
+/* Every sandbox not adopted by now is killed. */
+int sbx_host_adopt_done (sbx_error_t **err);
+
+/* Files: ctx->slot names the sandbox; ctx->uid/gid the user; ctx->copier
+   runs the copies the parent asks for. Same contracts as iso/fs.h. */
+int sbx_host_fs_open_read (const struct sbx_fs_ctx *ctx, const char *path, uint64_t *size,
+                           sbx_error_t **err);
+int sbx_host_fs_stat (const struct sbx_fs_ctx *ctx, const char *path, struct sbx_fs_entry *out,
+                      sbx_error_t **err);
+int sbx_host_fs_list (const struct sbx_fs_ctx *ctx, const char *path, int depth,
+                      size_t max_entries, int (*fn) (const struct sbx_fs_entry *e, void *arg),
+                      void *arg, int *truncated, sbx_error_t **err);
+int sbx_host_fs_mkdir (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
+                       sbx_error_t **err);
+int sbx_host_fs_move (const struct sbx_fs_ctx *ctx, const char *from, const char *to,
+                      int overwrite, sbx_error_t **err);
+int sbx_host_fs_remove (const struct sbx_fs_ctx *ctx, const char *path, int recursive,
+                        sbx_error_t **err);
+/* Uploads: up->pipe takes the body; commit or abort end it. */
+int sbx_host_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
+                              int parents, struct sbx_fs_upload *up, sbx_error_t **err);
+int sbx_host_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len,
+                              sbx_error_t **err);
+int sbx_host_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err);
+void sbx_host_fs_upload_abort (struct sbx_fs_upload *up);
+
+#endif

@@ -1,0 +1,912 @@
+/* sbx: the privileged parent's side of privilege separation (see
+ * priv/proto.h). It owns the isolation engine: the zygote, cgroups, id
+ * maps, sandboxes' roots, and the files API's path resolution. Each
+ * channel is served by its own thread; a malformed message ends that
+ * channel. The parent keeps its own table of the sandboxes it built or
+ * adopted: every request names a slot, and only a slot in that table, of
+ * the current front end, is acted on.
+ */
+#include "priv/server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/template.h"
+#include "iso/wire.h"
+#include "priv/proto.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define MAX_UPLOADS 1024
+#define LIST_MAX 10000
+#define DEPTH_MAX 16
+#define HOSTNAME "sandbox"
+#define USER_ID 1000
+
+struct slot
+{
+  int in_use;
+  int dying;
+  int refs; /* requests using the box right now */
+  unsigned gen; /* the front end it belongs to */
+  char id[SBX_ID_LEN + 1];
+  struct sbx_iso_box box; /* ctl is the front end's: closed here */
+};
+
+struct upload
+{
+  uint64_t token; /* 0: free */
+  uint32_t slot;
+  unsigned gen;
+  struct sbx_fs_upload up;
+};
+
+/* One per channel thread: copies call back on the channel being served. */
+struct chan
+{
+  int fd;
+  int broken;
+  struct sbx_fs_copier copier;
+};
+
+static struct
+{
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  const struct sbx_config *cfg;
+  struct sbx_engine *eng;
+  struct slot *slots;
+  unsigned nslots;
+  unsigned gen;
+  struct upload uploads[MAX_UPLOADS];
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+/* ---- replies ----------------------------------------------------------- */
+
+static int
+send_reply (struct chan *c, const sbx_error_t *e, uint64_t value, const void *payload,
+            size_t payload_len, const int *fds, int nfds)
+{
+  unsigned char buf[sizeof (struct sbx_priv_reply) + 256];
+  struct sbx_priv_reply *r = (struct sbx_priv_reply *) buf;
+
+  if (payload_len > sizeof buf - sizeof *r)
+    return -1;
+  memset (buf, 0, sizeof buf);
+  r->hdr.op = SBX_PRIV_REPLY;
+  r->hdr.len = (uint32_t) (sizeof *r + payload_len);
+  r->value = value;
+  r->payload = (uint32_t) payload_len;
+  if (e)
+    {
+      r->status = -1;
+      r->kind = e->kind;
+      r->sys_errno = e->sys_errno;
+      snprintf (r->msg, sizeof r->msg, "%s", e->msg);
+    }
+  if (payload_len)
+    memcpy (r + 1, payload, payload_len);
+  if (sbx__sendmsg (c->fd, buf, r->hdr.len, fds, nfds, 0) < 0)
+    {
+      c->broken = 1;
+      return -1;
+    }
+  return 0;
+}
+
+/* ---- the copier: the front end runs copies through the sandbox's init -- */
+
+static int
+pump_answer (struct chan *c, uint64_t *job, sbx_error_t **err)
+{
+  struct sbx_priv_pump_done d;
+  int fds[SBX_PRIV_MAX_FDS], nfds = 0;
+  ssize_t n = sbx__iso_recv (c->fd, &d, sizeof d, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+
+  if (n != (ssize_t) sizeof d || nfds != 0 || d.hdr.op != SBX_PRIV_PUMP_DONE
+      || d.hdr.len != sizeof d || memchr (d.msg, '\0', sizeof d.msg) == NULL)
+    {
+      while (nfds > 0)
+        close (fds[--nfds]);
+      c->broken = 1;
+      return sbx_err (err, SBX_E_SYSTEM, "the front end broke the protocol");
+    }
+  if (d.status < 0)
+    {
+      enum sbx_error_kind k = d.kind >= SBX_E_INVALID && d.kind <= SBX_E_UNAVAILABLE
+                                  ? (enum sbx_error_kind) d.kind
+                                  : SBX_E_SYSTEM;
+      return sbx_err (err, k, "%s", d.msg);
+    }
+  if (job)
+    *job = d.job;
+  return 0;
+}
+
+static int
+remote_start (void *arg, int in_fd, int out_fd, void **job, sbx_error_t **err)
+{
+  struct chan *c = arg;
+  struct sbx_priv_pump m;
+  int fds[2] = {in_fd, out_fd};
+  uint64_t j = 0;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_PUMP_START;
+  m.hdr.len = sizeof m;
+  if (sbx__sendmsg (c->fd, &m, sizeof m, fds, 2, 0) < 0)
+    {
+      c->broken = 1;
+      return sbx_err (err, SBX_E_UNAVAILABLE, "the front end went away");
+    }
+  if (pump_answer (c, &j, err) < 0)
+    return -1;
+  if (j == 0)
+    {
+      c->broken = 1;
+      return sbx_err (err, SBX_E_SYSTEM, "the front end broke the protocol");
+    }
+  *job = (void *) (uintptr_t) j;
+  return 0;
+}
+
+static int
+remote_finish (void *arg, void *job, sbx_error_t **err)
+{
+  struct chan *c = arg;
+  struct sbx_priv_pump m;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_PUMP_FINISH;
+  m.hdr.len = sizeof m;
+  m.job = (uint64_t) (uintptr_t) job;
+  if (sbx__sendmsg (c->fd, &m, sizeof m, NULL, 0, 0) < 0)
+    {
+      c->broken = 1;
+      return sbx_err (err, SBX_E_UNAVAILABLE, "the front end went away");
+    }
+  return pump_answer (c, NULL, err);
+}
+
+/* ---- the slot table ---------------------------------------------------- */
+
+/* Take a reference on a live slot of the current front end. */
+static struct slot *
+slot_get (uint32_t slot, sbx_error_t **err)
+{
+  struct slot *s;
+
+  pthread_mutex_lock (&P.lock);
+  if (slot >= P.nslots || !P.slots[slot].in_use || P.slots[slot].dying
+      || P.slots[slot].gen != P.gen)
+    {
+      pthread_mutex_unlock (&P.lock);
+      return sbx_err (err, SBX_E_NOT_FOUND, "no sandbox in slot %u", (unsigned) slot), NULL;
+    }
+  s = &P.slots[slot];
+  s->refs++;
+  pthread_mutex_unlock (&P.lock);
+  return s;
+}
+
+static void
+slot_put (struct slot *s)
+{
+  pthread_mutex_lock (&P.lock);
+  if (--s->refs == 0)
+    pthread_cond_broadcast (&P.cond);
+  pthread_mutex_unlock (&P.lock);
+}
+
+static void
+drop_uploads_locked (uint32_t slot, int all)
+{
+  for (size_t i = 0; i < MAX_UPLOADS; i++)
+    if (P.uploads[i].token && (all || P.uploads[i].slot == slot))
+      {
+        /* No copier any more: the front end's pump ends with its pipe. */
+        P.uploads[i].up.ctx.copier = NULL;
+        P.uploads[i].up.job = NULL;
+        sbx_fs_upload_abort (&P.uploads[i].up);
+        P.uploads[i].token = 0;
+      }
+}
+
+/* Kill the sandbox of a slot and forget it (the lock is not held). */
+static void
+slot_destroy (uint32_t slot)
+{
+  struct slot *s = &P.slots[slot];
+  sbx_error_t *err = NULL;
+
+  pthread_mutex_lock (&P.lock);
+  s->dying = 1;
+  while (s->refs > 0)
+    pthread_cond_wait (&P.cond, &P.lock);
+  drop_uploads_locked (slot, 0);
+  pthread_mutex_unlock (&P.lock);
+  if (sbx_iso_destroy (P.eng, &s->box, &err) < 0)
+    {
+      sbx_warn ("destroying the sandbox in slot %u: %s", (unsigned) slot, err->msg);
+      sbx_error_free (err);
+    }
+  pthread_mutex_lock (&P.lock);
+  memset (s, 0, sizeof *s);
+  sbx_iso_box_init (&s->box);
+  pthread_mutex_unlock (&P.lock);
+}
+
+static uid_t
+slot_uid_base (uint32_t slot)
+{
+  return P.cfg->uid_base + (uid_t) slot * SBX_IDS_PER_SANDBOX;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static int
+check_limits (uint64_t memory, uint32_t cpu, uint32_t pids, sbx_error_t **err)
+{
+  const struct sbx_config *c = P.cfg;
+
+  if (memory < c->min.memory_bytes || memory > c->max.memory_bytes || cpu < c->min.cpu_milli
+      || cpu > c->max.cpu_milli || pids < c->min.pids || pids > c->max.pids)
+    return sbx_err (err, SBX_E_INVALID, "limits out of the configured range");
+  return 0;
+}
+
+static int
+check_disk (uint64_t bytes, sbx_error_t **err)
+{
+  if (bytes < P.cfg->min.disk_bytes / 2 || bytes > P.cfg->max.disk_bytes)
+    return sbx_err (err, SBX_E_INVALID, "disk size out of the configured range");
+  return 0;
+}
+
+static void
+handle_create (struct chan *c, const struct sbx_priv_create *m)
+{
+  const struct sbx_template *tmpl;
+  struct sbx_iso_spec spec;
+  struct sbx_iso_box box;
+  struct sbx_priv_box out;
+  sbx_error_t *err = NULL;
+  int fds[2];
+
+  if (memchr (m->id, '\0', sizeof m->id) == NULL
+      || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1)
+    {
+      c->broken = 1;
+      return;
+    }
+  tmpl = sbx_template_find (m->template_name);
+  if (!sbx_id_valid (m->id))
+    sbx_err (&err, SBX_E_INVALID, "not a sandbox id");
+  else if (tmpl == NULL)
+    sbx_err (&err, SBX_E_INVALID, "unknown template");
+  else if (check_limits (m->memory_bytes, m->cpu_milli, m->pids, &err) == 0)
+    check_disk (m->disk_bytes, &err);
+  if (err == NULL)
+    {
+      pthread_mutex_lock (&P.lock);
+      if (m->slot >= P.nslots || P.slots[m->slot].in_use)
+        sbx_err (&err, SBX_E_CONFLICT, "slot %u is not free", (unsigned) m->slot);
+      for (unsigned i = 0; err == NULL && i < P.nslots; i++)
+        if (P.slots[i].in_use && strcmp (P.slots[i].id, m->id) == 0)
+          sbx_err (&err, SBX_E_CONFLICT, "sandbox id in use");
+      if (err == NULL)
+        {
+          /* Reserved: a concurrent create of the same slot fails above. */
+          P.slots[m->slot].in_use = 1;
+          P.slots[m->slot].dying = 1;
+          P.slots[m->slot].gen = P.gen;
+          snprintf (P.slots[m->slot].id, sizeof P.slots[m->slot].id, "%s", m->id);
+        }
+      pthread_mutex_unlock (&P.lock);
+    }
+  if (err)
+    {
+      send_reply (c, err, 0, NULL, 0, NULL, 0);
+      sbx_error_free (err);
+      return;
+    }
+  memset (&spec, 0, sizeof spec);
+  spec.name = m->id;
+  spec.uid_base = slot_uid_base (m->slot);
+  spec.limits.memory_bytes = m->memory_bytes;
+  spec.limits.cpu_milli = m->cpu_milli;
+  spec.limits.pids = m->pids;
+  spec.disk_bytes = m->disk_bytes;
+  spec.hostname = HOSTNAME;
+  spec.plan = &tmpl->plan;
+  spec.user_uid = USER_ID;
+  spec.user_gid = USER_ID;
+  spec.background = (int) m->background;
+  if (sbx_iso_create (P.eng, &spec, &box, &err) < 0)
+    {
+      pthread_mutex_lock (&P.lock);
+      memset (&P.slots[m->slot], 0, sizeof P.slots[m->slot]);
+      sbx_iso_box_init (&P.slots[m->slot].box);
+      pthread_mutex_unlock (&P.lock);
+      send_reply (c, err, 0, NULL, 0, NULL, 0);
+      sbx_error_free (err);
+      return;
+    }
+  memset (&out, 0, sizeof out);
+  out.pid = box.pid;
+  out.uid_base = box.uid_base;
+  out.landlock_abi = box.landlock_abi;
+  fds[0] = box.ctl;
+  fds[1] = box.pidfd;
+  send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
+  /* The control socket is the front end's now. */
+  close_and_reset (&box.ctl);
+  pthread_mutex_lock (&P.lock);
+  P.slots[m->slot].box = box;
+  P.slots[m->slot].dying = 0;
+  pthread_mutex_unlock (&P.lock);
+}
+
+static void
+handle_adopt (struct chan *c, const struct sbx_priv_adopt *m)
+{
+  struct sbx_iso_box box;
+  struct sbx_priv_box out;
+  sbx_error_t *err = NULL;
+  int fds[2], stale = 0;
+
+  if (memchr (m->id, '\0', sizeof m->id) == NULL)
+    {
+      c->broken = 1;
+      return;
+    }
+  if (!sbx_id_valid (m->id) || m->init_pid <= 1 || m->slot >= P.nslots)
+    {
+      sbx_err (&err, SBX_E_INVALID, "not a sandbox record");
+      goto fail;
+    }
+  pthread_mutex_lock (&P.lock);
+  if (P.slots[m->slot].in_use)
+    {
+      /* Ours from a front end that died: the same sandbox again, or a
+         record that lies. */
+      if (P.slots[m->slot].gen == P.gen || strcmp (P.slots[m->slot].id, m->id) != 0)
+        sbx_err (&err, SBX_E_CONFLICT, "slot %u holds another sandbox", (unsigned) m->slot);
+      else
+        stale = 1;
+    }
+  pthread_mutex_unlock (&P.lock);
+  if (err)
+    goto fail;
+  if (stale)
+    {
+      /* Let go of the old fds, not of the sandbox. */
+      struct slot *s = &P.slots[m->slot];
+      pthread_mutex_lock (&P.lock);
+      while (s->refs > 0)
+        pthread_cond_wait (&P.cond, &P.lock);
+      close_and_reset (&s->box.pidfd);
+      close_and_reset (&s->box.root);
+      close_and_reset (&s->box.disk);
+      sbx_cgroup_close (&s->box.cg);
+      memset (s, 0, sizeof *s);
+      sbx_iso_box_init (&s->box);
+      pthread_mutex_unlock (&P.lock);
+    }
+  if (sbx_iso_adopt (P.eng, m->id, slot_uid_base (m->slot), m->init_pid, &box, &err) < 0)
+    goto fail;
+  memset (&out, 0, sizeof out);
+  out.pid = box.pid;
+  out.uid_base = box.uid_base;
+  out.landlock_abi = box.landlock_abi;
+  fds[0] = box.ctl;
+  fds[1] = box.pidfd;
+  send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
+  close_and_reset (&box.ctl);
+  pthread_mutex_lock (&P.lock);
+  P.slots[m->slot].in_use = 1;
+  P.slots[m->slot].gen = P.gen;
+  snprintf (P.slots[m->slot].id, sizeof P.slots[m->slot].id, "%s", m->id);
+  P.slots[m->slot].box = box;
+  pthread_mutex_unlock (&P.lock);
+  return;
+fail:
+  send_reply (c, err, 0, NULL, 0, NULL, 0);
+  sbx_error_free (err);
+}
+
+static void
+kill_foreign_cgroup (const char *name, void *arg)
+{
+  struct sbx_cgroup cg;
+  sbx_error_t *err = NULL;
+  unsigned i;
+
+  (void) arg;
+  pthread_mutex_lock (&P.lock);
+  for (i = 0; i < P.nslots; i++)
+    if (P.slots[i].in_use && strcmp (P.slots[i].id, name) == 0)
+      break;
+  pthread_mutex_unlock (&P.lock);
+  if (i < P.nslots)
+    return;
+  /* A pool sandbox, a half-built one, or one whose init is gone. */
+  if (sbx_cgroup_open (&P.eng->cgroups, name, &cg, &err) < 0)
+    {
+      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+      sbx_error_free (err);
+      return;
+    }
+  sbx_info ("removing leftover sandbox cgroup %s", name);
+  if (sbx_cgroup_kill (&P.eng->cgroups, &cg, &err) < 0
+      || sbx_cgroup_destroy (&P.eng->cgroups, &cg, &err) < 0)
+    {
+      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+      sbx_error_free (err);
+    }
+  sbx_cgroup_close (&cg);
+}
+
+static void
+handle_adopt_done (struct chan *c)
+{
+  /* What an earlier front end had and this one did not take back. */
+  for (unsigned i = 0; i < P.nslots; i++)
+    {
+      int old;
+      pthread_mutex_lock (&P.lock);
+      old = P.slots[i].in_use && !P.slots[i].dying && P.slots[i].gen != P.gen;
+      pthread_mutex_unlock (&P.lock);
+      if (old)
+        slot_destroy (i);
+    }
+  sbx_cgroup_list (&P.eng->cgroups, kill_foreign_cgroup, NULL, NULL);
+  send_reply (c, NULL, 0, NULL, 0, NULL, 0);
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+struct list_ctx
+{
+  struct chan *c;
+};
+
+static int
+send_entry (const struct sbx_fs_entry *e, void *arg)
+{
+  struct list_ctx *lc = arg;
+  struct sbx_priv_entry m;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_LIST_ENTRY;
+  m.hdr.len = sizeof m;
+  m.entry = *e;
+  if (sbx__sendmsg (lc->c->fd, &m, sizeof m, NULL, 0, 0) < 0)
+    {
+      lc->c->broken = 1;
+      return -1;
+    }
+  return 0;
+}
+
+static struct upload *
+upload_slot_locked (void)
+{
+  for (size_t i = 0; i < MAX_UPLOADS; i++)
+    if (P.uploads[i].token == 0)
+      return &P.uploads[i];
+  return NULL;
+}
+
+static void
+handle_fs (struct chan *c, const struct sbx_priv_fs *m)
+{
+  struct sbx_fs_ctx ctx;
+  struct slot *s;
+  sbx_error_t *err = NULL;
+  uint64_t value = 0;
+  int fd = -1;
+
+  if (memchr (m->path, '\0', sizeof m->path) == NULL
+      || memchr (m->path2, '\0', sizeof m->path2) == NULL
+      || !((m->uid == 0 && m->gid == 0) || (m->uid == USER_ID && m->gid == USER_ID))
+      || m->mode > 07777
+      || (m->flags & ~(uint32_t) (SBX_PRIV_FS_PARENTS | SBX_PRIV_FS_RECURSIVE | SBX_PRIV_FS_OVERWRITE))
+      || m->fs_op < SBX_PRIV_FS_OPEN_READ || m->fs_op > SBX_PRIV_FS_UPLOAD
+      || (m->fs_op == SBX_PRIV_FS_LIST
+          && (m->depth < 1 || m->depth > DEPTH_MAX || m->max_entries > LIST_MAX)))
+    {
+      c->broken = 1;
+      return;
+    }
+  s = slot_get (m->slot, &err);
+  if (s == NULL)
+    goto reply;
+  memset (&ctx, 0, sizeof ctx);
+  ctx.root = s->box.root;
+  ctx.uid_base = s->box.uid_base;
+  ctx.uid = m->uid;
+  ctx.gid = m->gid;
+  ctx.copier = &c->copier;
+  switch ((enum sbx_priv_fs_op) m->fs_op)
+    {
+    case SBX_PRIV_FS_OPEN_READ:
+      fd = sbx_fs_open_read (&ctx, m->path, &value, &err);
+      break;
+    case SBX_PRIV_FS_STAT:
+      {
+        struct sbx_fs_entry e;
+        if (sbx_fs_stat (&ctx, m->path, &e, &err) == 0)
+          send_entry (&e, &(struct list_ctx){c});
+        break;
+      }
+    case SBX_PRIV_FS_LIST:
+      {
+        int truncated = 0;
+        if (sbx_fs_list (&ctx, m->path, (int) m->depth, m->max_entries, send_entry,
+                         &(struct list_ctx){c}, &truncated, &err)
+            == 0)
+          value = (uint64_t) truncated;
+        break;
+      }
+    case SBX_PRIV_FS_MKDIR:
+      sbx_fs_mkdir (&ctx, m->path, m->mode, (m->flags & SBX_PRIV_FS_PARENTS) != 0, &err);
+      break;
+    case SBX_PRIV_FS_MOVE:
+      sbx_fs_move (&ctx, m->path, m->path2, (m->flags & SBX_PRIV_FS_OVERWRITE) != 0, &err);
+      break;
+    case SBX_PRIV_FS_REMOVE:
+      sbx_fs_remove (&ctx, m->path, (m->flags & SBX_PRIV_FS_RECURSIVE) != 0, &err);
+      break;
+    case SBX_PRIV_FS_UPLOAD:
+      {
+        struct upload *u;
+        pthread_mutex_lock (&P.lock);
+        u = upload_slot_locked ();
+        if (u)
+          u->token = UINT64_MAX; /* reserved */
+        pthread_mutex_unlock (&P.lock);
+        if (u == NULL)
+          {
+            sbx_err (&err, SBX_E_LIMIT, "too many uploads in progress");
+            break;
+          }
+        if (sbx_fs_upload_begin (&ctx, m->path, m->mode, (m->flags & SBX_PRIV_FS_PARENTS) != 0,
+                                 &u->up, &err)
+            < 0)
+          {
+            pthread_mutex_lock (&P.lock);
+            u->token = 0;
+            pthread_mutex_unlock (&P.lock);
+            break;
+          }
+        /* The body goes straight from the front end into the copy. */
+        fd = u->up.pipe;
+        u->up.pipe = -1;
+        u->slot = m->slot;
+        pthread_mutex_lock (&P.lock);
+        u->gen = P.gen;
+        do
+          sbx_random_bytes (&value, sizeof value);
+        while (value == 0 || value == UINT64_MAX);
+        u->token = value;
+        pthread_mutex_unlock (&P.lock);
+        break;
+      }
+    default:
+      break;
+    }
+  slot_put (s);
+reply:
+  if (!c->broken)
+    send_reply (c, err, err ? 0 : value, NULL, 0, &fd, err == NULL && fd >= 0 ? 1 : 0);
+  close_and_reset (&fd);
+  sbx_error_free (err);
+}
+
+static void
+handle_upload_end (struct chan *c, const struct sbx_priv_upload_end *m)
+{
+  struct upload *u = NULL;
+  struct sbx_fs_upload up;
+  sbx_error_t *err = NULL;
+
+  if (m->commit > 1)
+    {
+      c->broken = 1;
+      return;
+    }
+  pthread_mutex_lock (&P.lock);
+  for (size_t i = 0; i < MAX_UPLOADS; i++)
+    if (m->token != 0 && m->token != UINT64_MAX && P.uploads[i].token == m->token
+        && P.uploads[i].gen == P.gen)
+      u = &P.uploads[i];
+  if (u)
+    {
+      up = u->up;
+      u->token = 0;
+    }
+  pthread_mutex_unlock (&P.lock);
+  if (u == NULL)
+    {
+      sbx_err (&err, SBX_E_NOT_FOUND, "no such upload");
+      send_reply (c, err, 0, NULL, 0, NULL, 0);
+      sbx_error_free (err);
+      return;
+    }
+  /* The copy's end is reported on this channel. */
+  up.ctx.copier = &c->copier;
+  if (m->commit)
+    sbx_fs_upload_commit (&up, &err);
+  else
+    sbx_fs_upload_abort (&up);
+  send_reply (c, err, 0, NULL, 0, NULL, 0);
+  sbx_error_free (err);
+}
+
+/* ---- channels ---------------------------------------------------------- */
+
+union request
+{
+  struct sbx_priv_hdr hdr;
+  struct sbx_priv_hello hello;
+  struct sbx_priv_slot slot;
+  struct sbx_priv_create create;
+  struct sbx_priv_limits limits;
+  struct sbx_priv_disk disk;
+  struct sbx_priv_adopt adopt;
+  struct sbx_priv_fs fs;
+  struct sbx_priv_upload_end upload_end;
+};
+
+/* The exact size of each request type; 0 for unknown ones. */
+static size_t
+request_size (uint32_t op)
+{
+  switch (op)
+    {
+    case SBX_PRIV_CREATE:
+      return sizeof (struct sbx_priv_create);
+    case SBX_PRIV_DESTROY:
+    case SBX_PRIV_FOREGROUND:
+    case SBX_PRIV_STATS:
+      return sizeof (struct sbx_priv_slot);
+    case SBX_PRIV_LIMITS:
+      return sizeof (struct sbx_priv_limits);
+    case SBX_PRIV_DISK:
+      return sizeof (struct sbx_priv_disk);
+    case SBX_PRIV_ADOPT:
+      return sizeof (struct sbx_priv_adopt);
+    case SBX_PRIV_ADOPT_DONE:
+      return sizeof (struct sbx_priv_hdr);
+    case SBX_PRIV_FS:
+      return sizeof (struct sbx_priv_fs);
+    case SBX_PRIV_UPLOAD_END:
+      return sizeof (struct sbx_priv_upload_end);
+    default:
+      return 0;
+    }
+}
+
+static void
+handle_slot_op (struct chan *c, const union request *m)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_iso_stats st;
+  struct slot *s;
+  int have_stats = 0;
+
+  s = slot_get (m->slot.slot, &err);
+  if (s == NULL)
+    goto reply;
+  switch (m->hdr.op)
+    {
+    case SBX_PRIV_DESTROY:
+      slot_put (s);
+      s = NULL;
+      slot_destroy (m->slot.slot);
+      break;
+    case SBX_PRIV_FOREGROUND:
+      sbx_iso_set_foreground (&s->box, &err);
+      break;
+    case SBX_PRIV_STATS:
+      have_stats = sbx_iso_stats (P.eng, &s->box, &st, &err) == 0;
+      break;
+    case SBX_PRIV_LIMITS:
+      if (check_limits (m->limits.memory_bytes, m->limits.cpu_milli, m->limits.pids, &err) == 0)
+        {
+          struct sbx_cgroup_limits l = {m->limits.memory_bytes, m->limits.cpu_milli,
+                                        m->limits.pids};
+          sbx_iso_set_limits (P.eng, &s->box, &l, &err);
+        }
+      break;
+    case SBX_PRIV_DISK:
+      if (check_disk (m->disk.bytes, &err) == 0)
+        sbx_iso_set_disk (&s->box, m->disk.bytes, &err);
+      break;
+    default:
+      break;
+    }
+  if (s)
+    slot_put (s);
+reply:
+  send_reply (c, err, 0, have_stats ? &st : NULL, have_stats ? sizeof st : 0, NULL, 0);
+  sbx_error_free (err);
+}
+
+static void *
+serve_channel (void *arg)
+{
+  struct chan *c = arg;
+  union request m;
+
+  c->copier.start = remote_start;
+  c->copier.finish = remote_finish;
+  c->copier.arg = c;
+  while (!c->broken)
+    {
+      int fds[SBX_PRIV_MAX_FDS], nfds = 0;
+      ssize_t n = sbx__iso_recv (c->fd, &m, sizeof m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+      if (n <= 0)
+        break;
+      /* Requests carry no descriptors; sizes are exact. */
+      if (nfds != 0 || (size_t) n < sizeof m.hdr || m.hdr.len != (size_t) n
+          || request_size (m.hdr.op) != (size_t) n)
+        {
+          while (nfds > 0)
+            close (fds[--nfds]);
+          sbx_warn ("privsep: malformed request (op %u, %zd bytes): channel closed",
+                    (unsigned) m.hdr.op, n);
+          break;
+        }
+      switch (m.hdr.op)
+        {
+        case SBX_PRIV_CREATE:
+          handle_create (c, &m.create);
+          break;
+        case SBX_PRIV_ADOPT:
+          handle_adopt (c, &m.adopt);
+          break;
+        case SBX_PRIV_ADOPT_DONE:
+          handle_adopt_done (c);
+          break;
+        case SBX_PRIV_FS:
+          handle_fs (c, &m.fs);
+          break;
+        case SBX_PRIV_UPLOAD_END:
+          handle_upload_end (c, &m.upload_end);
+          break;
+        default:
+          handle_slot_op (c, &m);
+          break;
+        }
+    }
+  if (c->broken)
+    sbx_warn ("privsep: channel closed after a protocol error");
+  close (c->fd);
+  free (c);
+  return NULL;
+}
+
+static int
+start_channel (int fd)
+{
+  struct chan *c = calloc (1, sizeof *c);
+  pthread_attr_t attr;
+  pthread_t t;
+  int rc;
+
+  if (c == NULL)
+    sbx_oom ();
+  c->fd = fd;
+  pthread_attr_init (&attr);
+  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize (&attr, 256 * 1024);
+  rc = pthread_create (&t, &attr, serve_channel, c);
+  pthread_attr_destroy (&attr);
+  if (rc != 0)
+    {
+      close (fd);
+      free (c);
+      return -1;
+    }
+  return 0;
+}
+
+int
+sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_error_t **err)
+{
+  P.cfg = cfg;
+  P.eng = eng;
+  P.nslots = cfg->max_sandboxes + cfg->pool_size + 16;
+  P.slots = calloc (P.nslots, sizeof *P.slots);
+  if (P.slots == NULL)
+    sbx_oom ();
+  for (unsigned i = 0; i < P.nslots; i++)
+    sbx_iso_box_init (&P.slots[i].box);
+  return sbx_templates_init (err);
+}
+
+static int frontend_ready;
+
+int
+sbx_priv_frontend_ready (void)
+{
+  int r;
+
+  pthread_mutex_lock (&P.lock);
+  r = frontend_ready;
+  pthread_mutex_unlock (&P.lock);
+  return r;
+}
+
+int
+sbx_priv_serve_master (int fd)
+{
+  pthread_mutex_lock (&P.lock);
+  /* A new front end: what the last one had is adopted or killed once it
+     says ADOPT_DONE; its uploads are gone with its pipes. */
+  P.gen++;
+  frontend_ready = 0;
+  drop_uploads_locked (0, 1);
+  pthread_mutex_unlock (&P.lock);
+  for (;;)
+    {
+      union request m;
+      int fds[SBX_PRIV_MAX_FDS], nfds = 0;
+      ssize_t n = sbx__iso_recv (fd, &m, sizeof m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+
+      if (n <= 0)
+        return 0; /* the front end is gone */
+      if (m.hdr.op == SBX_PRIV_HELLO && n == (ssize_t) sizeof m.hello
+          && m.hdr.len == sizeof m.hello && nfds == 0 && m.hello.version == SBX_PRIV_VERSION)
+        {
+          struct sbx_priv_info info = {SBX_PRIV_VERSION, P.eng->cgroups.mode,
+                                       P.eng->landlock_abi, 0};
+          struct chan c = {.fd = fd};
+          if (send_reply (&c, NULL, 0, &info, sizeof info, NULL, 0) < 0)
+            return -1;
+          continue;
+        }
+      if (m.hdr.op == SBX_PRIV_READY && n == (ssize_t) sizeof m.hdr
+          && m.hdr.len == sizeof m.hdr && nfds == 0)
+        {
+          pthread_mutex_lock (&P.lock);
+          frontend_ready = 1;
+          pthread_mutex_unlock (&P.lock);
+          continue;
+        }
+      if (m.hdr.op == SBX_PRIV_CHANNEL && n == (ssize_t) sizeof m.hdr
+          && m.hdr.len == sizeof m.hdr && nfds == 1)
+        {
+          int type = 0;
+          socklen_t len = sizeof type;
+          if (getsockopt (fds[0], SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET
+              && start_channel (fds[0]) == 0)
+            continue;
+          close (fds[0]);
+          return -1;
+        }
+      while (nfds > 0)
+        close (fds[--nfds]);
+      sbx_warn ("privsep: malformed message on the first channel: the front end is restarted");
+      return -1;
+    }
+}
+
+void
+sbx_priv_server_stop (void)
+{
+  /* The front end is gone: every sandbox it did not leave running for
+     the next start (kept sandboxes are in no slot of ours by now unless
+     they are) is killed; kept ones live on by themselves. */
+  pthread_mutex_lock (&P.lock);
+  drop_uploads_locked (0, 1);
+  pthread_mutex_unlock (&P.lock);
+}
