@@ -49,7 +49,7 @@ static const char *const allowed[] = {
   "eventfd2", "pipe", "pipe2", "splice", "tee", "sendfile", "socketpair", "accept", "accept4",
   "recvfrom", "sendto", "recvmsg", "sendmsg", "shutdown", "getsockopt", "setsockopt",
   "getsockname", "getpeername", "getrandom", "uname", "sysinfo", "sched_getaffinity",
-  "sched_yield", "getrlimit", "restart_syscall", "waitid", "getcwd", "umask",
+  "sched_yield", "getrlimit", "restart_syscall", "waitid", "getcwd", "umask", "capget",
 };
 
 /* Named so that a test sees EPERM, not ENOSYS: these are refused. */
@@ -61,7 +61,8 @@ static const char *const denied[] = {
   "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
   "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid",
   "setfsgid", "capset", "chown", "fchown", "lchown", "fchownat", "chmod", "fchmod", "fchmodat",
-  "mknod", "mknodat", "execve", "execveat", "fork", "vfork", "memfd_create", "open_by_handle_at",
+  "mknod", "mknodat", "mkdir", "mkdirat", "rmdir", "link", "linkat", "symlink", "symlinkat",
+  "execve", "execveat", "fork", "vfork", "memfd_create", "open_by_handle_at",
   "name_to_handle_at", "swapon", "swapoff", "settimeofday", "clock_settime", "adjtimex",
   "setpriority", "sched_setscheduler", "sched_setaffinity", "setrlimit",
 };
@@ -89,7 +90,9 @@ apply_seccomp (sbx_error_t **err)
   struct scmp_arg_cmp unix_only = SCMP_A0 (SCMP_CMP_EQ, AF_UNIX);
   struct scmp_arg_cmp ioctls[] = {SCMP_A1 (SCMP_CMP_EQ, FIONREAD), SCMP_A1 (SCMP_CMP_EQ, FIONBIO),
                                   SCMP_A1 (SCMP_CMP_EQ, FIOCLEX)};
-  struct scmp_arg_cmp set_name = SCMP_A0 (SCMP_CMP_EQ, PR_SET_NAME);
+  /* prctl: naming threads, and questions about ourselves. */
+  static const int prctls[] = {PR_SET_NAME, PR_GET_NAME, PR_CAPBSET_READ, PR_GET_NO_NEW_PRIVS,
+                               PR_GET_SECCOMP, PR_GET_DUMPABLE, PR_GET_KEEPCAPS};
   size_t i;
   int rc = -1;
 
@@ -110,7 +113,6 @@ apply_seccomp (sbx_error_t **err)
       || add (ctx, SCMP_ACT_ERRNO (EPERM), "socket", 1,
               &(struct scmp_arg_cmp) SCMP_A0 (SCMP_CMP_NE, AF_UNIX), err)
              < 0
-      || add (ctx, SCMP_ACT_ALLOW, "prctl", 1, &set_name, err) < 0
       /* getrlimit(2) is prlimit64 without a new limit. */
       || add (ctx, SCMP_ACT_ALLOW, "prlimit64", 1,
               &(struct scmp_arg_cmp) SCMP_A2 (SCMP_CMP_EQ, 0), err)
@@ -121,6 +123,11 @@ apply_seccomp (sbx_error_t **err)
     goto out;
   for (i = 0; i < sizeof ioctls / sizeof *ioctls; i++)
     if (add (ctx, SCMP_ACT_ALLOW, "ioctl", 1, &ioctls[i], err) < 0)
+      goto out;
+  for (i = 0; i < sizeof prctls / sizeof *prctls; i++)
+    if (add (ctx, SCMP_ACT_ALLOW, "prctl", 1,
+             &(struct scmp_arg_cmp) SCMP_A0 (SCMP_CMP_EQ, (scmp_datum_t) prctls[i]), err)
+        < 0)
       goto out;
 #if defined(__SANITIZE_ADDRESS__)
   /* Sanitizer builds only: LeakSanitizer stops the threads with ptrace

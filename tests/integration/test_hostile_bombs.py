@@ -373,10 +373,14 @@ class DaemonCrash(unittest.TestCase):
             # The pool's init goes (its control socket closed); the rest stays.
             wait_until(lambda: len(alive()) == 2 * (1 + 3), timeout=20,
                        what="the pool sandbox to end")
-            restarted = Daemon(pool=1, kill_on_exit=False)
+            restarted = Daemon(pool=0, kill_on_exit=False)
             os.rmdir(restarted.state)  # it reuses the dead daemon's instead
             for attr in ("state", "cgroup_parent", "uid_base", "uid_end", "args", "log_path"):
                 setattr(restarted, attr, getattr(d, attr))
+            # No pool this time: every process left in the range is one of
+            # the re-adopted sandboxes'.
+            restarted.args = list(d.args)
+            restarted.args[restarted.args.index("--pool") + 1] = "0"
             restarted.start()
             listed = [s["id"] for s in restarted.api("GET", "/v1/sandboxes").json()["sandboxes"]]
             self.assertEqual(sorted(listed), sorted(sids))

@@ -452,9 +452,12 @@ class LeakedFds(DaemonTest):
 
     def test_host_view_of_init_fds(self):
         # From the host, like runc's create.bats: sbx-init holds exactly its
-        # stdio (/dev/null), its control socket and its signalfd; nothing of
-        # the daemon (state dir, database, cgroup dirs, the init memfd, the
-        # root and disk fds it handed over at READY).
+        # stdio (/dev/null), its control socket and the daemon's end of it
+        # (kept so that the sandbox outlives a daemon restart), its
+        # signalfd and deadline timer, O_PATH fds of the sandbox's own root
+        # and disk (for a daemon that re-adopts it), and the daemon's ends
+        # of each command's output pipes; nothing of the daemon's (state
+        # dir, database, cgroup dirs, the init memfd, host paths).
         r = self.d.api("POST", "/v1/sandboxes/%s/processes" % self.sid,
                        {"argv": ["sleep", "1000"]})
         self.assertEqual(r.status, 201, r)
@@ -466,17 +469,29 @@ class LeakedFds(DaemonTest):
         def fds(pid):
             d = "/proc/%d/fd" % pid
             return {int(fd): os.readlink(os.path.join(d, fd)) for fd in os.listdir(d)}
-        # (init closes the command's stdio fds just after it reports the
-        # spawn, so they may still be there for an instant.)
+
+        def settled(f):
+            # init closes the command's own stdio ends just after the spawn
+            return f if len(f) == 11 else None
         try:
-            got = wait_until(lambda: (lambda f: f if sorted(f) == [0, 1, 2, 3, 4] else None)(
-                fds(init)), timeout=10, what="init's fds to settle")
+            got = wait_until(lambda: settled(fds(init)), timeout=10, what="init's fds to settle")
         except AssertionError:
             got = fds(init)
-        self.assertEqual(sorted(got), [0, 1, 2, 3, 4], got)
+        self.assertEqual(sorted(got)[:9], list(range(9)), got)
+        self.assertEqual(len(got), 11, got)
         self.assertEqual([got[i] for i in (0, 1, 2)], ["/dev/null"] * 3)
         self.assertRegex(got[3], r"^socket:\[\d+\]$")
-        self.assertEqual(got[4], "anon_inode:[signalfd]")
+        self.assertRegex(got[4], r"^socket:\[\d+\]$")
+        self.assertEqual(got[5], "anon_inode:[signalfd]")
+        self.assertEqual(got[6], "anon_inode:[timerfd]")
+        self.assertEqual((got[7], got[8]), ("/", "/"))  # the sandbox's root and disk
+        pipes = sorted(v for k, v in got.items() if k > 8)
+        self.assertEqual(len(pipes), 2)
+        for p in pipes:
+            self.assertRegex(p, r"^pipe:\[\d+\]$")
+        # They are the read ends of the sleep's stdout and stderr.
+        cmd_fds = fds(cmd)
+        self.assertEqual(sorted([cmd_fds[1], cmd_fds[2]]), pipes)
         wait_until(lambda: open("/proc/%d/comm" % cmd).read() == "sleep\n", what="exec")
         got = fds(cmd)
         self.assertEqual(sorted(got), [0, 1, 2], got)
