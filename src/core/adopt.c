@@ -135,7 +135,7 @@ sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
   json_decref (tag);
   if (p->cwd == NULL)
     sbx_oom ();
-  p->oom_before = sbx_host_oom_kills (sb->slot);
+  p->oom_before = sb->oom_seen;
 
   p->stdin_fd = a->fds[0];
   p->stdin_open = p->stdin_fd >= 0;
@@ -236,6 +236,7 @@ adopt_one (const struct sbx_sandbox_record *r)
   sb->metadata = string_object (r->metadata_json);
   sb->slot = r->slot;
   sbx_core.slots[r->slot] = 1;
+  sb->oom_seen = sbx_host_oom_kills (sb->slot);
 
   pthread_mutex_lock (&sbx_core.lock);
   while ((rc = sbx_iso_next_attached (&sb->box, a, &err)) == 1)

@@ -132,6 +132,7 @@ struct sbx_sandbox
   json_t *env;      /* owned object of strings */
   json_t *metadata; /* owned object of strings */
   uint32_t slot;
+  uint64_t oom_seen; /* the cgroup's OOM kills when last asked (see process.c) */
   struct sbx_iso_box box;
   uint64_t ctl_watch, pidfd_watch;
   uint64_t next_req_id;

@@ -195,10 +195,17 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       p->exited = 1;
       p->wait_status = ev->wait_status;
       p->deadline_mono = 0;
+      /* Only a SIGKILL can be the OOM killer's: ask the parent then (one
+         request), not for every command. */
       if (WIFSIGNALED (ev->wait_status) && WTERMSIG (ev->wait_status) == SIGKILL && !p->timed_out
-          && !p->killed_by_api
-          && sbx_host_oom_kills (sb->slot) > p->oom_before)
-        p->oom_killed = 1;
+          && !p->killed_by_api)
+        {
+          uint64_t now = sbx_host_oom_kills (sb->slot);
+          if (now > p->oom_before)
+            p->oom_killed = 1;
+          if (now > sb->oom_seen)
+            sb->oom_seen = now;
+        }
       sbx__watch_del (&p->stdin_watch);
       close_and_reset (&p->stdin_fd);
       p->stdin_open = 0;
@@ -560,7 +567,9 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   p->req_id = ++sb->next_req_id;
   p->next = sb->procs;
   sb->procs = p;
-  p->oom_before = sbx_host_oom_kills (sb->slot);
+  /* The count when last asked: an OOM kill since then ended some process
+     with SIGKILL, and our commands' SIGKILL deaths refresh it. */
+  p->oom_before = sb->oom_seen;
   p->timeout_ms = opts->timeout_ms;
   if (opts->timeout_ms)
     p->deadline_mono = p->start_mono + (int64_t) opts->timeout_ms;
