@@ -204,25 +204,6 @@ sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state, 
 }
 
 static void
-bind_end_all (sqlite3_stmt *s, const void *arg)
-{
-  const struct id_int *a = arg;
-  sqlite3_bind_int64 (s, 1, a->value);
-  sqlite3_bind_text (s, 2, a->s1, -1, SQLITE_STATIC);
-}
-
-int
-sbx_store_sandbox_end_all_running (struct sbx_store *st, const char *reason, int64_t ended_ms,
-                                   int *count, sbx_error_t **err)
-{
-  struct id_int a = {NULL, ended_ms, reason, NULL};
-  return run (st,
-              "UPDATE sandboxes SET ended_ms = ?1, state = 'lost', end_reason = ?2"
-              " WHERE state = 'running'",
-              bind_end_all, &a, count, err);
-}
-
-static void
 bind_prune (sqlite3_stmt *s, const void *arg)
 {
   sqlite3_bind_int64 (s, 1, *(const int64_t *) arg);

@@ -31,10 +31,6 @@ int sbx_store_sandbox_set_expiry (struct sbx_store *st, const char *id, int64_t 
                                   sbx_error_t **err);
 int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
                            const char *reason, int64_t ended_ms, sbx_error_t **err);
-/* Mark every record still "running" as ended (after a restart); returns
-   how many. */
-int sbx_store_sandbox_end_all_running (struct sbx_store *st, const char *reason, int64_t ended_ms,
-                                       int *count, sbx_error_t **err);
 /* Call fn for every record still "running" (what a restarted daemon
    re-adopts); the record's strings live only during the call. */
 int sbx_store_sandbox_running (struct sbx_store *st,
