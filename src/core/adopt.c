@@ -204,6 +204,13 @@ adopt_one (const struct sbx_sandbox_record *r)
       end_record (r, "its id range is not this daemon's (was --uid-base or --max-sandboxes changed?)");
       return NULL;
     }
+  /* Checked before the cast to pid_t: a stored value that names a
+     process only once cut to 32 bits is a corrupt record, not a pid. */
+  if (r->init_pid <= 1 || r->init_pid > INT32_MAX)
+    {
+      end_record (r, "no valid init pid recorded");
+      return NULL;
+    }
   sb = calloc (1, sizeof *sb);
   a = malloc (sizeof *a);
   if (sb == NULL || a == NULL)
