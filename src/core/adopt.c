@@ -245,6 +245,13 @@ adopt_one (const struct sbx_sandbox_record *r)
   sb->metadata = string_object (r->metadata_json);
   sb->slot = r->slot;
   sbx_core.slots[r->slot] = 1;
+  /* Request ids are init's key for commands and files helpers, and the
+     helpers in flight are not in init's answer: one of the old daemon's
+     could end after we have handed its id to a new command. Start above
+     anything a predecessor can have used: each daemon starts its sandboxes
+     at 0 or at its own start time in ms << 16, and does not make 65536
+     requests to one sandbox per millisecond it runs. */
+  sb->next_req_id = (uint64_t) now << 16;
 
   pthread_mutex_lock (&sbx_core.lock);
   while ((rc = sbx_iso_next_attached (&sb->box, a, &err)) == 1)
@@ -282,8 +289,29 @@ kill_unadopted (const char *name, void *arg)
   /* A pool sandbox, a half-built one, or one whose init is gone. */
   if (sbx_cgroup_open (&sbx_core.engine.cgroups, name, &cg, &err) < 0)
     {
-      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+      int partial = err->sys_errno == ENOENT;
+      if (!partial)
+        {
+          sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+          sbx_error_free (err);
+          return;
+        }
+      /* Not in every hierarchy: a daemon died between the mkdirs of a
+         sandbox (nothing ran in it yet) or between its rmdirs (nothing runs
+         in it any more). rmdir what is left by name; a directory that still
+         holds a process refuses (EBUSY), so nothing alive is touched. */
       sbx_error_free (err);
+      err = NULL;
+      memset (&cg, 0, sizeof cg);
+      for (int c = 0; c < SBX_CG_NCTRL; c++)
+        cg.dir[c] = -1;
+      snprintf (cg.name, sizeof cg.name, "%s", name);
+      sbx_info ("removing partial leftover sandbox cgroup %s", name);
+      if (sbx_cgroup_destroy (&sbx_core.engine.cgroups, &cg, &err) < 0)
+        {
+          sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+          sbx_error_free (err);
+        }
       return;
     }
   sbx_info ("removing leftover sandbox cgroup %s", name);

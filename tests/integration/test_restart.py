@@ -560,7 +560,10 @@ class ExpiredWhileDown(RestartTest):
                    timeout=60, what="init's backstop to end the sandbox")
         # Never before its deadline (both are CLOCK_REALTIME).
         self.assertGreaterEqual(time.time() * 1000, row["expires_ms"] + 10000)
-        self.assertFalse(processes_with_uid_in(row["uid_base"], row["uid_base"] + IDS_PER_SANDBOX))
+        # (init's zombie is the host's PID 1 to reap)
+        wait_until(lambda: not processes_with_uid_in(row["uid_base"],
+                                                     row["uid_base"] + IDS_PER_SANDBOX),
+                   what="nothing left in the sandbox's uid range")
         self.assertFalse(cgroup_gone(d, sid))  # nobody removed it yet
         self.restart()
         self.assert_gone(sid, row["uid_base"], "expired")
@@ -701,6 +704,50 @@ class Streams(RestartTest):
         res = r.json()
         self.assertEqual((res["exit_code"], res["signal"]), (None, "SIGTERM"), res)
         self.assertFalse(alive(hp))
+
+
+    def test_exec_and_wait_in_progress(self):
+        # One-result exec, wait and attach in flight: their clients get an
+        # error, the commands run on and are listed (as background) after.
+        import threading
+        d = self.d
+        sid = d.create()
+        bg = self.background(sid, argv=["sleep", "1000"])
+        errors = []
+
+        def call(method, path, body=None):
+            try:
+                r = d.api(method, path, body, timeout=60)
+                errors.append(("answered", r))
+            except (OSError, http.client.HTTPException) as e:
+                errors.append(("cut", type(e).__name__))
+        threads = [threading.Thread(target=call, args=a) for a in (
+            ("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": "echo started; exec sleep 1000"}),
+            ("GET", "/v1/sandboxes/%s/processes/%d/wait" % (sid, bg)),
+        )]
+        for t in threads:
+            t.start()
+        fg = wait_until(lambda: [p["pid"] for p in processes(d, sid) if not p["background"]],
+                        what="the exec to start")[0]
+        conn, resp = open_stream(d, "GET", "/v1/sandboxes/%s/processes/%d/attach" % (sid, bg),
+                                 timeout=30)
+        self.kill9()
+        for t in threads:
+            t.join(60)
+            self.assertFalse(t.is_alive(), "a request hangs after the daemon died")
+        try:
+            while read_event(resp) is not None:
+                pass
+        except (http.client.IncompleteRead, ConnectionResetError, ValueError):
+            pass
+        finally:
+            conn.close()
+        self.assertEqual([e[0] for e in errors], ["cut", "cut"], errors)
+        d = self.restart()
+        listed = processes(d, sid)
+        self.assertEqual([(p["pid"], p["running"], p["background"]) for p in listed],
+                         [(bg, True, True), (fg, True, True)], listed)
+        self.assertEqual(listed[1]["argv"], ["/bin/bash", "-c", "echo started; exec sleep 1000"])
 
 
 class HostileRecords(RestartTest):
@@ -950,6 +997,30 @@ class InFlight(RestartTest):
         self.assertEqual(self.home_entries(d, sid), ["f"])
         self.assertEqual(d.upload(sid, "/home/user/f", b"new").status, 201)
 
+    def test_acknowledged_stdin_is_delivered(self):
+        # A 204 to a stdin write means the bytes are the daemon's to deliver.
+        # The command reads nothing for now (stopped from the host), so
+        # most of them wait in the daemon, not in the pipe, when it dies.
+        d = self.d
+        sid = d.create(timeout=600)
+        cat = self.background(sid, cmd="exec cat > /tmp/in", stdin_open=True)
+        hp = wait_until(lambda: host_pid(d, sid, cat), what="cat to start")
+        os.kill(hp, signal.SIGSTOP)
+        wait_until(lambda: proc_status(hp)["State"][0] == "T", what="cat to stop")
+        data = os.urandom(300 * 1024)
+        r = d.api("POST", "/v1/sandboxes/%s/processes/%d/stdin" % (sid, cat), data, raw=True)
+        self.assertEqual(r.status, 204, r)
+        self.kill9()
+        os.kill(hp, signal.SIGCONT)
+        d = self.restart()
+        r = d.api("POST", "/v1/sandboxes/%s/processes/%d/stdin?eof=1" % (sid, cat), b"", raw=True)
+        self.assertEqual(r.status, 204, r)
+        res = d.api("GET", "/v1/sandboxes/%s/processes/%d/wait?timeout=30" % (sid, cat)).json()
+        self.assertEqual(res["exit_code"], 0, res)
+        r = d.api("GET", "/v1/sandboxes/%s/files?%s" % (sid, q(path="/tmp/in")))
+        self.assertEqual(len(r.body), len(data))
+        self.assertEqual(r.body, data)
+
     def test_files_helper_in_flight(self):
         # A move between /tmp and /home/user is copied by a helper that init
         # forks (a PUMP, with a request id of the old daemon). Stopped from
@@ -995,6 +1066,86 @@ class InFlight(RestartTest):
             self.assertEqual([e["name"] for e in r.json()["entries"]], ["big"])
         with self.subTest("no partial copy is left"):
             self.assertEqual(self.home_entries(d, sid), [])
+
+
+class Chaos(RestartTest):
+    pool = 2
+
+    def test_kill_during_creates_and_deletes(self):
+        # Creates and deletes in flight when the daemon dies: afterwards every
+        # sandbox the new daemon lists works, every other one is gone (no
+        # cgroup, no process), and its record is not "running".
+        import threading
+        d = self.d
+        doomed = [d.create(timeout=600) for _ in range(4)]
+        for sid in doomed:
+            self.background(sid, argv=["sleep", "1000"])
+        created = []
+
+        def create():
+            for _ in range(3):
+                try:
+                    r = d.api("POST", "/v1/sandboxes", {"timeout": 600}, timeout=60)
+                    if r.status == 201:
+                        created.append(r.json()["id"])
+                except (OSError, http.client.HTTPException):
+                    return
+
+        def delete(sid):
+            try:
+                d.api("DELETE", "/v1/sandboxes/%s" % sid, timeout=60)
+            except (OSError, http.client.HTTPException):
+                pass
+        threads = [threading.Thread(target=create) for _ in range(3)]
+        threads += [threading.Thread(target=delete, args=(sid,)) for sid in doomed]
+        for t in threads:
+            t.start()
+        wait_until(lambda: created, what="a create to finish")
+        self.kill9()
+        for t in threads:
+            t.join(60)
+            self.assertFalse(t.is_alive())
+        d = self.restart()
+        listed = list_ids(d)
+        self.assertTrue(set(listed) <= set(created + doomed), (listed, created, doomed))
+        for sid in listed:
+            self.assertEqual(d.exec(sid, argv=["echo", sid])["stdout"], sid + "\n")
+        wait_until(lambda: d.api("GET", "/v1/info").json()["pool"] == 2, timeout=60,
+                   what="the pool to refill")
+        parent = os.path.join(cgroup_hierarchies()[0], d.cgroup_parent)
+        dirs = [n for n in os.listdir(parent) if os.path.isdir(os.path.join(parent, n))]
+        self.assertEqual(len(dirs), len(listed) + 2, (dirs, listed))
+        con = sqlite3.connect("file:%s?mode=ro" % db_path(d), uri=True, timeout=10)
+        try:
+            running = sorted(r[0] for r in con.execute(
+                "SELECT id FROM sandboxes WHERE state = 'running'"))
+        finally:
+            con.close()
+        self.assertEqual(running, listed)
+        for sid in set(created + doomed) - set(listed):
+            self.assertTrue(cgroup_gone(d, sid), sid)
+
+
+class HalfMade(RestartTest):
+    pool = 0
+
+    def test_partial_cgroups_are_removed(self):
+        # A daemon that dies between the mkdirs of a sandbox's cgroups (the
+        # pool refills at any time) or between their rmdirs leaves the
+        # sandbox's directory in some hierarchies only: the next start
+        # removes it from all of them.
+        d = self.d
+        sid = d.create(timeout=600)
+        self.kill9()
+        hs = cgroup_hierarchies()
+        partial = {"halfmade0000000000aa": hs[:2], "halfgone0000000000bb": hs[1:] or hs}
+        for name, where in partial.items():
+            for h in where:
+                os.mkdir(os.path.join(h, d.cgroup_parent, name))
+        d = self.restart()
+        for name in partial:
+            self.assertTrue(cgroup_gone(d, name), (name, d.read_log()))
+        self.assertEqual(list_ids(d), [sid])
 
 
 class Twice(RestartTest):
