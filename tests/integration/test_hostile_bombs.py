@@ -377,6 +377,10 @@ class DaemonCrash(unittest.TestCase):
             os.rmdir(restarted.state)  # it reuses the dead daemon's instead
             for attr in ("state", "cgroup_parent", "uid_base", "uid_end", "args", "log_path"):
                 setattr(restarted, attr, getattr(d, attr))
+            # No pool: a new pool sandbox would live in the uid range that
+            # must empty below.
+            restarted.args = list(d.args)
+            restarted.args[restarted.args.index("--pool") + 1] = "0"
             restarted.start()
             listed = [s["id"] for s in restarted.api("GET", "/v1/sandboxes").json()["sandboxes"]]
             self.assertEqual(sorted(listed), sorted(sids))
