@@ -18,14 +18,16 @@ Observed outcomes worth knowing:
   never trusted over the kernel: init is found through the sandbox's cgroup
   and must be PID 1 of its pid namespace, running as the sandbox's uid.
 """
+import hashlib
 import http.client
-import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -262,14 +264,14 @@ class RestartTest(unittest.TestCase):
 
     # While no daemon runs, nothing holds the daemon's host-wide names (its
     # uid base, its cgroup parent): another test run's daemon could take our
-    # uid range and give its sandboxes the uids of ours. The test holds them
-    # itself until the restart (see Locks for what the daemon does).
+    # uid range, give its sandboxes the uids of ours, and make our restart
+    # move elsewhere. The test holds them itself until the restart (see
+    # Locks for what the daemon does).
     hold = True
 
     def hold_names(self):
         if not self.hold:
             return
-        import hashlib
         digest = hashlib.sha256(self.d.cgroup_parent.encode()).hexdigest()[:32]
         for name in ("sbx/uids/%d" % self.d.uid_base, "sbx/cgroup/%s" % digest):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -283,9 +285,6 @@ class RestartTest(unittest.TestCase):
     def release_names(self):
         while self.names:
             self.names.pop().close()
-
-    def logs(self):
-        return "\n".join(g.read_log() for g in self.gens)
 
     def host_proc(self, argv, **kw):
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
@@ -302,7 +301,7 @@ class RestartTest(unittest.TestCase):
         self.release_names()
         problems = []
         d = self.gens[-1]
-        if d.proc.poll() is None:
+        if d.proc is not None and d.proc.poll() is None:
             for sid in list_ids(d):
                 d.kill(sid)
             rc = d.stop()
@@ -709,7 +708,6 @@ class Streams(RestartTest):
     def test_exec_and_wait_in_progress(self):
         # One-result exec, wait and attach in flight: their clients get an
         # error, the commands run on and are listed (as background) after.
-        import threading
         d = self.d
         sid = d.create()
         bg = self.background(sid, argv=["sleep", "1000"])
@@ -940,7 +938,6 @@ class Locks(RestartTest):
                 p.terminate()
                 p.wait(30)
             p.stdout.close()
-            import shutil
             shutil.rmtree(o.state, ignore_errors=True)
 
     def test_names_held_while_down(self):
@@ -1038,7 +1035,6 @@ class InFlight(RestartTest):
                                     {"from": "/tmp/big", "to": "/home/user/big"})
             except (OSError, http.client.HTTPException) as e:
                 result["e"] = e
-        import threading
         t = threading.Thread(target=move)
         t.start()
         try:
@@ -1075,7 +1071,6 @@ class Chaos(RestartTest):
         # Creates and deletes in flight when the daemon dies: afterwards every
         # sandbox the new daemon lists works, every other one is gone (no
         # cgroup, no process), and its record is not "running".
-        import threading
         d = self.d
         doomed = [d.create(timeout=600) for _ in range(4)]
         for sid in doomed:
