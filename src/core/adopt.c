@@ -204,6 +204,13 @@ adopt_one (const struct sbx_sandbox_record *r)
       end_record (r, "its id range is not this daemon's (was --uid-base or --max-sandboxes changed?)");
       return NULL;
     }
+  /* Checked before the cast to pid_t: a stored value that names a
+     process only once cut to 32 bits is a corrupt record, not a pid. */
+  if (r->init_pid <= 1 || r->init_pid > INT32_MAX)
+    {
+      end_record (r, "no valid init pid recorded");
+      return NULL;
+    }
   sb = calloc (1, sizeof *sb);
   a = malloc (sizeof *a);
   if (sb == NULL || a == NULL)
@@ -237,6 +244,13 @@ adopt_one (const struct sbx_sandbox_record *r)
   sb->slot = r->slot;
   sbx_core.slots[r->slot] = 1;
   sb->oom_seen = sbx_host_oom_kills (sb->slot);
+  /* Request ids are init's key for commands and files helpers, and the
+     helpers in flight are not in init's answer: one of the old daemon's
+     could end after we have handed its id to a new command. Start above
+     anything a predecessor can have used: each daemon starts its sandboxes
+     at 0 or at its own start time in ms << 16, and does not make 65536
+     requests to one sandbox per millisecond it runs. */
+  sb->next_req_id = (uint64_t) now << 16;
 
   pthread_mutex_lock (&sbx_core.lock);
   while ((rc = sbx_iso_next_attached (&sb->box, a, &err)) == 1)

@@ -625,22 +625,53 @@ int
 sbx_cgroup_list (const struct sbx_cgroup_root *root, void (*fn) (const char *name, void *arg),
                  void *arg, sbx_error_t **err)
 {
-  int first = root->mode == SBX_CGROUP_V2 ? root->parent[0] : root->parent[SBX_CG_MEMORY];
-  int fd = openat (first, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  struct dirent *de;
-  DIR *d;
+  typedef char name_t[sizeof ((struct sbx_cgroup *) 0)->name];
+  name_t *names = NULL;
+  size_t n = 0, cap = 0, i;
+  int c;
 
-  if (fd < 0)
-    return sbx_err_sys (err, errno, "open cgroup parent");
-  d = fdopendir (fd);
-  if (d == NULL)
+  /* Every hierarchy, not just the first: a daemon that died half way
+     through the mkdirs or rmdirs of a sandbox left its directory in some
+     of them only. Each name once. */
+  for (c = 0; c < ncontrollers (root); c++)
     {
-      close (fd);
-      return sbx_err_sys (err, errno, "fdopendir");
+      struct dirent *de;
+      DIR *d;
+      int fd;
+
+      if (root->parent[c] < 0 || is_duplicate (root, c))
+        continue;
+      fd = openat (root->parent[c], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0 || (d = fdopendir (fd)) == NULL)
+        {
+          int e = errno;
+          if (fd >= 0)
+            close (fd);
+          free (names);
+          return sbx_err_sys (err, e, "open cgroup parent");
+        }
+      while ((de = readdir (d)) != NULL)
+        {
+          if (de->d_type != DT_DIR || de->d_name[0] == '.' || !valid_name (de->d_name))
+            continue;
+          for (i = 0; i < n && strcmp (names[i], de->d_name) != 0; i++)
+            ;
+          if (i < n)
+            continue;
+          if (n == cap)
+            {
+              cap = cap ? cap * 2 : 64;
+              names = realloc (names, cap * sizeof *names);
+              if (names == NULL)
+                sbx_oom ();
+            }
+          /* valid_name: shorter than a name_t */
+          memcpy (names[n++], de->d_name, strlen (de->d_name) + 1);
+        }
+      closedir (d);
     }
-  while ((de = readdir (d)) != NULL)
-    if (de->d_type == DT_DIR && de->d_name[0] != '.' && valid_name (de->d_name))
-      fn (de->d_name, arg);
-  closedir (d);
+  for (i = 0; i < n; i++)
+    fn (names[i], arg);
+  free (names);
   return 0;
 }

@@ -108,8 +108,8 @@ int sbx_cgroup_stats (const struct sbx_cgroup_root *root, const struct sbx_cgrou
                       struct sbx_cgroup_stats *out, sbx_error_t **err);
 /* Just the OOM-kill counter (cheap: one file). */
 uint64_t sbx_cgroup_oom_kills (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
-/* Names of the sandbox cgroups that exist under the parent (first
-   hierarchy), for cleanup of leftovers; calls fn for each. */
+/* Names of the sandbox cgroups that exist under the parent (in any
+   hierarchy), for cleanup of leftovers; calls fn once for each. */
 int sbx_cgroup_list (const struct sbx_cgroup_root *root, void (*fn) (const char *name, void *arg),
                      void *arg, sbx_error_t **err);
 

@@ -439,8 +439,28 @@ kill_foreign_cgroup (const char *name, void *arg)
   /* A pool sandbox, a half-built one, or one whose init is gone. */
   if (sbx_cgroup_open (&P.eng->cgroups, name, &cg, &err) < 0)
     {
-      sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+      int partial = err->sys_errno == ENOENT;
       sbx_error_free (err);
+      err = NULL;
+      if (!partial)
+        {
+          sbx_warn ("leftover cgroup %s: cannot open it", name);
+          return;
+        }
+      /* Not in every hierarchy: a daemon died between the mkdirs of a
+         sandbox (nothing ran in it yet) or between its rmdirs (nothing runs
+         in it any more). rmdir what is left by name; a directory that still
+         holds a process refuses (EBUSY), so nothing alive is touched. */
+      memset (&cg, 0, sizeof cg);
+      for (int i = 0; i < SBX_CG_NCTRL; i++)
+        cg.dir[i] = -1;
+      snprintf (cg.name, sizeof cg.name, "%s", name);
+      sbx_info ("removing partial leftover sandbox cgroup %s", name);
+      if (sbx_cgroup_destroy (&P.eng->cgroups, &cg, &err) < 0)
+        {
+          sbx_warn ("leftover cgroup %s: %s", name, err->msg);
+          sbx_error_free (err);
+        }
       return;
     }
   sbx_info ("removing leftover sandbox cgroup %s", name);
