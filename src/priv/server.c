@@ -452,8 +452,8 @@ kill_foreign_cgroup (const char *name, void *arg)
          in it any more). rmdir what is left by name; a directory that still
          holds a process refuses (EBUSY), so nothing alive is touched. */
       memset (&cg, 0, sizeof cg);
-      for (int i = 0; i < SBX_CG_NCTRL; i++)
-        cg.dir[i] = -1;
+      for (int c = 0; c < SBX_CG_NCTRL; c++)
+        cg.dir[c] = -1;
       snprintf (cg.name, sizeof cg.name, "%s", name);
       sbx_info ("removing partial leftover sandbox cgroup %s", name);
       if (sbx_cgroup_destroy (&P.eng->cgroups, &cg, &err) < 0)
