@@ -232,7 +232,9 @@ adopt_one (const struct sbx_sandbox_record *r)
   snprintf (sb->user, sizeof sb->user, "%s", strcmp (r->user, "root") == 0 ? "root" : "user");
   sb->created_ms = r->created_ms;
   sb->expires_ms = r->expires_ms;
-  sb->timeout_ms = r->expires_ms > r->created_ms ? (uint64_t) (r->expires_ms - r->created_ms) : 0;
+  sb->timeout_ms = r->timeout_ms > 0                ? (uint64_t) r->timeout_ms
+                   : r->expires_ms > r->created_ms ? (uint64_t) (r->expires_ms - r->created_ms)
+                                                   : 0;
   /* Already past: the loop expires it at once. */
   sb->expires_mono = sbx_mono_ms () + (r->expires_ms - now);
   sb->limits.memory_bytes = r->memory;

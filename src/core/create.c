@@ -287,6 +287,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.slot = sb->slot;
   rec.uid_base = (int64_t) sb->box.uid_base;
   rec.init_pid = sb->box.pid;
+  rec.timeout_ms = (int64_t) sb->timeout_ms;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next

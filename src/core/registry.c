@@ -230,7 +230,8 @@ sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_
       return -1;
     }
   pthread_mutex_unlock (&sbx_core.lock);
-  if (sbx_store_sandbox_set_expiry (sbx_core.store, sb->id, expires, err) < 0)
+  if (sbx_store_sandbox_set_expiry (sbx_core.store, sb->id, expires, (int64_t) timeout_ms, err)
+      < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
       if (sb->state == SBX_SB_RUNNING)

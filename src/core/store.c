@@ -39,7 +39,8 @@ static const char schema[]
       "  metadata TEXT NOT NULL,"
       "  slot INTEGER NOT NULL,"
       "  uid_base INTEGER NOT NULL,"
-      "  init_pid INTEGER NOT NULL);"
+      "  init_pid INTEGER NOT NULL,"
+      "  timeout_ms INTEGER NOT NULL DEFAULT 0);"
       "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
       "CREATE TABLE IF NOT EXISTS api_keys ("
       "  id TEXT PRIMARY KEY,"
@@ -78,7 +79,14 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
       return -1;
     }
   sqlite3_busy_timeout (st->db, 5000);
-  if (sqlite3_exec (st->db, schema, NULL, NULL, &msg) != SQLITE_OK)
+  if (sqlite3_exec (st->db, schema, NULL, NULL, &msg) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT timeout_ms FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* A database from before the lifetime was kept as set (a restarted
+       daemon shows it): the column, with 0 meaning expires - created. */
+    sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN timeout_ms INTEGER NOT NULL DEFAULT 0",
+                  NULL, NULL, &msg);
+  if (msg != NULL || sqlite3_errcode (st->db) != SQLITE_OK)
     {
       sbx_err (err, SBX_E_SYSTEM, "database `%s`: %s", path, msg ? msg : "schema failed");
       sqlite3_free (msg);
@@ -151,6 +159,7 @@ bind_insert (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_int64 (s, 13, r->slot);
   sqlite3_bind_int64 (s, 14, r->uid_base);
   sqlite3_bind_int64 (s, 15, r->init_pid);
+  sqlite3_bind_int64 (s, 16, r->timeout_ms);
 }
 
 int
@@ -159,8 +168,9 @@ sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record 
 {
   return run (st,
               "INSERT INTO sandboxes (id, tenant, template, user, state, created_ms, expires_ms,"
-              " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid)"
-              " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+              " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid, timeout_ms)"
+              " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
+              " ?16)",
               bind_insert, r, NULL, err);
 }
 
@@ -183,13 +193,28 @@ bind_id_int (sqlite3_stmt *s, const void *arg)
     sqlite3_bind_text (s, 4, a->s2, -1, SQLITE_STATIC);
 }
 
+struct expiry
+{
+  const char *id;
+  int64_t expires_ms, timeout_ms;
+};
+
+static void
+bind_expiry (sqlite3_stmt *s, const void *arg)
+{
+  const struct expiry *a = arg;
+  sqlite3_bind_text (s, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 2, a->expires_ms);
+  sqlite3_bind_int64 (s, 3, a->timeout_ms);
+}
+
 int
 sbx_store_sandbox_set_expiry (struct sbx_store *st, const char *id, int64_t expires_ms,
-                              sbx_error_t **err)
+                              int64_t timeout_ms, sbx_error_t **err)
 {
-  struct id_int a = {id, expires_ms, NULL, NULL};
-  return run (st, "UPDATE sandboxes SET expires_ms = ?2 WHERE id = ?1", bind_id_int, &a, NULL,
-              err);
+  struct expiry a = {id, expires_ms, timeout_ms};
+  return run (st, "UPDATE sandboxes SET expires_ms = ?2, timeout_ms = ?3 WHERE id = ?1",
+              bind_expiry, &a, NULL, err);
 }
 
 int
@@ -348,7 +373,8 @@ sbx_store_sandbox_running (struct sbx_store *st,
   pthread_mutex_lock (&st->lock);
   if (sqlite3_prepare_v2 (st->db,
                           "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
-                          " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid"
+                          " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid,"
+                          " timeout_ms"
                           " FROM sandboxes WHERE state = 'running' ORDER BY created_ms",
                           -1, &stmt, NULL)
       != SQLITE_OK)
@@ -379,6 +405,7 @@ sbx_store_sandbox_running (struct sbx_store *st,
       r.slot = slot >= 0 && slot <= UINT32_MAX ? (uint32_t) slot : UINT32_MAX;
       r.uid_base = sqlite3_column_int64 (stmt, 13);
       r.init_pid = sqlite3_column_int64 (stmt, 14);
+      r.timeout_ms = sqlite3_column_int64 (stmt, 15);
       if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json)
         fn (&r, arg);
     }

@@ -20,6 +20,7 @@ struct sbx_sandbox_record
   uint32_t slot;
   int64_t uid_base;
   int64_t init_pid;
+  int64_t timeout_ms; /* the lifetime as last set (0 in old records) */
 };
 
 int sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err);
@@ -28,7 +29,7 @@ void sbx_store_close (struct sbx_store *st);
 int sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record *r,
                               sbx_error_t **err);
 int sbx_store_sandbox_set_expiry (struct sbx_store *st, const char *id, int64_t expires_ms,
-                                  sbx_error_t **err);
+                                  int64_t timeout_ms, sbx_error_t **err);
 int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
                            const char *reason, int64_t ended_ms, sbx_error_t **err);
 /* Call fn for every record still "running" (what a restarted daemon

@@ -239,11 +239,12 @@ STORE_TEST (test_set_expiry)
   sbx_error_t *err = NULL;
 
   CHECK (insert (st, "sb1") == 0 && insert (st, "sb2") == 0);
-  CHECK (sbx_store_sandbox_set_expiry (st, "sb1", 1800000000000LL, &err) == 0);
-  CHECK_STR (query ("SELECT expires_ms FROM sandboxes WHERE id = 'sb1'"), "1800000000000");
+  CHECK (sbx_store_sandbox_set_expiry (st, "sb1", 1800000000000LL, 600000, &err) == 0);
+  CHECK_STR (query ("SELECT expires_ms || ' ' || timeout_ms FROM sandboxes WHERE id = 'sb1'"),
+             "1800000000000 600000");
   CHECK_STR (query ("SELECT expires_ms FROM sandboxes WHERE id = 'sb2'"), "1700000300000");
   /* Unknown ids change nothing and are not an error here. */
-  CHECK (sbx_store_sandbox_set_expiry (st, "nope", 1, &err) == 0 && err == NULL);
+  CHECK (sbx_store_sandbox_set_expiry (st, "nope", 1, 1, &err) == 0 && err == NULL);
   return 0;
 }
 
