@@ -24,12 +24,10 @@ sbx_route_split (const char *url, char *path, size_t cap, char **segs, int max_s
 
   if (strlen (url) >= cap)
     return -1;
+  /* MHD hands us the path alone, already decoded: a '?' here came from a
+     %3F and is part of a segment. Cutting there routed
+     "DELETE /v1/sandboxes/ID%3F/files" as "DELETE /v1/sandboxes/ID". */
   snprintf (path, cap, "%s", url);
-  {
-    char *q = strchr (path, '?');
-    if (q)
-      *q = '\0';
-  }
   *nsegs = 0;
   for (p = strtok_r (path, "/", &save); p; p = strtok_r (NULL, "/", &save))
     {

@@ -18,7 +18,8 @@ extern const struct sbx_route sbx_server_routes[];
    cut the C string short. */
 size_t sbx_route_unescape (char *s, int *had_nul);
 
-/* Copy url up to any '?' into path (cap bytes) and split it at '/' into
+/* Copy url (MHD's decoded path, without the query) into path (cap bytes)
+   and split it at '/' into
    at most max_segs non-empty segments pointing into path. -1 when the URL
    does not fit or has more segments. */
 int sbx_route_split (const char *url, char *path, size_t cap, char **segs, int max_segs,

@@ -262,7 +262,9 @@ class ExecErrors(DaemonTest):
         pp = p + "/processes/%d" % pid
         for body in ({"signal": "SIGFOO"}, {"signal": "TERM9"}, {"signal": 0}, {"signal": 32},
                      {"signal": 99}, {"signal": -15}, {"signal": 1.5}, {"signal": ["TERM"]},
-                     {"signal": True}, {"sig": "TERM"}):
+                     {"signal": True}, {"sig": "TERM"},
+                     # 2^32 + 1 and 2^32 + 9: not SIGHUP and SIGKILL (fuzz_json).
+                     {"signal": 4294967297}, {"signal": 4294967305}):
             with self.subTest(body=body):
                 self.assertError(self.d.api("POST", pp + "/signal", body), 400, "invalid_argument")
         for query in ("timeout=soon", "timeout=-1", "timeout=0x10", "encoding=hex"):
@@ -365,6 +367,22 @@ class RouteErrors(DaemonTest):
         self.assertEqual(sandbox_ids(self.d), [sid])
         r = self.d.api("GET", p + "/files/list?path=/tmp")
         self.assertEqual([e["name"] for e in r.json()["entries"]], ["keep"])
+        self.assertEqual(self.d.api("GET", p + "/files?path=/tmp/keep").body, b"keep")
+
+    def test_encoded_question_mark_in_the_path(self):
+        """A %3F is part of a segment, not the start of the query: the
+        path was cut there, and DELETE /v1/sandboxes/ID%3F/files killed
+        the sandbox (found by fuzz_http)."""
+        sid = self.d.create()
+        self.assertEqual(self.d.upload(sid, "/tmp/keep", b"keep").status, 201)
+        p = "/v1/sandboxes/" + sid
+        for method, path in (("DELETE", p + "%3F/files?path=/tmp/keep"),
+                             ("DELETE", p + "%3Fx"),
+                             ("GET", p + "%3F")):
+            with self.subTest(method=method, path=path):
+                self.assertError(self.d.api(method, path), 404, "not_found")
+        self.assertEqual(self.d.api("GET", "/healthz%3F").status, 404)
+        self.assertEqual(sandbox_ids(self.d), [sid])
         self.assertEqual(self.d.api("GET", p + "/files?path=/tmp/keep").body, b"keep")
 
     def test_bad_metadata_filters(self):
