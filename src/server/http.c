@@ -99,7 +99,19 @@ sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *res
       return;
     }
   if (MHD_queue_response (r->conn, status, resp) != MHD_YES)
-    sbx_debug ("queue response %u failed", status);
+    {
+      /* libmicrohttpd 0.9.75 sends "100 Continue" to a body-less request
+         with "Expect: 100-continue" and, when bytes of a next request are
+         already buffered, calls us with no data before the request is
+         complete; it then refuses to queue. Dropping the answer left the
+         connection hanging until the idle timeout, the handler's action
+         done (found by fuzz_mhd). Hold it for the final call instead. */
+      sbx_debug ("queue response %u refused: deferred", status);
+      r->deferred = resp;
+      r->deferred_status = status;
+      r->responded = 1;
+      return;
+    }
   MHD_destroy_response (resp);
   r->responded = 1;
 }
@@ -393,8 +405,10 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
     }
   if (r->deferred)
     {
+      /* Refused while the request is not complete yet (see
+         sbx_reply_response): still ours, for the next call. */
       if (MHD_queue_response (r->conn, r->deferred_status, r->deferred) != MHD_YES)
-        sbx_debug ("queue response %u failed", r->deferred_status);
+        return MHD_YES;
       MHD_destroy_response (r->deferred);
       r->deferred = NULL;
       return MHD_YES;
