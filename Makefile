@@ -144,7 +144,7 @@ clean:
 # instrumented for coverage, ASan and UBSan, into $(FUZZ_BUILD); each
 # tests/fuzz/fuzz_<target>.c links them. The embedded sbx-init is the
 # normal (gcc, never sanitized) one: it is data to the daemon.
-FUZZ_CC         ?= clang
+FUZZ_CC         ?= clang-14
 FUZZ_BUILD      := build-fuzz
 FUZZ_SECONDS    ?= 60
 FUZZ_CI_SECONDS ?= 10

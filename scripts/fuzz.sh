@@ -17,6 +17,10 @@ seconds=$2
 shift 2
 build=${FUZZ_BUILD:-build-fuzz}
 failed=()
+# Symbolized stack traces in reports (llvm-14 ships it outside PATH).
+if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ]; then
+  export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
+fi
 
 for t in "$@"; do
   bin=$build/fuzz_$t
