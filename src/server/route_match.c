@@ -1,5 +1,6 @@
 /* sbx: URL splitting, route matching and header values (see route_match.h).
- * Moved out of http.c unchanged in behaviour; http.c's callbacks call these. */
+ * Moved out of http.c so tests and fuzzers can call them; http.c's callbacks
+ * call these. */
 #include "server/route_match.h"
 
 #include <stdio.h>
