@@ -4,6 +4,8 @@
 #   make test         unit tests (plain and ASan+UBSan) and the integration suites
 #   make test-unit    C unit tests only
 #   make test-asan    the integration suites again, against an ASan+UBSan daemon
+#   make fuzz         libFuzzer harnesses (clang), FUZZ_SECONDS each (docs/fuzzing.md)
+#   make fuzz-ci      replay the fuzz regressions and seeds, then 10 s per harness
 #   make bench        side-by-side benchmark against bubblewrap
 #   make install      install to $(PREFIX)
 #
@@ -114,6 +116,7 @@ test-integration: all
 test: all lint
 	$(MAKE) test-unit
 	$(MAKE) BUILD=build-asan SAN=1 test-unit
+	$(MAKE) fuzz-ci
 	$(MAKE) test-integration
 	$(MAKE) test-asan
 
@@ -134,6 +137,56 @@ lint:
 	  { echo "lint: banned function (use snprintf/sbx_buf, no shell)"; exit 1; }
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(FUZZ_BUILD)
+
+# ---- fuzzing (docs/fuzzing.md) ---------------------------------------------
+# libFuzzer needs clang. The daemon's sources are compiled again with clang,
+# instrumented for coverage, ASan and UBSan, into $(FUZZ_BUILD); each
+# tests/fuzz/fuzz_<target>.c links them. The embedded sbx-init is the
+# normal (gcc, never sanitized) one: it is data to the daemon.
+FUZZ_CC         ?= clang-14
+FUZZ_BUILD      := build-fuzz
+FUZZ_SECONDS    ?= 60
+FUZZ_CI_SECONDS ?= 10
+FUZZ_TARGETS    ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Isrc -fno-strict-aliasing $(WARN) $(FUZZ_SAN)
+FUZZ_LIB_OBJ := $(DAEMON_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/initblob.o
+FUZZ_BIN    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+.PHONY: fuzz fuzz-build fuzz-regress fuzz-ci
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CLANG   $<"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) -c -DSBX_INIT_PATH='"$(BUILD)/sbx-init"' $< -o $@
+
+$(FUZZ_BUILD)/libsbxd.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	$(Q)ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_BUILD)/libsbxd.a
+	@echo "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Itests/fuzz $< $(FUZZ_BUILD)/libsbxd.a \
+	  -o $@ $(DAEMON_LIBS)
+
+fuzz-build: $(FUZZ_BIN)
+
+# Each harness runs FUZZ_SECONDS on a scratch corpus under $(FUZZ_BUILD),
+# seeded from tests/fuzz/corpus/<target> and tests/fuzz/regressions/<target>.
+fuzz: fuzz-build
+	scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Every seed and every regression input, once through its harness.
+fuzz-regress: fuzz-build
+	scripts/fuzz.sh regress 0 $(FUZZ_TARGETS)
+
+fuzz-ci: fuzz-build
+	scripts/fuzz.sh regress 0 $(FUZZ_TARGETS)
+	scripts/fuzz.sh run $(FUZZ_CI_SECONDS) $(FUZZ_TARGETS)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)

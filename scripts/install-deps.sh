@@ -11,6 +11,9 @@ packages=(
   ca-certificates procps iproute2
   # test and benchmark: Debian's Python runs the suites; bubblewrap is the peer
   python3 bubblewrap
+  # fuzzing (make fuzz): libFuzzer's runtime is libclang-rt-14-dev, only
+  # recommended by clang; llvm-14 has llvm-symbolizer for readable reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

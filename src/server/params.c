@@ -11,16 +11,22 @@
 int
 sbx_req_json (struct sbx_req *r, json_t **out, sbx_error_t **err)
 {
+  return sbx_json_body (r->body.data, r->body.len, out, err);
+}
+
+int
+sbx_json_body (const char *data, size_t len, json_t **out, sbx_error_t **err)
+{
   json_error_t jerr;
   json_t *o;
 
-  if (r->body.len == 0)
+  if (len == 0)
     {
       *out = json_object ();
       return 0;
     }
   /* Reject duplicate keys and NULs in strings: one meaning per body. */
-  o = json_loadb (r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &jerr);
+  o = json_loadb (data, len, JSON_REJECT_DUPLICATES, &jerr);
   if (o == NULL)
     return sbx_err (err, SBX_E_INVALID, "malformed JSON at line %d column %d: %s", jerr.line,
                     jerr.column, jerr.text);

@@ -76,6 +76,8 @@ int sbx_req_client_gone (struct sbx_req *r);
 
 /* params.c: strict parsing of JSON bodies and query values. */
 int sbx_req_json (struct sbx_req *r, json_t **out, sbx_error_t **err);
+/* The same for any body: an empty one is {}; *out is a new reference. */
+int sbx_json_body (const char *data, size_t len, json_t **out, sbx_error_t **err);
 int sbx_params_only (json_t *o, const char *const *allowed, sbx_error_t **err);
 int sbx_param_string (json_t *o, const char *key, const char **out, sbx_error_t **err);
 int sbx_param_bool (json_t *o, const char *key, int *out, sbx_error_t **err);
@@ -118,6 +120,36 @@ void sbx_route_file_move (struct sbx_req *r);
 void sbx_route_key_create (struct sbx_req *r);
 void sbx_route_key_list (struct sbx_req *r);
 void sbx_route_key_delete (struct sbx_req *r);
+
+/* Request bodies as options, without a connection or the core (for the
+   handlers, unit tests and fuzzers). Each takes the parsed body, returns 0
+   or -1 with err set; pointers in the result borrow from body. */
+int sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t **err);
+
+struct sbx_exec_request
+{
+  json_t *body;
+  char **argv; /* owned vector; strings borrowed from body or cmd_argv */
+  char *cmd_argv[4];
+  struct sbx_exec_opts opts;
+  struct sbx_buf stdin_bytes;
+  int stream;
+  int base64;
+};
+/* Parses body bytes (exec, or a background process when background);
+   free e with sbx_exec_request_free whatever the result. */
+int sbx_exec_request_parse (const char *data, size_t len, int background,
+                            struct sbx_exec_request *e, sbx_error_t **err);
+void sbx_exec_request_free (struct sbx_exec_request *e);
+/* The signal of a process signal body (SIGTERM when none is given). */
+int sbx_signal_request_parse (json_t *body, int *signo, sbx_error_t **err);
+
+/* Files: `path` of a mkdir body normalized into abs (SBX_FS_PATH_MAX). */
+int sbx_mkdir_request_parse (json_t *body, char *abs, uint32_t *mode, int *parents,
+                             sbx_error_t **err);
+/* `from` and `to` of a move body, `to` also normalized into abs. */
+int sbx_move_request_parse (json_t *body, const char **from, const char **to, char *abs,
+                            int *overwrite, sbx_error_t **err);
 
 /* routes_files.c: open the upload on the first body chunk's call. */
 int sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err);

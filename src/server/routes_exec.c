@@ -17,27 +17,17 @@
 #define POLL_SLICE_MS 1000
 
 
-struct exec_request
-{
-  json_t *body;
-  char **argv; /* owned vector; strings borrowed from body or cmd_argv */
-  char *cmd_argv[4];
-  struct sbx_exec_opts opts;
-  struct sbx_buf stdin_bytes;
-  int stream;
-  int base64;
-};
-
-static void
-exec_request_free (struct exec_request *e)
+void
+sbx_exec_request_free (struct sbx_exec_request *e)
 {
   free (e->argv);
   sbx_buf_free (&e->stdin_bytes);
   json_decref (e->body);
 }
 
-static int
-parse_exec (struct sbx_req *r, int background, struct exec_request *e, sbx_error_t **err)
+int
+sbx_exec_request_parse (const char *data, size_t len, int background,
+                        struct sbx_exec_request *e, sbx_error_t **err)
 {
   static const char *const exec_fields[]
       = {"argv",   "cmd",  "env",     "cwd",     "user",   "stdin",     "stdin_b64",
@@ -50,7 +40,7 @@ parse_exec (struct sbx_req *r, int background, struct exec_request *e, sbx_error
   size_t i, n;
 
   memset (e, 0, sizeof *e);
-  if (sbx_req_json (r, &e->body, err) < 0
+  if (sbx_json_body (data, len, &e->body, err) < 0
       || sbx_params_only (e->body, background ? bg_fields : exec_fields, err) < 0
       || sbx_param_string (e->body, "cmd", &cmd, err) < 0
       || sbx_param_string_map (e->body, "env", 256, 256, 128 * 1024, 128 * 1024, 1, &e->opts.env,
@@ -244,12 +234,12 @@ wait_watching_client (struct sbx_req *r, struct sbx_process *p, int64_t timeout_
 static void
 run_exec (struct sbx_req *r, int background)
 {
-  struct exec_request e;
+  struct sbx_exec_request e;
   sbx_error_t *err = NULL;
   struct sbx_sandbox *sb = NULL;
   struct sbx_process *p = NULL;
 
-  if (parse_exec (r, background, &e, &err) < 0)
+  if (sbx_exec_request_parse (r->body.data, r->body.len, background, &e, &err) < 0)
     goto fail;
   sb = sbx_req_sandbox (r, 2, &err);
   if (sb == NULL)
@@ -284,12 +274,12 @@ run_exec (struct sbx_req *r, int background)
     }
   sbx_process_unref (p);
   sbx_sandbox_unref (sb);
-  exec_request_free (&e);
+  sbx_exec_request_free (&e);
   return;
 fail:
   if (sb)
     sbx_sandbox_unref (sb);
-  exec_request_free (&e);
+  sbx_exec_request_free (&e);
   sbx_reply_error (r, err);
 }
 
@@ -385,28 +375,39 @@ sbx_route_process_stdin (struct sbx_req *r)
   sbx_sandbox_unref (sb);
 }
 
+int
+sbx_signal_request_parse (json_t *body, int *signo, sbx_error_t **err)
+{
+  static const char *const allowed[] = {"signal", NULL};
+  json_t *sig;
+
+  *signo = SIGTERM;
+  if (sbx_params_only (body, allowed, err) < 0)
+    return -1;
+  sig = json_object_get (body, "signal");
+  /* Range-checked before the cast: 4294967297 is not SIGHUP. */
+  if (json_is_integer (sig))
+    *signo = json_integer_value (sig) >= 1 && json_integer_value (sig) <= 31
+                 ? (int) json_integer_value (sig)
+                 : -1;
+  else if (json_is_string (sig))
+    *signo = sbx_signal_from_name (json_string_value (sig));
+  else if (sig != NULL)
+    *signo = -1;
+  if (*signo <= 0 || *signo >= 32)
+    return sbx_err (err, SBX_E_INVALID, "`signal` must be a signal name like \"SIGTERM\" or 1..31");
+  return 0;
+}
+
 void
 sbx_route_process_signal (struct sbx_req *r)
 {
-  static const char *const allowed[] = {"signal", NULL};
-  json_t *body = NULL, *sig;
-  int signo = SIGTERM;
+  json_t *body = NULL;
+  int signo;
   WITH_PROCESS (r, sb, p);
 
-  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0)
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_signal_request_parse (body, &signo, &err) < 0)
     goto fail;
-  sig = json_object_get (body, "signal");
-  if (json_is_integer (sig))
-    signo = (int) json_integer_value (sig);
-  else if (json_is_string (sig))
-    signo = sbx_signal_from_name (json_string_value (sig));
-  else if (sig != NULL)
-    signo = -1;
-  if (signo <= 0 || signo >= 32)
-    {
-      sbx_err (&err, SBX_E_INVALID, "`signal` must be a signal name like \"SIGTERM\" or 1..31");
-      goto fail;
-    }
   if (sbx_process_signal (p, signo, &err) < 0)
     goto fail;
   sbx_reply_empty (r, 204);

@@ -270,31 +270,37 @@ sbx_route_file_list (struct sbx_req *r)
   close_ctx (sb, &ctx);
 }
 
+int
+sbx_mkdir_request_parse (json_t *body, char *abs, uint32_t *mode, int *parents, sbx_error_t **err)
+{
+  static const char *const allowed[] = {"path", "parents", "mode", NULL};
+  const char *path = NULL, *mode_s = NULL;
+
+  *mode = 0755;
+  *parents = 0;
+  if (sbx_params_only (body, allowed, err) < 0 || sbx_param_string (body, "path", &path, err) < 0
+      || sbx_param_bool (body, "parents", parents, err) < 0
+      || sbx_param_string (body, "mode", &mode_s, err) < 0 || parse_mode (mode_s, mode, err) < 0)
+    return -1;
+  if (path == NULL)
+    return sbx_err (err, SBX_E_INVALID, "`path` is required");
+  return sbx_fs_normalize (path, abs, SBX_FS_PATH_MAX, err);
+}
+
 void
 sbx_route_file_mkdir (struct sbx_req *r)
 {
-  static const char *const allowed[] = {"path", "parents", "mode", NULL};
   struct sbx_fs_ctx ctx = {.root = -1};
   sbx_error_t *err = NULL;
   struct sbx_sandbox *sb = NULL;
-  const char *path = NULL, *mode_s = NULL;
   char abs[SBX_FS_PATH_MAX];
-  uint32_t mode = 0755;
-  int parents = 0;
+  uint32_t mode;
+  int parents;
   json_t *body = NULL;
 
-  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
-      || sbx_param_string (body, "path", &path, &err) < 0
-      || sbx_param_bool (body, "parents", &parents, &err) < 0
-      || sbx_param_string (body, "mode", &mode_s, &err) < 0 || parse_mode (mode_s, &mode, &err) < 0)
-    goto fail;
-  if (path == NULL)
-    {
-      sbx_err (&err, SBX_E_INVALID, "`path` is required");
-      goto fail;
-    }
-  if (sbx_fs_normalize (path, abs, sizeof abs, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL
-      || sbx_host_fs_mkdir (&ctx, abs, mode, parents, &err) < 0)
+  if (sbx_req_json (r, &body, &err) < 0
+      || sbx_mkdir_request_parse (body, abs, &mode, &parents, &err) < 0
+      || (sb = open_ctx (r, &ctx, &err)) == NULL || sbx_host_fs_mkdir (&ctx, abs, mode, parents, &err) < 0)
     goto fail;
   reply_stat (r, &ctx, abs, 201);
   close_ctx (sb, &ctx);
@@ -306,30 +312,37 @@ fail:
   sbx_reply_error (r, err);
 }
 
+int
+sbx_move_request_parse (json_t *body, const char **from, const char **to, char *abs,
+                        int *overwrite, sbx_error_t **err)
+{
+  static const char *const allowed[] = {"from", "to", "overwrite", NULL};
+
+  *from = *to = NULL;
+  *overwrite = 0;
+  if (sbx_params_only (body, allowed, err) < 0 || sbx_param_string (body, "from", from, err) < 0
+      || sbx_param_string (body, "to", to, err) < 0
+      || sbx_param_bool (body, "overwrite", overwrite, err) < 0)
+    return -1;
+  if (*from == NULL || *to == NULL)
+    return sbx_err (err, SBX_E_INVALID, "`from` and `to` are required");
+  return sbx_fs_normalize (*to, abs, SBX_FS_PATH_MAX, err);
+}
+
 void
 sbx_route_file_move (struct sbx_req *r)
 {
-  static const char *const allowed[] = {"from", "to", "overwrite", NULL};
   struct sbx_fs_ctx ctx = {.root = -1};
   sbx_error_t *err = NULL;
   struct sbx_sandbox *sb = NULL;
-  const char *from = NULL, *to = NULL;
+  const char *from, *to;
   char abs[SBX_FS_PATH_MAX];
-  int overwrite = 0;
+  int overwrite;
   json_t *body = NULL;
 
-  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
-      || sbx_param_string (body, "from", &from, &err) < 0
-      || sbx_param_string (body, "to", &to, &err) < 0
-      || sbx_param_bool (body, "overwrite", &overwrite, &err) < 0)
-    goto fail;
-  if (from == NULL || to == NULL)
-    {
-      sbx_err (&err, SBX_E_INVALID, "`from` and `to` are required");
-      goto fail;
-    }
-  if (sbx_fs_normalize (to, abs, sizeof abs, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL
-      || sbx_host_fs_move (&ctx, from, to, overwrite, &err) < 0)
+  if (sbx_req_json (r, &body, &err) < 0
+      || sbx_move_request_parse (body, &from, &to, abs, &overwrite, &err) < 0
+      || (sb = open_ctx (r, &ctx, &err)) == NULL || sbx_host_fs_move (&ctx, from, to, overwrite, &err) < 0)
     goto fail;
   reply_stat (r, &ctx, abs, 200);
   close_ctx (sb, &ctx);

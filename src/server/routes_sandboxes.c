@@ -32,39 +32,45 @@ sbx_route_info (struct sbx_req *r)
                              (int) running));
 }
 
-void
-sbx_route_sandbox_create (struct sbx_req *r)
+int
+sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t **err)
 {
   static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
                                         "env",      "metadata", "user", NULL};
+  uint64_t pids = 0;
+
+  memset (opts, 0, sizeof *opts);
+  if (sbx_params_only (body, allowed, err) < 0
+      || sbx_param_string (body, "template", &opts->template_name, err) < 0
+      || sbx_param_duration (body, "timeout", &opts->timeout_ms, err) < 0
+      || sbx_param_size (body, "memory", &opts->limits.memory_bytes, err) < 0
+      || sbx_param_cpus (body, "cpus", &opts->limits.cpu_milli, err) < 0
+      || sbx_param_uint (body, "pids", &pids, err) < 0
+      || sbx_param_size (body, "disk", &opts->limits.disk_bytes, err) < 0
+      || sbx_param_string_map (body, "env", 256, 256, 128 * 1024, 128 * 1024, 1, &opts->env, err)
+             < 0
+      || sbx_param_string_map (body, "metadata", 64, 128, 1024, 64 * 1024, 0, &opts->metadata,
+                               err)
+             < 0
+      || sbx_param_string (body, "user", &opts->user, err) < 0)
+    return -1;
+  if (json_object_get (body, "pids") && !json_is_null (json_object_get (body, "pids"))
+      && (pids == 0 || pids > UINT32_MAX))
+    return sbx_err (err, SBX_E_INVALID, "pids %llu is out of range", (unsigned long long) pids);
+  opts->limits.pids = (uint32_t) pids;
+  return 0;
+}
+
+void
+sbx_route_sandbox_create (struct sbx_req *r)
+{
   struct sbx_create_opts opts;
   sbx_error_t *err = NULL;
   struct sbx_sandbox *sb;
   json_t *body = NULL;
-  uint64_t pids = 0;
 
-  memset (&opts, 0, sizeof opts);
-  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
-      || sbx_param_string (body, "template", &opts.template_name, &err) < 0
-      || sbx_param_duration (body, "timeout", &opts.timeout_ms, &err) < 0
-      || sbx_param_size (body, "memory", &opts.limits.memory_bytes, &err) < 0
-      || sbx_param_cpus (body, "cpus", &opts.limits.cpu_milli, &err) < 0
-      || sbx_param_uint (body, "pids", &pids, &err) < 0
-      || sbx_param_size (body, "disk", &opts.limits.disk_bytes, &err) < 0
-      || sbx_param_string_map (body, "env", 256, 256, 128 * 1024, 128 * 1024, 1, &opts.env, &err)
-             < 0
-      || sbx_param_string_map (body, "metadata", 64, 128, 1024, 64 * 1024, 0, &opts.metadata,
-                               &err)
-             < 0
-      || sbx_param_string (body, "user", &opts.user, &err) < 0)
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_create_opts_parse (body, &opts, &err) < 0)
     goto fail;
-  if (json_object_get (body, "pids") && !json_is_null (json_object_get (body, "pids"))
-      && (pids == 0 || pids > UINT32_MAX))
-    {
-      sbx_err (&err, SBX_E_INVALID, "pids %llu is out of range", (unsigned long long) pids);
-      goto fail;
-    }
-  opts.limits.pids = (uint32_t) pids;
   sb = sbx_sandbox_create (sbx_req_tenant (r) ? sbx_req_tenant (r) : "default", &opts, &err);
   if (sb == NULL)
     goto fail;

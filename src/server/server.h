@@ -16,4 +16,13 @@ void sbx_server_quiesce (void);
 /* Close every connection (after the core stopped, so none waits forever). */
 void sbx_server_stop (void);
 
+/* For fuzzing: an HTTP server with the real request path (unescaping,
+   routing, body limits, replies) serving `table` as the administrator (no
+   API keys, so no core is needed when its handlers need none). It has no
+   listening socket and no thread: feed it with MHD_add_connection, drive it
+   with MHD_run, stop it with MHD_stop_daemon. */
+struct MHD_Daemon;
+struct sbx_route;
+struct MHD_Daemon *sbx__server_start_detached (const struct sbx_route *table, sbx_error_t **err);
+
 #endif

@@ -2,6 +2,7 @@
 and a JSON {code, error, message} body, and changes nothing. Then the TCP
 listener: API keys, key management, tenant isolation, revocation."""
 import json
+import socket
 
 from harness import DaemonTest
 from sbx_helpers import MIB, error_body_ok, q, raw_unix, sandbox_ids
@@ -262,7 +263,9 @@ class ExecErrors(DaemonTest):
         pp = p + "/processes/%d" % pid
         for body in ({"signal": "SIGFOO"}, {"signal": "TERM9"}, {"signal": 0}, {"signal": 32},
                      {"signal": 99}, {"signal": -15}, {"signal": 1.5}, {"signal": ["TERM"]},
-                     {"signal": True}, {"sig": "TERM"}):
+                     {"signal": True}, {"sig": "TERM"},
+                     # 2^32 + 1 and 2^32 + 9: not SIGHUP and SIGKILL (fuzz_json).
+                     {"signal": 4294967297}, {"signal": 4294967305}):
             with self.subTest(body=body):
                 self.assertError(self.d.api("POST", pp + "/signal", body), 400, "invalid_argument")
         for query in ("timeout=soon", "timeout=-1", "timeout=0x10", "encoding=hex"):
@@ -366,6 +369,49 @@ class RouteErrors(DaemonTest):
         r = self.d.api("GET", p + "/files/list?path=/tmp")
         self.assertEqual([e["name"] for e in r.json()["entries"]], ["keep"])
         self.assertEqual(self.d.api("GET", p + "/files?path=/tmp/keep").body, b"keep")
+
+    def test_encoded_question_mark_in_the_path(self):
+        """A %3F is part of a segment, not the start of the query: the
+        path was cut there, and DELETE /v1/sandboxes/ID%3F/files killed
+        the sandbox (found by fuzz_http)."""
+        sid = self.d.create()
+        self.assertEqual(self.d.upload(sid, "/tmp/keep", b"keep").status, 201)
+        p = "/v1/sandboxes/" + sid
+        for method, path in (("DELETE", p + "%3F/files?path=/tmp/keep"),
+                             ("DELETE", p + "%3Fx"),
+                             ("GET", p + "%3F")):
+            with self.subTest(method=method, path=path):
+                self.assertError(self.d.api(method, path), 404, "not_found")
+        self.assertEqual(self.d.api("GET", "/healthz%3F").status, 404)
+        self.assertEqual(sandbox_ids(self.d), [sid])
+        self.assertEqual(self.d.api("GET", p + "/files?path=/tmp/keep").body, b"keep")
+
+    def test_expect_100_continue_without_a_body_is_answered(self):
+        """libmicrohttpd 0.9.75 sends 100 Continue to a body-less request
+        with Expect: 100-continue and, when a pipelined request is already
+        buffered, runs the handler early and refuses its reply: the kill
+        happened, no answer came, and the connection hung until the idle
+        timeout (found by fuzz_mhd)."""
+        sid = self.d.create()
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(self.d.socket_path)
+        s.sendall(b"DELETE /v1/sandboxes/" + sid.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+                  b"Expect: 100-continue\r\n\r\n"
+                  b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        try:
+            while True:
+                chunk = s.recv(65536)  # a hang is a socket.timeout: an error
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            s.close()
+        statuses = [line.split(b" ")[1] for line in data.split(b"\r\n")
+                    if line.startswith(b"HTTP/1.1 ")]
+        self.assertEqual(statuses[-2:], [b"204", b"200"], data)
+        self.assertEqual(sandbox_ids(self.d), [])
 
     def test_bad_metadata_filters(self):
         sid = self.d.create(metadata={"team": "a"})
