@@ -100,7 +100,12 @@ apply_seccomp (sbx_error_t **err)
 {
   scmp_filter_ctx ctx = seccomp_init (DEFAULT_ACTION);
   struct scmp_arg_cmp thread = SCMP_A0 (SCMP_CMP_MASKED_EQ, CLONE_THREAD_FLAGS, CLONE_THREAD_FLAGS);
+  __attribute__ ((unused)) struct scmp_arg_cmp process
+      = SCMP_A0 (SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0);
   struct scmp_arg_cmp unix_only = SCMP_A0 (SCMP_CMP_EQ, AF_UNIX);
+  struct scmp_arg_cmp not_unix = SCMP_A0 (SCMP_CMP_NE, AF_UNIX);
+  struct scmp_arg_cmp read_limit = SCMP_A2 (SCMP_CMP_EQ, 0);
+  struct scmp_arg_cmp set_limit = SCMP_A2 (SCMP_CMP_NE, 0);
   struct scmp_arg_cmp ioctls[] = {SCMP_A1 (SCMP_CMP_EQ, FIONREAD), SCMP_A1 (SCMP_CMP_EQ, FIONBIO),
                                   SCMP_A1 (SCMP_CMP_EQ, FIOCLEX)};
   /* prctl: naming threads, and questions about ourselves. */
@@ -126,30 +131,23 @@ apply_seccomp (sbx_error_t **err)
   /* Threads only: a new process could leave the filter's assumptions. */
   if (add (ctx, SCMP_ACT_ALLOW, "clone", 1, &thread, err) < 0
 #if !defined(__SANITIZE_ADDRESS__)
-      || add (ctx, SCMP_ACT_ERRNO (EPERM), "clone", 1,
-              &(struct scmp_arg_cmp) SCMP_A0 (SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0), err)
-             < 0
+      || add (ctx, SCMP_ACT_ERRNO (EPERM), "clone", 1, &process, err) < 0
 #endif
       || add (ctx, SCMP_ACT_ALLOW, "socket", 1, &unix_only, err) < 0
-      || add (ctx, SCMP_ACT_ERRNO (EPERM), "socket", 1,
-              &(struct scmp_arg_cmp) SCMP_A0 (SCMP_CMP_NE, AF_UNIX), err)
-             < 0
+      || add (ctx, SCMP_ACT_ERRNO (EPERM), "socket", 1, &not_unix, err) < 0
       /* getrlimit(2) is prlimit64 without a new limit. */
-      || add (ctx, SCMP_ACT_ALLOW, "prlimit64", 1,
-              &(struct scmp_arg_cmp) SCMP_A2 (SCMP_CMP_EQ, 0), err)
-             < 0
-      || add (ctx, SCMP_ACT_ERRNO (EPERM), "prlimit64", 1,
-              &(struct scmp_arg_cmp) SCMP_A2 (SCMP_CMP_NE, 0), err)
-             < 0)
+      || add (ctx, SCMP_ACT_ALLOW, "prlimit64", 1, &read_limit, err) < 0
+      || add (ctx, SCMP_ACT_ERRNO (EPERM), "prlimit64", 1, &set_limit, err) < 0)
     goto out;
   for (i = 0; i < sizeof ioctls / sizeof *ioctls; i++)
     if (add (ctx, SCMP_ACT_ALLOW, "ioctl", 1, &ioctls[i], err) < 0)
       goto out;
   for (i = 0; i < sizeof prctls / sizeof *prctls; i++)
-    if (add (ctx, SCMP_ACT_ALLOW, "prctl", 1,
-             &(struct scmp_arg_cmp) SCMP_A0 (SCMP_CMP_EQ, (scmp_datum_t) prctls[i]), err)
-        < 0)
-      goto out;
+    {
+      struct scmp_arg_cmp option = SCMP_A0 (SCMP_CMP_EQ, (scmp_datum_t) prctls[i]);
+      if (add (ctx, SCMP_ACT_ALLOW, "prctl", 1, &option, err) < 0)
+        goto out;
+    }
   if (seccomp_load (ctx) < 0)
     {
       sbx_err (err, SBX_E_SYSTEM, "seccomp_load failed");
