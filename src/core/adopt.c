@@ -127,11 +127,10 @@ sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
   cap = json_integer_value (json_object_get (tag, "cap"));
   cap = cap < ADOPTED_CAP_MIN ? ADOPTED_CAP_MIN : cap > ADOPTED_CAP_MAX ? ADOPTED_CAP_MAX : cap;
   timeout = json_integer_value (json_object_get (tag, "timeout_ms"));
+  if (timeout > 0)
+    p->timeout_ms = (uint64_t) timeout;
   if (timeout > 0 && !a->exited)
-    {
-      p->timeout_ms = (uint64_t) timeout;
-      p->deadline_mono = p->start_mono + timeout;
-    }
+    p->deadline_mono = p->start_mono + timeout;
   json_decref (tag);
   if (p->cwd == NULL)
     sbx_oom ();
@@ -157,10 +156,16 @@ sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
     sb->next_req_id = a->req_id;
   p->next = sb->procs;
   sb->procs = p;
+  /* What we did to it before the restart (the reason a result gives). */
+  p->timed_out = (a->causes & SBX_SIGNAL_TIMEOUT) != 0;
+  p->killed_by_api = (a->causes & SBX_SIGNAL_API) != 0;
   if (a->exited)
     {
       p->exited = 1;
       p->wait_status = a->wait_status;
+      /* Its duration ends when init reaped it, not now. */
+      if (a->exited_ms >= p->started_ms && a->exited_ms <= now)
+        p->end_mono = now_mono - (now - a->exited_ms);
       p->stdin_open = 0;
       sbx__watch_del (&p->stdin_watch);
       close_and_reset (&p->stdin_fd);

@@ -115,7 +115,8 @@ sbx__process_maybe_done (struct sbx_process *p)
   if (p->out[0].fd >= 0 || p->out[1].fd >= 0)
     return;
   p->state = SBX_PROC_DONE;
-  p->end_mono = sbx_mono_ms ();
+  if (p->end_mono == 0) /* an adopted one may know when it ended */
+    p->end_mono = sbx_mono_ms ();
   p->stdin_open = 0;
   sbx__watch_del (&p->stdin_watch);
   close_and_reset (&p->stdin_fd);
@@ -383,7 +384,9 @@ sbx__expire_processes (struct sbx_sandbox *sb, int64_t now)
         p->deadline_mono = 0;
         p->timed_out = 1;
         /* The whole process group: a shell and what it started. */
-        if (sbx_iso_signal (&sb->box, p->req_id, SIGKILL, 1, &err) < 0)
+        if (sbx_iso_signal (&sb->box, p->req_id, SIGKILL, SBX_SIGNAL_GROUP | SBX_SIGNAL_TIMEOUT,
+                            &err)
+            < 0)
           {
             sbx_warn ("sandbox %s: timeout kill: %s", sb->id, err->msg);
             sbx_error_free (err);
@@ -712,7 +715,7 @@ sbx_process_signal (struct sbx_process *p, int signo, sbx_error_t **err)
       return sbx_err (err, SBX_E_CONFLICT, "process %d has finished", p->pid);
     }
   p->killed_by_api = 1;
-  rc = sbx_iso_signal (&p->sb->box, p->req_id, signo, 1, err);
+  rc = sbx_iso_signal (&p->sb->box, p->req_id, signo, SBX_SIGNAL_GROUP | SBX_SIGNAL_API, err);
   pthread_mutex_unlock (&sbx_core.lock);
   return rc;
 }

@@ -262,6 +262,8 @@ sbx_iso_next_attached (struct sbx_iso_box *box, struct sbx_iso_attached *a, sbx_
   a->pid = m.proc.pid;
   a->exited = m.proc.state == SBX_ATTACHED_EXITED;
   a->wait_status = m.proc.wait_status;
+  a->exited_ms = m.proc.exited_ms;
+  a->causes = m.proc.causes & (SBX_SIGNAL_TIMEOUT | SBX_SIGNAL_API);
   for (k = 0; k < 3; k++)
     a->fds[k] = (m.proc.keep_mask & (1u << k)) ? fds[j++] : -1;
   a->tag_len = m.proc.tag_len;

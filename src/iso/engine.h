@@ -117,7 +117,8 @@ struct sbx_iso_spawn
   size_t tag_len;  /* <= SBX_TAG_MAX */
 };
 int sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_error_t **err);
-int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group,
+/* flags: SBX_SIGNAL_* (the process group; why, which init keeps). */
+int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, uint32_t flags,
                     sbx_error_t **err);
 /* Ask init to copy in_fd to out_fd in a helper (see SBX_MSG_PUMP); the fds
    are borrowed. Ends with an EXITED (or SPAWN_FAILED) event for req_id. */
@@ -143,6 +144,8 @@ struct sbx_iso_attached
   uint64_t req_id;
   int pid;
   int exited, wait_status;
+  int64_t exited_ms; /* wall clock, when exited */
+  uint32_t causes;   /* SBX_SIGNAL_TIMEOUT | SBX_SIGNAL_API we sent it */
   int fds[3]; /* owned: our ends of stdin, stdout, stderr, -1 when none */
   size_t tag_len;
   char tag[SBX_TAG_MAX + 1]; /* NUL-terminated */

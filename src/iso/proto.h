@@ -161,7 +161,10 @@ struct sbx_msg_spawn
 
 /* ---- SIGNAL ------------------------------------------------------------ */
 
-#define SBX_SIGNAL_GROUP 0x1 /* deliver to the process group the spawn leads */
+#define SBX_SIGNAL_GROUP 0x1   /* deliver to the process group the spawn leads */
+#define SBX_SIGNAL_TIMEOUT 0x2 /* why: the command's timeout (kept for ATTACH) */
+#define SBX_SIGNAL_API 0x4     /* why: a client asked (kept for ATTACH) */
+#define SBX_SIGNAL_FLAGS 0x7
 
 struct sbx_msg_signal
 {
@@ -232,7 +235,8 @@ struct sbx_msg_proc
   int32_t wait_status; /* when exited */
   uint32_t keep_mask;  /* which kept ends follow, in bit order */
   uint32_t tag_len;    /* tag bytes after this struct */
-  uint32_t reserved;
+  uint32_t causes;     /* SBX_SIGNAL_TIMEOUT | SBX_SIGNAL_API: signals the daemon sent */
+  int64_t exited_ms;   /* CLOCK_REALTIME when reaped, 0 while running */
 };
 
 /* The first answer to ATTACH. An init of another protocol version (a

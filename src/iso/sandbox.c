@@ -638,7 +638,8 @@ sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_err
 }
 
 int
-sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group, sbx_error_t **err)
+sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, uint32_t flags,
+                sbx_error_t **err)
 {
   struct sbx_msg_signal m;
 
@@ -647,7 +648,7 @@ sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, int group, 
   m.hdr.len = sizeof m;
   m.req_id = req_id;
   m.signo = (uint32_t) signo;
-  m.flags = group ? SBX_SIGNAL_GROUP : 0;
+  m.flags = flags & SBX_SIGNAL_FLAGS;
   return sbx__iso_send (box->ctl, &m, sizeof m, NULL, 0, err);
 }
 

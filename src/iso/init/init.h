@@ -84,6 +84,8 @@ struct init_proc
   int keep[3];   /* the daemon's ends (SBX_KEEP_* order), -1 when none */
   uint32_t tag_len;
   char *tag;     /* owned, the daemon's opaque description */
+  uint32_t causes;   /* why the daemon signalled it (SBX_SIGNAL_TIMEOUT, _API) */
+  int64_t exited_ms; /* when it was reaped (wall clock) */
 };
 /* NULL when the table is full. */
 struct init_proc *init_proc_add (pid_t pid, uint64_t req_id, int is_pump);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "iso/init/init.h"
@@ -105,8 +106,11 @@ init_reap (void)
             init_proc_forget (&procs[i]);
           else
             {
+              struct timespec now;
+              clock_gettime (CLOCK_REALTIME, &now);
               procs[i].exited = 1;
               procs[i].wait_status = status;
+              procs[i].exited_ms = (int64_t) now.tv_sec * 1000 + now.tv_nsec / 1000000;
             }
           init_send_event (&m, sizeof m);
           break;
@@ -155,6 +159,8 @@ init_handle_attach (size_t len, int nfds)
             kept[nkept++] = procs[i].keep[k];
           }
       m->tag_len = procs[i].tag_len;
+      m->causes = procs[i].causes;
+      m->exited_ms = procs[i].exited_ms;
       if (procs[i].tag_len)
         memcpy (m + 1, procs[i].tag, procs[i].tag_len);
       if (init_send (m, m->hdr.len, kept, nkept) < 0)

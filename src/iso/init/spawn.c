@@ -318,12 +318,14 @@ init_handle_signal (const struct sbx_msg_signal *msg, size_t len)
 {
   struct init_proc *p;
 
-  if (len != sizeof *msg || msg->signo == 0 || msg->signo >= NSIG)
+  if (len != sizeof *msg || msg->signo == 0 || msg->signo >= NSIG
+      || (msg->flags & ~(uint32_t) SBX_SIGNAL_FLAGS) != 0)
     init_protocol_violation ();
   p = init_proc_running (msg->req_id);
   /* Already exited: the daemon learns that from EXITED. */
   if (p == NULL)
     return;
+  p->causes |= msg->flags & (SBX_SIGNAL_TIMEOUT | SBX_SIGNAL_API);
   /* The command leads its own session and process group (setsid). */
   if (msg->flags & SBX_SIGNAL_GROUP)
     kill (-p->pid, (int) msg->signo);
