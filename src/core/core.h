@@ -89,6 +89,7 @@ struct sbx_process
   int stdin_open;      /* the API may still write */
   int stdin_eof;       /* close once pending is written */
   struct sbx_buf stdin_pending;
+  uint64_t stdin_queued, stdin_written; /* bytes taken from the API, bytes in the pipe */
   /* output */
   struct sbx_outbuf out[2];
   /* result */
@@ -219,9 +220,10 @@ void sbx_process_unref (struct sbx_process *p);
 /* Block until done or timeout_ms passes (-1: forever); 1 done, 0 timeout. */
 int sbx_process_wait (struct sbx_process *p, int64_t timeout_ms);
 int sbx_process_signal (struct sbx_process *p, int signo, sbx_error_t **err);
-/* Queue bytes for the command's stdin; waits while 1 MiB is pending and
-   the command does not read, checking `gone` (may be NULL) every second so
-   that a client that left does not hold a thread forever. */
+/* Write bytes to the command's stdin: returns once they are in its pipe
+   (where they survive a daemon restart), waiting while the pipe is full,
+   checking `gone` (may be NULL) every second so that a client that left
+   does not hold a thread forever. */
 int sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, int eof,
                              int (*gone) (void *arg), void *arg, sbx_error_t **err);
 /* Mark a finished process as collected so it leaves the list. */

@@ -308,7 +308,10 @@ sbx__process_on_stdin (struct sbx_process *p)
           p->stdin_open = 0;
         }
       else
-        sbx_buf_consume (&p->stdin_pending, (size_t) n);
+        {
+          sbx_buf_consume (&p->stdin_pending, (size_t) n);
+          p->stdin_written += (uint64_t) n;
+        }
       pthread_cond_broadcast (&p->cond);
     }
   if (p->stdin_pending.len == 0)
@@ -724,6 +727,8 @@ int
 sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, int eof,
                          int (*gone) (void *arg), void *arg, sbx_error_t **err)
 {
+  uint64_t target;
+
   pthread_mutex_lock (&sbx_core.lock);
   for (;;)
     {
@@ -745,13 +750,36 @@ sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, in
         }
     }
   if (len)
-    sbx_buf_append (&p->stdin_pending, data, len);
+    {
+      sbx_buf_append (&p->stdin_pending, data, len);
+      p->stdin_queued += len;
+    }
+  target = p->stdin_queued;
   if (eof)
     {
       p->stdin_eof = 1;
       p->stdin_open = 0;
     }
   sbx__watch_mod (p->stdin_watch, EPOLLOUT);
+  /* Answer once the bytes are in the pipe: acknowledged input must not be
+     lost with the daemon (the pipe outlives it, our buffer does not). */
+  while (p->stdin_written < target)
+    {
+      struct timespec ts;
+      if (p->stdin_fd < 0 || p->exited)
+        {
+          pthread_mutex_unlock (&sbx_core.lock);
+          return sbx_err (err, SBX_E_CONFLICT, "process %d closed its stdin before reading it all",
+                          p->pid);
+        }
+      sbx__abstime (&ts, 1000);
+      if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT && gone
+          && gone (arg))
+        {
+          pthread_mutex_unlock (&sbx_core.lock);
+          return sbx_err (err, SBX_E_UNAVAILABLE, "the client went away");
+        }
+    }
   pthread_mutex_unlock (&sbx_core.lock);
   return 0;
 }
