@@ -1,6 +1,7 @@
 /* sbx: file operations inside a sandbox's root (see fs.h). */
 #include "iso/fs.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -325,6 +326,39 @@ mkdir_parents (const struct sbx_fs_ctx *ctx, const char *abs, uint32_t mode, sbx
   return 0;
 }
 
+/* prefix + 16 random hex digits: a name the sandbox cannot guess, so it
+   cannot have planted a link there. */
+static void
+hidden_name (char *out, size_t cap, const char *prefix)
+{
+  size_t n = strlen (prefix);
+
+  assert (n + 17 <= cap);
+  memcpy (out, prefix, n);
+  sbx_random_hex (out + n, 8);
+}
+
+/* The upload's temporary file, created as the user. Unnamed (O_TMPFILE)
+   where the kernel and filesystem allow it: an upload cut short, even by
+   the daemon's death, then leaves nothing in the sandbox's disk, since the
+   inode goes with its last fd (the copier's helper drops its own when its
+   input pipe ends). Elsewhere (EOPNOTSUPP from the filesystem, EISDIR from
+   kernels that read O_TMPFILE as O_DIRECTORY) a hidden named temporary,
+   which only an abort removes. */
+static int
+open_temporary (struct sbx_fs_upload *up)
+{
+  up->fd = openat (up->dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (up->fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+    return up->fd;
+  hidden_name (up->tmp_name, sizeof up->tmp_name, ".sbx-upload-");
+  up->fd = openat (up->dir, up->tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                   0600);
+  if (up->fd < 0)
+    up->tmp_name[0] = '\0'; /* not ours to remove */
+  return up->fd;
+}
+
 int
 sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
                      struct sbx_fs_upload *up, sbx_error_t **err)
@@ -354,11 +388,7 @@ sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mo
       close_and_reset (&up->dir);
       return sbx_err (err, SBX_E_INVALID, "`%s` is a directory", abs);
     }
-  memcpy (up->tmp_name, ".sbx-upload-", 12);
-  sbx_random_hex (up->tmp_name + 12, 8);
-  up->fd = openat (up->dir, up->tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                   0600);
-  if (up->fd < 0)
+  if (open_temporary (up) < 0)
     {
       int e = errno;
       close_and_reset (&up->dir);
@@ -429,6 +459,29 @@ sbx_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len, sbx
   return 0;
 }
 
+/* Give an unnamed temporary a hidden name beside the target: linkat cannot
+   replace an existing name, rename can. Through /proc/thread-self/fd, not
+   AT_EMPTY_PATH, which needs CAP_DAC_READ_SEARCH and the fsuid switch has
+   dropped it. A crash between this link and the rename leaves the hidden
+   name behind, but that window is microseconds, not the whole upload. */
+static int
+name_temporary (struct sbx_fs_upload *up)
+{
+  char proc[64];
+
+  snprintf (proc, sizeof proc, "/proc/thread-self/fd/%d", up->fd);
+  for (int tries = 0; tries < 8; tries++)
+    {
+      hidden_name (up->tmp_name, sizeof up->tmp_name, ".sbx-upload-");
+      if (linkat (AT_FDCWD, proc, up->dir, up->tmp_name, AT_SYMLINK_FOLLOW) == 0)
+        return 0;
+      if (errno != EEXIST)
+        break;
+    }
+  up->tmp_name[0] = '\0';
+  return -1;
+}
+
 int
 sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
 {
@@ -445,6 +498,12 @@ sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
       int e = errno;
       sbx_fs_upload_abort (up);
       return fs_err (err, e, "chmod", up->leaf);
+    }
+  if (up->tmp_name[0] == '\0' && name_temporary (up) < 0)
+    {
+      int e = errno;
+      sbx_fs_upload_abort (up);
+      return fs_err (err, e, "create", up->leaf);
     }
   if (renameat (up->dir, up->tmp_name, up->dir, up->leaf) < 0)
     {

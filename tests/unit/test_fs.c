@@ -21,11 +21,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
@@ -178,6 +184,13 @@ dir_names (const char *path)
     }
   free (names);
   return out;
+}
+
+static int
+names_are (const char *path, const char *want)
+{
+  const char *names = dir_names (path);
+  return names != NULL && strcmp (names, want) == 0;
 }
 
 /* The host side of T is exactly as setup left it. */
@@ -449,6 +462,19 @@ static int
 count_temporaries (const char *rel)
 {
   return count_prefixed (rel, ".sbx-upload-");
+}
+
+/* Free blocks of the filesystem holding T/root/<rel> (a tmpfs gives an
+   unnamed file's blocks back when its last fd closes), or -1. */
+static long long
+free_blocks (const char *rel)
+{
+  char path[256];
+  struct statvfs sv;
+
+  if (statvfs (in_root (path, sizeof path, rel), &sv) < 0)
+    return -1;
+  return (long long) sv.f_bfree;
 }
 
 /*============================ normalize ================================ */
@@ -1080,19 +1106,22 @@ TREE_TEST (test_upload_commit_replaces)
   CHECK_OK (sbx_fs_upload_begin (&ctx, "hello.txt", 0640, 0, &up, &err_));
   CHECK (up.fd > 2 && up.dir > 2);
   CHECK_STR (up.leaf, "hello.txt");
-  CHECK (strncmp (up.tmp_name, ".sbx-upload-", 12) == 0 && strlen (up.tmp_name) == 12 + 16);
-  for (int i = 12; i < 28; i++)
-    CHECK (strchr ("0123456789abcdef", up.tmp_name[i]) != NULL);
+  CHECK_STR (up.tmp_name, ""); /* unnamed (O_TMPFILE) until commit */
   CHECK (up.mode == 0640 && up.written == 0);
   CHECK_OK (sbx_fs_upload_write (&up, "new ", 4, &err_));
   CHECK_OK (sbx_fs_upload_write (&up, "content\n", 8, &err_));
   CHECK_OK (sbx_fs_upload_write (&up, "", 0, &err_));
   CHECK (up.written == 12);
-  /* Until commit, readers see the old file; the data is in a temporary. */
+  /* Until commit, readers see the old file; the data is in a temporary
+     that has no name in the directory. */
   CHECK_STR (slurp_root ("home/user/hello.txt"), "hello\n");
-  CHECK (count_temporaries ("home/user") == 1);
+  CHECK (count_prefixed ("home/user", ".sbx-") == 0);
   CHECK_OK (sbx_fs_upload_commit (&up, &err_));
   CHECK (up.fd == -1 && up.dir == -1);
+  /* It was named beside the target for the rename: a hidden random name. */
+  CHECK (strncmp (up.tmp_name, ".sbx-upload-", 12) == 0 && strlen (up.tmp_name) == 12 + 16);
+  for (int i = 12; i < 28; i++)
+    CHECK (strchr ("0123456789abcdef", up.tmp_name[i]) != NULL);
   CHECK_STR (slurp_root ("home/user/hello.txt"), "new content\n");
   CHECK (count_temporaries ("home/user") == 0);
   CHECK (lstat_root ("home/user/hello.txt", &after) == 0);
@@ -1128,10 +1157,11 @@ TREE_TEST (test_upload_abort_leaves_nothing)
 TREE_TEST (test_upload_concurrent)
 {
   struct sbx_fs_upload a, b;
+  struct stat sa, sb;
 
   CHECK_OK (sbx_fs_upload_begin (&ctx, "same", 0644, 0, &a, &err_));
   CHECK_OK (sbx_fs_upload_begin (&ctx, "same", 0644, 0, &b, &err_));
-  CHECK (strcmp (a.tmp_name, b.tmp_name) != 0);
+  CHECK (fstat (a.fd, &sa) == 0 && fstat (b.fd, &sb) == 0 && sa.st_ino != sb.st_ino);
   CHECK_OK (sbx_fs_upload_write (&a, "first", 5, &err_));
   CHECK_OK (sbx_fs_upload_write (&b, "second", 6, &err_));
   CHECK_OK (sbx_fs_upload_commit (&b, &err_));
@@ -1203,6 +1233,170 @@ TREE_TEST (test_upload_stays_inside)
   CHECK_FAILS (upload (&ctx, "/home/user/abs-canary-dir/inside", "x", 0644, 1, &err_),
                SBX_E_NOT_FOUND, ENOENT);
   CHECK_FAILS (upload (&ctx, "/escape/canary", "x", 0644, 0, &err_), SBX_E_NOT_FOUND, ENOENT);
+  return 0;
+}
+
+/* A commit puts the new file in place in one step: the name holds the old
+   file or the new one, never a part (a reader of the old one keeps it
+   whole); the new one is the very inode written, with one name, the mode
+   asked for (no umask) and the user as its owner. A name that became a
+   directory meanwhile is not replaced. */
+TREE_TEST (test_upload_commit_as_user)
+{
+  struct sbx_fs_upload up;
+  struct stat written, after;
+  char path[256];
+  int old;
+
+  old = open (in_root (path, sizeof path, "home/user/hello.txt"), O_RDONLY | O_CLOEXEC);
+  CHECK (old >= 0);
+  CHECK_OK (sbx_fs_upload_begin (&user, "hello.txt", 0666, 0, &up, &err_));
+  CHECK (fstat (up.fd, &written) == 0 && written.st_nlink == 0);
+  CHECK_OK (sbx_fs_upload_write (&up, "replacement\n", 12, &err_));
+  CHECK_STR (slurp_root ("home/user/hello.txt"), "hello\n");
+  CHECK_OK (sbx_fs_upload_commit (&up, &err_));
+  CHECK (lstat_root ("home/user/hello.txt", &after) == 0 && S_ISREG (after.st_mode));
+  CHECK (after.st_ino == written.st_ino && after.st_nlink == 1);
+  CHECK ((after.st_mode & 07777) == 0666);
+  CHECK (after.st_uid == USER && after.st_gid == USER);
+  CHECK_STR (slurp_root ("home/user/hello.txt"), "replacement\n");
+  CHECK_STR (read_fd (old), "hello\n");
+  CHECK (count_prefixed ("home/user", ".sbx-") == 0);
+
+  CHECK_OK (sbx_fs_upload_begin (&user, "later", 0644, 0, &up, &err_));
+  CHECK (mkdir_root ("home/user/later", 0755) == 0);
+  CHECK_FAILS (sbx_fs_upload_commit (&up, &err_), SBX_E_INVALID, EISDIR);
+  CHECK (lstat_root ("home/user/later", &after) == 0 && S_ISDIR (after.st_mode));
+  CHECK (count_prefixed ("home/user", ".sbx-") == 0);
+  CHECK (current_fsuid () == 0 && current_fsgid () == 0);
+  return 0;
+}
+
+/* An upload cut short leaves no entry in the directory and gives its blocks
+   back, whether aborted or abandoned by a process that died holding it (a
+   daemon killed in the middle runs no abort). */
+TREE_TEST (test_upload_cut_short_leaves_nothing)
+{
+  static char chunk[64 << 10];
+  struct sbx_fs_upload up;
+  long long before;
+  char mnt[256], c;
+  int status, ready[2], under_way;
+  pid_t pid;
+
+  CHECK (mkdir_root ("mnt", 0777) == 0);
+  CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
+  CHECK (file_root ("mnt/f", "old\n") == 0);
+  in_root (mnt, sizeof mnt, "mnt");
+  memset (chunk, 'x', sizeof chunk);
+  before = free_blocks ("mnt");
+  CHECK (before > 0);
+
+  CHECK_OK (sbx_fs_upload_begin (&user, "/mnt/f", 0644, 0, &up, &err_));
+  for (int i = 0; i < 4; i++)
+    CHECK_OK (sbx_fs_upload_write (&up, chunk, sizeof chunk, &err_));
+  CHECK (free_blocks ("mnt") < before);
+  CHECK_STR (dir_names (mnt), "f");
+  sbx_fs_upload_abort (&up);
+  CHECK_STR (dir_names (mnt), "f");
+  CHECK (free_blocks ("mnt") == before);
+
+  CHECK (pipe2 (ready, O_CLOEXEC) == 0);
+  pid = fork ();
+  CHECK (pid >= 0);
+  if (pid == 0)
+    {
+      sbx_error_t *err = NULL;
+      prctl (PR_SET_PDEATHSIG, SIGKILL);
+      if (sbx_fs_upload_begin (&user, "/mnt/f", 0644, 0, &up, &err) < 0)
+        _exit (1);
+      for (int i = 0; i < 4; i++)
+        if (sbx_fs_upload_write (&up, chunk, sizeof chunk, &err) < 0)
+          _exit (1);
+      if (write (ready[1], "r", 1) != 1)
+        _exit (1);
+      pause ();
+      _exit (1);
+    }
+  close (ready[1]);
+  /* Under way: the blocks are used, the directory shows nothing. Checked
+     before the kill, asserted after it, so that no child is left paused. */
+  under_way = read (ready[0], &c, 1) == 1 && free_blocks ("mnt") < before
+              && names_are (mnt, "f");
+  close (ready[0]);
+  kill (pid, SIGKILL);
+  CHECK (waitpid (pid, &status, 0) == pid && WIFSIGNALED (status));
+  CHECK (under_way);
+  CHECK_STR (dir_names (mnt), "f");
+  CHECK_STR (slurp_root ("mnt/f"), "old\n");
+  CHECK (free_blocks ("mnt") == before);
+  return 0;
+}
+
+/* Make openat with O_TMPFILE fail with `e`, as a filesystem (EOPNOTSUPP)
+   or a kernel (EISDIR) without it does. Filters stack: the last one
+   installed answers. */
+static int
+refuse_tmpfile (int e)
+{
+#if defined(__x86_64__)
+  const uint32_t arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  const uint32_t arch = AUDIT_ARCH_AARCH64;
+#else
+  const uint32_t arch = 0;
+#endif
+  /* Little-endian: the flags' low word comes first. */
+  struct sock_filter filter[] = {
+    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, arch)),
+    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, nr)),
+    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 1, 0),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, args[2])),
+    BPF_STMT (BPF_ALU | BPF_AND | BPF_K, O_TMPFILE & ~O_DIRECTORY),
+    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, O_TMPFILE & ~O_DIRECTORY, 0, 1),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((uint32_t) e & SECCOMP_RET_DATA)),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {ARRAY_SIZE (filter), filter};
+
+  if (arch == 0)
+    return -1;
+  return prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+/* Without O_TMPFILE, an upload goes to a hidden named temporary, which a
+   commit renames over the target and an abort removes. */
+TREE_TEST (test_upload_without_tmpfile)
+{
+  static const int errnos[] = {EOPNOTSUPP, EISDIR};
+  struct sbx_fs_upload up;
+  struct stat st;
+  char path[256];
+
+  for (size_t i = 0; i < ARRAY_SIZE (errnos); i++)
+    {
+      if (refuse_tmpfile (errnos[i]) < 0)
+        return 77;
+      CHECK (open (in_root (path, sizeof path, "tmp"), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600) < 0
+             && errno == errnos[i]);
+      CHECK_OK (sbx_fs_upload_begin (&user, "f", 0640, 0, &up, &err_));
+      CHECK (strncmp (up.tmp_name, ".sbx-upload-", 12) == 0 && strlen (up.tmp_name) == 12 + 16);
+      CHECK (count_temporaries ("home/user") == 1);
+      CHECK_OK (sbx_fs_upload_write (&up, "named\n", 6, &err_));
+      CHECK_OK (sbx_fs_upload_commit (&up, &err_));
+      CHECK_STR (slurp_root ("home/user/f"), "named\n");
+      CHECK (lstat_root ("home/user/f", &st) == 0 && st.st_nlink == 1);
+      CHECK ((st.st_mode & 07777) == 0640 && st.st_uid == USER && st.st_gid == USER);
+      CHECK (count_temporaries ("home/user") == 0);
+      CHECK_OK (sbx_fs_upload_begin (&user, "f", 0640, 0, &up, &err_));
+      CHECK (count_temporaries ("home/user") == 1);
+      sbx_fs_upload_abort (&up);
+      CHECK (count_temporaries ("home/user") == 0);
+      CHECK_STR (slurp_root ("home/user/f"), "named\n");
+    }
   return 0;
 }
 
@@ -1605,6 +1799,9 @@ main (void)
   RUN (test_upload_concurrent);
   RUN (test_upload_paths);
   RUN (test_upload_stays_inside);
+  RUN (test_upload_commit_as_user);
+  RUN (test_upload_cut_short_leaves_nothing);
+  RUN (test_upload_without_tmpfile);
   RUN (test_mkdir);
   RUN (test_mkdir_stays_inside);
   RUN (test_move);
