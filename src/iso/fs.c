@@ -700,9 +700,15 @@ sbx_fs_mkdir (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int
    one tmpfs: copy regular files across instead. Called within the move's
    AS_USER: every step runs as the sandbox user, never as the daemon, whose
    root would read files the user may not and ignore /tmp's sticky bit.
-   The source is first renamed aside in its own directory, which needs the
-   same rights as removing it, so a move the user could not complete fails
-   before anything changes instead of leaving a copy behind. */
+
+   The daemon can die at any point (the sandbox outlives it), so the long
+   copy runs while the source still has its name, into an upload whose
+   temporary is unnamed: a copy cut short leaves nothing behind. Only then
+   is the source renamed aside in its own directory, which needs the same
+   rights as removing it (sticky bit included): a move the user could not
+   complete fails there and changes nothing. The copy is committed over the
+   target and the aside name unlinked right after, so a crash leaves the
+   source under the aside name only in a window of microseconds. */
 static int
 copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, const char *to,
              sbx_error_t **err)
@@ -710,18 +716,12 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
   struct sbx_fs_upload up;
   cleanup_close int src = -1;
   char aside[48];
-  struct stat st;
+  struct stat st, moved;
 
-  memcpy (aside, ".sbx-move-", 10);
-  sbx_random_hex (aside + 10, 8);
-  if (syscall (SYS_renameat2, from_dir, from_leaf, from_dir, aside, RENAME_NOREPLACE) < 0)
-    return fs_err (err, errno, "move", from_leaf);
-  /* Opened by the name only we know: the inode we just renamed. */
-  src = openat (from_dir, aside, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  src = openat (from_dir, from_leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (src < 0 || fstat (src, &st) < 0 || !S_ISREG (st.st_mode))
     {
       int e = src < 0 ? errno : 0;
-      syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
       if (e == ELOOP || e == 0)
         return sbx_err (err, SBX_E_INVALID,
                         "only regular files can move between /tmp and /home/user, not `%s`",
@@ -735,17 +735,17 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
       void *job = NULL;
       direct.copier = NULL;
       if (sbx_fs_upload_begin (&direct, to, st.st_mode & 0777, 0, &up, err) < 0)
-        goto put_back;
+        return -1;
       if (ctx->copier->start (ctx->copier->arg, src, up.fd, &job, err) < 0
           || ctx->copier->finish (ctx->copier->arg, job, err) < 0)
         {
           sbx_fs_upload_abort (&up);
-          goto put_back;
+          return -1;
         }
-      goto commit;
+      goto copied;
     }
   if (sbx_fs_upload_begin (ctx, to, st.st_mode & 0777, 0, &up, err) < 0)
-    goto put_back;
+    return -1;
   for (;;)
     {
       ssize_t n = sendfile (up.fd, src, NULL, 1 << 20);
@@ -759,18 +759,34 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
             sbx_err (err, SBX_E_TOO_LARGE, "the sandbox disk is full");
           else
             sbx_err_sys (err, e, "copy `%s`", from_leaf);
-          goto put_back;
+          return -1;
         }
     }
-commit:
+copied:
+  hidden_name (aside, sizeof aside, ".sbx-move-");
+  if (syscall (SYS_renameat2, from_dir, from_leaf, from_dir, aside, RENAME_NOREPLACE) < 0)
+    {
+      int e = errno;
+      sbx_fs_upload_abort (&up);
+      return fs_err (err, e, "move", from_leaf);
+    }
+  /* The name may have been given to another file during the copy: that
+     one was not copied, so it must not be removed. */
+  if (fstatat (from_dir, aside, &moved, AT_SYMLINK_NOFOLLOW) < 0 || moved.st_dev != st.st_dev
+      || moved.st_ino != st.st_ino)
+    {
+      syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
+      sbx_fs_upload_abort (&up);
+      return sbx_err (err, SBX_E_CONFLICT, "`%s` was replaced during the move", from_leaf);
+    }
   if (sbx_fs_upload_commit (&up, err) < 0)
-    goto put_back;
+    {
+      syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
+      return -1;
+    }
   if (unlinkat (from_dir, aside, 0) < 0)
     return fs_err (err, errno, "remove", from_leaf);
   return 0;
-put_back:
-  syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
-  return -1;
 }
 
 int

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -40,6 +41,7 @@
 
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
 #define USER 1000
+#define OTHER 2000 /* another user of the sandbox */
 
 static char tmp[64];     /* T */
 static char rootdir[96]; /* T/root */
@@ -475,6 +477,57 @@ free_blocks (const char *rel)
   if (statvfs (in_root (path, sizeof path, rel), &sv) < 0)
     return -1;
   return (long long) sv.f_bfree;
+}
+
+/* Byte i of a test pattern: a misplaced or missing block shows. */
+static char
+pattern_at (size_t i)
+{
+  return (char) ('a' + (i / 4096 + i) % 26);
+}
+
+static int
+write_pattern (const char *path, size_t size, mode_t mode)
+{
+  char buf[4096];
+  int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+
+  if (fd < 0)
+    return -1;
+  for (size_t done = 0; done < size; done += sizeof buf)
+    {
+      size_t n = size - done < sizeof buf ? size - done : sizeof buf;
+      for (size_t i = 0; i < n; i++)
+        buf[i] = pattern_at (done + i);
+      if (write (fd, buf, n) != (ssize_t) n)
+        {
+          close (fd);
+          return -1;
+        }
+    }
+  if (fchmod (fd, mode) < 0)
+    {
+      close (fd);
+      return -1;
+    }
+  return close (fd);
+}
+
+/* 1 if the host file holds exactly `size` bytes of the pattern. */
+static int
+holds_pattern (const char *path, size_t size)
+{
+  char buf[4096];
+  size_t done = 0;
+  ssize_t n;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), ok = fd >= 0;
+
+  while (ok && (n = read (fd, buf, sizeof buf)) > 0)
+    for (ssize_t i = 0; i < n; i++, done++)
+      ok = ok && done < size && buf[i] == pattern_at (done);
+  if (fd >= 0)
+    close (fd);
+  return ok && done == size;
 }
 
 /*============================ normalize ================================ */
@@ -1554,10 +1607,11 @@ TREE_TEST (test_move_across_mounts_as_user)
 
   CHECK (mkdir_root ("mnt", 0777) == 0);
   CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
-  /* Root's unreadable file in sticky /tmp. */
+  /* Root's unreadable file in sticky /tmp: the source is opened (as the
+     user) before anything else. */
   CHECK (write_file_mode (in_root (path, sizeof path, "tmp/secret"), "root only\n", 0600) == 0);
   CHECK_FAILS (sbx_fs_move (&user, "/tmp/secret", "/mnt/stolen", 0, &err_), SBX_E_FORBIDDEN,
-               EPERM);
+               EACCES);
   CHECK (!exists_root ("mnt/stolen"));
   CHECK_STR (slurp_root ("tmp/secret"), "root only\n");
   CHECK (current_fsuid () == 0 && current_fsgid () == 0);
@@ -1588,6 +1642,190 @@ TREE_TEST (test_move_across_mounts_as_user)
   CHECK (lstat_root ("mnt/mine", &st) == 0 && st.st_uid == USER && st.st_gid == USER);
   CHECK_STR (slurp_root ("mnt/mine"), "mine\n");
   CHECK (count_prefixed ("tmp", ".sbx-") == 0 && count_prefixed ("mnt", ".sbx-") == 0);
+  CHECK (current_fsuid () == 0 && current_fsgid () == 0);
+  return 0;
+}
+
+/* A copier for the tests: copies at once, in start, then calls `between`
+   (a move's copy done, its source not yet renamed aside), where a test
+   checks the state of the tree or races the move. The hook runs with the
+   daemon's ids, like anything else in the sandbox would. */
+static void (*between) (void);
+static int between_rc;
+
+static int
+copy_now (void *arg, int in_fd, int out_fd, void **job, sbx_error_t **err)
+{
+  uid_t fsuid;
+  gid_t fsgid;
+
+  (void) arg;
+  for (;;)
+    {
+      ssize_t n = sendfile (out_fd, in_fd, NULL, 1 << 20);
+      if (n == 0)
+        break;
+      if (n < 0)
+        return sbx_err_sys (err, errno, "sendfile");
+    }
+  *job = NULL;
+  if (between)
+    {
+      fsgid = (gid_t) syscall (SYS_setfsgid, 0);
+      fsuid = (uid_t) syscall (SYS_setfsuid, 0);
+      between ();
+      syscall (SYS_setfsuid, fsuid);
+      syscall (SYS_setfsgid, fsgid);
+    }
+  return 0;
+}
+
+static int
+copy_finish (void *arg, void *job, sbx_error_t **err)
+{
+  (void) arg;
+  (void) job;
+  (void) err;
+  return 0;
+}
+
+static const struct sbx_fs_copier copier = {copy_now, copy_finish, NULL};
+
+/* A file the user may read but not remove (the file and its sticky
+   directory are another user's) does not move across mounts: the copy is
+   dropped, the source keeps its name, inode and content, and the target's
+   filesystem holds no entry and no block of it. */
+TREE_TEST (test_move_across_sticky_source)
+{
+  struct sbx_fs_ctx with_copier = user;
+  const struct sbx_fs_ctx *who[] = {&user, &with_copier};
+  char src[256], dir[256], mnt[256];
+  struct stat before, after;
+  long long free_before;
+
+  with_copier.copier = &copier;
+  CHECK (mkdir_root ("mnt", 0777) == 0);
+  CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
+  in_root (mnt, sizeof mnt, "mnt");
+  CHECK (mkdir_root ("tmp/shared", 01777) == 0);
+  CHECK (chown (in_root (dir, sizeof dir, "tmp/shared"), OTHER, OTHER) == 0);
+  CHECK (write_pattern (in_root (src, sizeof src, "tmp/shared/f"), 256 << 10, 0644) == 0);
+  CHECK (chown (src, OTHER, OTHER) == 0);
+  CHECK (lstat (src, &before) == 0);
+  free_before = free_blocks ("mnt");
+  for (size_t i = 0; i < ARRAY_SIZE (who); i++)
+    {
+      CHECK_FAILS (sbx_fs_move (who[i], "/tmp/shared/f", "/mnt/f", 0, &err_), SBX_E_FORBIDDEN,
+                   EPERM);
+      CHECK (lstat (src, &after) == 0 && after.st_ino == before.st_ino && after.st_nlink == 1);
+      CHECK (after.st_uid == OTHER && (after.st_mode & 07777) == 0644);
+      CHECK (holds_pattern (src, 256 << 10));
+      CHECK_STR (dir_names (dir), "f");
+      CHECK_STR (dir_names (mnt), "");
+      CHECK (free_blocks ("mnt") == free_before);
+      CHECK (current_fsuid () == 0 && current_fsgid () == 0);
+    }
+  return 0;
+}
+
+/* During the copy the source still has its name and the copy none. */
+static void
+check_during_copy (void)
+{
+  char mnt[256];
+
+  if (exists_root ("tmp/mine") && count_prefixed ("tmp", ".sbx-") == 0
+      && names_are (in_root (mnt, sizeof mnt, "mnt"), ""))
+    between_rc++;
+  else
+    between_rc = -100;
+}
+
+/* A move across mounts that succeeds leaves no aside name and no temporary:
+   the target is the copy (content, mode, the user's) with a single name,
+   and the source is gone. */
+TREE_TEST (test_move_across_leaves_nothing)
+{
+  struct sbx_fs_ctx with_copier = user;
+  const struct sbx_fs_ctx *who[] = {&user, &with_copier};
+  char path[256], mnt[256];
+  struct stat st;
+
+  with_copier.copier = &copier;
+  CHECK (mkdir_root ("mnt", 0777) == 0);
+  CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
+  in_root (mnt, sizeof mnt, "mnt");
+  between = check_during_copy;
+  for (size_t i = 0; i < ARRAY_SIZE (who); i++)
+    {
+      CHECK (write_pattern (in_root (path, sizeof path, "tmp/mine"), 256 << 10, 0640) == 0);
+      CHECK (chown (path, USER, USER) == 0);
+      CHECK_OK (sbx_fs_move (who[i], "/tmp/mine", "/mnt/mine", 0, &err_));
+      CHECK (!exists_root ("tmp/mine"));
+      CHECK (count_prefixed ("tmp", ".sbx-") == 0);
+      CHECK_STR (dir_names (mnt), "mine");
+      CHECK (lstat_root ("mnt/mine", &st) == 0 && S_ISREG (st.st_mode) && st.st_nlink == 1);
+      CHECK ((st.st_mode & 07777) == 0640 && st.st_uid == USER && st.st_gid == USER);
+      CHECK (holds_pattern (in_root (path, sizeof path, "mnt/mine"), 256 << 10));
+      CHECK (unlink (path) == 0);
+      CHECK (current_fsuid () == 0 && current_fsgid () == 0);
+    }
+  CHECK (between_rc == 1); /* the copier's run saw the source in place */
+  return 0;
+}
+
+static void
+swap_source (void)
+{
+  char a[256], b[256];
+
+  between_rc = rename (in_root (a, sizeof a, "tmp/intruder"), in_root (b, sizeof b, "tmp/src"));
+}
+
+static void
+target_becomes_dir (void)
+{
+  between_rc = mkdir_root ("mnt/t", 0755);
+}
+
+/* Races during the copy. The source's name given to another file: the
+   move fails and that file keeps the name (it was not copied, so it must
+   not be removed). The target turned into a directory: the commit fails
+   and the source gets its name back. Nothing is left either way. */
+TREE_TEST (test_move_across_races)
+{
+  struct sbx_fs_ctx with_copier = user;
+  char path[256], mnt[256];
+  struct stat before, after;
+
+  with_copier.copier = &copier;
+  CHECK (mkdir_root ("mnt", 0777) == 0);
+  CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
+  in_root (mnt, sizeof mnt, "mnt");
+  CHECK (file_root ("tmp/src", "source\n") == 0 && file_root ("tmp/intruder", "intruder\n") == 0);
+  /* The user's own, or the user could not rename it aside (sticky /tmp). */
+  CHECK (chown (in_root (path, sizeof path, "tmp/intruder"), USER, USER) == 0);
+  CHECK (chown (in_root (path, sizeof path, "tmp/src"), USER, USER) == 0);
+  between = swap_source;
+  between_rc = -1;
+  CHECK_FAILS (sbx_fs_move (&with_copier, "/tmp/src", "/mnt/t", 0, &err_), SBX_E_CONFLICT, 0);
+  CHECK (between_rc == 0);
+  CHECK_STR (slurp_root ("tmp/src"), "intruder\n");
+  CHECK (count_prefixed ("tmp", ".sbx-") == 0);
+  CHECK_STR (dir_names (mnt), "");
+
+  CHECK (file_root ("tmp/src", "source\n") == 0);
+  CHECK (chown (path, USER, USER) == 0 && lstat (path, &before) == 0);
+  between = target_becomes_dir;
+  between_rc = -1;
+  CHECK_FAILS (sbx_fs_move (&with_copier, "/tmp/src", "/mnt/t", 0, &err_), SBX_E_INVALID, EISDIR);
+  CHECK (between_rc == 0);
+  CHECK (lstat (path, &after) == 0 && after.st_ino == before.st_ino);
+  CHECK_STR (slurp_root ("tmp/src"), "source\n");
+  CHECK (count_prefixed ("tmp", ".sbx-") == 0);
+  CHECK_STR (dir_names (mnt), "t");
+  CHECK (lstat_root ("mnt/t", &after) == 0 && S_ISDIR (after.st_mode));
+  CHECK (count_prefixed ("mnt/t", "") == 2); /* "." and ".." */
   CHECK (current_fsuid () == 0 && current_fsgid () == 0);
   return 0;
 }
@@ -1808,6 +2046,9 @@ main (void)
   RUN (test_move_stays_inside);
   RUN (test_move_across_mounts);
   RUN (test_move_across_mounts_as_user);
+  RUN (test_move_across_sticky_source);
+  RUN (test_move_across_leaves_nothing);
+  RUN (test_move_across_races);
   RUN (test_remove);
   RUN (test_remove_stays_inside);
   RUN (test_remove_does_not_cross_mounts);
