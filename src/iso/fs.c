@@ -1,6 +1,7 @@
 /* sbx: file operations inside a sandbox's root (see fs.h). */
 #include "iso/fs.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -327,6 +328,39 @@ mkdir_parents (const struct sbx_fs_ctx *ctx, const char *abs, uint32_t mode, sbx
   return 0;
 }
 
+/* prefix + 16 random hex digits: a name the sandbox cannot guess, so it
+   cannot have planted a link there. */
+static void
+hidden_name (char *out, size_t cap, const char *prefix)
+{
+  size_t n = strlen (prefix);
+
+  assert (n + 17 <= cap);
+  memcpy (out, prefix, n);
+  sbx_random_hex (out + n, 8);
+}
+
+/* The upload's temporary file, created as the user. Unnamed (O_TMPFILE)
+   where the kernel and filesystem allow it: an upload cut short, even by
+   the daemon's death, then leaves nothing in the sandbox's disk, since the
+   inode goes with its last fd (the copier's helper drops its own when its
+   input pipe ends). Elsewhere (EOPNOTSUPP from the filesystem, EISDIR from
+   kernels that read O_TMPFILE as O_DIRECTORY) a hidden named temporary,
+   which only an abort removes. */
+static int
+open_temporary (struct sbx_fs_upload *up)
+{
+  up->fd = openat (up->dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (up->fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+    return up->fd;
+  hidden_name (up->tmp_name, sizeof up->tmp_name, ".sbx-upload-");
+  up->fd = openat (up->dir, up->tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                   0600);
+  if (up->fd < 0)
+    up->tmp_name[0] = '\0'; /* not ours to remove */
+  return up->fd;
+}
+
 int
 sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
                      struct sbx_fs_upload *up, sbx_error_t **err)
@@ -356,11 +390,7 @@ sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mo
       close_and_reset (&up->dir);
       return sbx_err (err, SBX_E_INVALID, "`%s` is a directory", abs);
     }
-  memcpy (up->tmp_name, ".sbx-upload-", 12);
-  sbx_random_hex (up->tmp_name + 12, 8);
-  up->fd = openat (up->dir, up->tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                   0600);
-  if (up->fd < 0)
+  if (open_temporary (up) < 0)
     {
       int e = errno;
       close_and_reset (&up->dir);
@@ -431,6 +461,29 @@ sbx_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len, sbx
   return 0;
 }
 
+/* Give an unnamed temporary a hidden name beside the target: linkat cannot
+   replace an existing name, rename can. Through /proc/thread-self/fd, not
+   AT_EMPTY_PATH, which needs CAP_DAC_READ_SEARCH and the fsuid switch has
+   dropped it. A crash between this link and the rename leaves the hidden
+   name behind, but that window is microseconds, not the whole upload. */
+static int
+name_temporary (struct sbx_fs_upload *up)
+{
+  char proc[64];
+
+  snprintf (proc, sizeof proc, "/proc/thread-self/fd/%d", up->fd);
+  for (int tries = 0; tries < 8; tries++)
+    {
+      hidden_name (up->tmp_name, sizeof up->tmp_name, ".sbx-upload-");
+      if (linkat (AT_FDCWD, proc, up->dir, up->tmp_name, AT_SYMLINK_FOLLOW) == 0)
+        return 0;
+      if (errno != EEXIST)
+        break;
+    }
+  up->tmp_name[0] = '\0';
+  return -1;
+}
+
 int
 sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
 {
@@ -447,6 +500,12 @@ sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
       int e = errno;
       sbx_fs_upload_abort (up);
       return fs_err (err, e, "chmod", up->leaf);
+    }
+  if (up->tmp_name[0] == '\0' && name_temporary (up) < 0)
+    {
+      int e = errno;
+      sbx_fs_upload_abort (up);
+      return fs_err (err, e, "create", up->leaf);
     }
   if (renameat (up->dir, up->tmp_name, up->dir, up->leaf) < 0)
     {
@@ -643,9 +702,15 @@ sbx_fs_mkdir (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int
    one tmpfs: copy regular files across instead. Called within the move's
    AS_USER: every step runs as the sandbox user, never as the daemon, whose
    root would read files the user may not and ignore /tmp's sticky bit.
-   The source is first renamed aside in its own directory, which needs the
-   same rights as removing it, so a move the user could not complete fails
-   before anything changes instead of leaving a copy behind. */
+
+   The daemon can die at any point (the sandbox outlives it), so the long
+   copy runs while the source still has its name, into an upload whose
+   temporary is unnamed: a copy cut short leaves nothing behind. Only then
+   is the source renamed aside in its own directory, which needs the same
+   rights as removing it (sticky bit included): a move the user could not
+   complete fails there and changes nothing. The copy is committed over the
+   target and the aside name unlinked right after, so a crash leaves the
+   source under the aside name only in a window of microseconds. */
 static int
 copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, const char *to,
              sbx_error_t **err)
@@ -653,18 +718,12 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
   struct sbx_fs_upload up;
   cleanup_close int src = -1;
   char aside[48];
-  struct stat st;
+  struct stat st, moved;
 
-  memcpy (aside, ".sbx-move-", 10);
-  sbx_random_hex (aside + 10, 8);
-  if (syscall (SYS_renameat2, from_dir, from_leaf, from_dir, aside, RENAME_NOREPLACE) < 0)
-    return fs_err (err, errno, "move", from_leaf);
-  /* Opened by the name only we know: the inode we just renamed. */
-  src = openat (from_dir, aside, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  src = openat (from_dir, from_leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (src < 0 || fstat (src, &st) < 0 || !S_ISREG (st.st_mode))
     {
       int e = src < 0 ? errno : 0;
-      syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
       if (e == ELOOP || e == 0)
         return sbx_err (err, SBX_E_INVALID,
                         "only regular files can move between /tmp and /home/user, not `%s`",
@@ -678,17 +737,17 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
       void *job = NULL;
       direct.copier = NULL;
       if (sbx_fs_upload_begin (&direct, to, st.st_mode & 0777, 0, &up, err) < 0)
-        goto put_back;
+        return -1;
       if (ctx->copier->start (ctx->copier->arg, src, up.fd, &job, err) < 0
           || ctx->copier->finish (ctx->copier->arg, job, err) < 0)
         {
           sbx_fs_upload_abort (&up);
-          goto put_back;
+          return -1;
         }
-      goto commit;
+      goto copied;
     }
   if (sbx_fs_upload_begin (ctx, to, st.st_mode & 0777, 0, &up, err) < 0)
-    goto put_back;
+    return -1;
   for (;;)
     {
       ssize_t n = sendfile (up.fd, src, NULL, 1 << 20);
@@ -702,18 +761,34 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
             sbx_err (err, SBX_E_TOO_LARGE, "the sandbox disk is full");
           else
             sbx_err_sys (err, e, "copy `%s`", from_leaf);
-          goto put_back;
+          return -1;
         }
     }
-commit:
+copied:
+  hidden_name (aside, sizeof aside, ".sbx-move-");
+  if (syscall (SYS_renameat2, from_dir, from_leaf, from_dir, aside, RENAME_NOREPLACE) < 0)
+    {
+      int e = errno;
+      sbx_fs_upload_abort (&up);
+      return fs_err (err, e, "move", from_leaf);
+    }
+  /* The name may have been given to another file during the copy: that
+     one was not copied, so it must not be removed. */
+  if (fstatat (from_dir, aside, &moved, AT_SYMLINK_NOFOLLOW) < 0 || moved.st_dev != st.st_dev
+      || moved.st_ino != st.st_ino)
+    {
+      syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
+      sbx_fs_upload_abort (&up);
+      return sbx_err (err, SBX_E_CONFLICT, "`%s` was replaced during the move", from_leaf);
+    }
   if (sbx_fs_upload_commit (&up, err) < 0)
-    goto put_back;
+    {
+      syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
+      return -1;
+    }
   if (unlinkat (from_dir, aside, 0) < 0)
     return fs_err (err, errno, "remove", from_leaf);
   return 0;
-put_back:
-  syscall (SYS_renameat2, from_dir, aside, from_dir, from_leaf, RENAME_NOREPLACE);
-  return -1;
 }
 
 int

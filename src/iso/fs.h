@@ -72,15 +72,18 @@ int sbx_fs_normalize (const char *in, char *out, size_t cap, sbx_error_t **err);
 int sbx_fs_open_read (const struct sbx_fs_ctx *ctx, const char *path, uint64_t *size,
                       sbx_error_t **err);
 
-/* An upload in progress: written to a hidden temporary file beside the
-   target, renamed over it on commit, removed on abort. */
+/* An upload in progress: written to an unnamed temporary file (O_TMPFILE)
+   in the target's directory, which commit links to a hidden name and
+   renames over the target; abort, or the death of every process holding
+   it, leaves nothing. Where O_TMPFILE is not supported, a hidden named
+   temporary from the start, which abort removes. */
 struct sbx_fs_upload
 {
   int dir;  /* O_PATH of the target's directory */
   int fd;   /* the temporary file */
   int pipe; /* with a copier: where the body goes, -1 otherwise */
   void *job; /* the copier's */
-  char tmp_name[64];
+  char tmp_name[64]; /* "" while the temporary is unnamed */
   char leaf[256];
   uint32_t mode;
   uint64_t written;

@@ -21,11 +21,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
@@ -34,6 +41,7 @@
 
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
 #define USER 1000
+#define OTHER 2000 /* another user of the sandbox */
 
 static char tmp[64];     /* T */
 static char rootdir[96]; /* T/root */
@@ -178,6 +186,13 @@ dir_names (const char *path)
     }
   free (names);
   return out;
+}
+
+static int
+names_are (const char *path, const char *want)
+{
+  const char *names = dir_names (path);
+  return names != NULL && strcmp (names, want) == 0;
 }
 
 /* The host side of T is exactly as setup left it. */
@@ -449,6 +464,70 @@ static int
 count_temporaries (const char *rel)
 {
   return count_prefixed (rel, ".sbx-upload-");
+}
+
+/* Free blocks of the filesystem holding T/root/<rel> (a tmpfs gives an
+   unnamed file's blocks back when its last fd closes), or -1. */
+static long long
+free_blocks (const char *rel)
+{
+  char path[256];
+  struct statvfs sv;
+
+  if (statvfs (in_root (path, sizeof path, rel), &sv) < 0)
+    return -1;
+  return (long long) sv.f_bfree;
+}
+
+/* Byte i of a test pattern: a misplaced or missing block shows. */
+static char
+pattern_at (size_t i)
+{
+  return (char) ('a' + (i / 4096 + i) % 26);
+}
+
+static int
+write_pattern (const char *path, size_t size, mode_t mode)
+{
+  char buf[4096];
+  int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+
+  if (fd < 0)
+    return -1;
+  for (size_t done = 0; done < size; done += sizeof buf)
+    {
+      size_t n = size - done < sizeof buf ? size - done : sizeof buf;
+      for (size_t i = 0; i < n; i++)
+        buf[i] = pattern_at (done + i);
+      if (write (fd, buf, n) != (ssize_t) n)
+        {
+          close (fd);
+          return -1;
+        }
+    }
+  if (fchmod (fd, mode) < 0)
+    {
+      close (fd);
+      return -1;
+    }
+  return close (fd);
+}
+
+/* 1 if the host file holds exactly `size` bytes of the pattern. */
+static int
+holds_pattern (const char *path, size_t size)
+{
+  char buf[4096];
+  size_t done = 0;
+  ssize_t n;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), ok = fd >= 0;
+
+  while (ok && (n = read (fd, buf, sizeof buf)) > 0)
+    for (ssize_t i = 0; i < n; i++, done++)
+      ok = ok && done < size && buf[i] == pattern_at (done);
+  if (fd >= 0)
+    close (fd);
+  return ok && done == size;
 }
 
 /*============================ normalize ================================ */
@@ -1080,19 +1159,22 @@ TREE_TEST (test_upload_commit_replaces)
   CHECK_OK (sbx_fs_upload_begin (&ctx, "hello.txt", 0640, 0, &up, &err_));
   CHECK (up.fd > 2 && up.dir > 2);
   CHECK_STR (up.leaf, "hello.txt");
-  CHECK (strncmp (up.tmp_name, ".sbx-upload-", 12) == 0 && strlen (up.tmp_name) == 12 + 16);
-  for (int i = 12; i < 28; i++)
-    CHECK (strchr ("0123456789abcdef", up.tmp_name[i]) != NULL);
+  CHECK_STR (up.tmp_name, ""); /* unnamed (O_TMPFILE) until commit */
   CHECK (up.mode == 0640 && up.written == 0);
   CHECK_OK (sbx_fs_upload_write (&up, "new ", 4, &err_));
   CHECK_OK (sbx_fs_upload_write (&up, "content\n", 8, &err_));
   CHECK_OK (sbx_fs_upload_write (&up, "", 0, &err_));
   CHECK (up.written == 12);
-  /* Until commit, readers see the old file; the data is in a temporary. */
+  /* Until commit, readers see the old file; the data is in a temporary
+     that has no name in the directory. */
   CHECK_STR (slurp_root ("home/user/hello.txt"), "hello\n");
-  CHECK (count_temporaries ("home/user") == 1);
+  CHECK (count_prefixed ("home/user", ".sbx-") == 0);
   CHECK_OK (sbx_fs_upload_commit (&up, &err_));
   CHECK (up.fd == -1 && up.dir == -1);
+  /* It was named beside the target for the rename: a hidden random name. */
+  CHECK (strncmp (up.tmp_name, ".sbx-upload-", 12) == 0 && strlen (up.tmp_name) == 12 + 16);
+  for (int i = 12; i < 28; i++)
+    CHECK (strchr ("0123456789abcdef", up.tmp_name[i]) != NULL);
   CHECK_STR (slurp_root ("home/user/hello.txt"), "new content\n");
   CHECK (count_temporaries ("home/user") == 0);
   CHECK (lstat_root ("home/user/hello.txt", &after) == 0);
@@ -1128,10 +1210,11 @@ TREE_TEST (test_upload_abort_leaves_nothing)
 TREE_TEST (test_upload_concurrent)
 {
   struct sbx_fs_upload a, b;
+  struct stat sa, sb;
 
   CHECK_OK (sbx_fs_upload_begin (&ctx, "same", 0644, 0, &a, &err_));
   CHECK_OK (sbx_fs_upload_begin (&ctx, "same", 0644, 0, &b, &err_));
-  CHECK (strcmp (a.tmp_name, b.tmp_name) != 0);
+  CHECK (fstat (a.fd, &sa) == 0 && fstat (b.fd, &sb) == 0 && sa.st_ino != sb.st_ino);
   CHECK_OK (sbx_fs_upload_write (&a, "first", 5, &err_));
   CHECK_OK (sbx_fs_upload_write (&b, "second", 6, &err_));
   CHECK_OK (sbx_fs_upload_commit (&b, &err_));
@@ -1203,6 +1286,170 @@ TREE_TEST (test_upload_stays_inside)
   CHECK_FAILS (upload (&ctx, "/home/user/abs-canary-dir/inside", "x", 0644, 1, &err_),
                SBX_E_NOT_FOUND, ENOENT);
   CHECK_FAILS (upload (&ctx, "/escape/canary", "x", 0644, 0, &err_), SBX_E_NOT_FOUND, ENOENT);
+  return 0;
+}
+
+/* A commit puts the new file in place in one step: the name holds the old
+   file or the new one, never a part (a reader of the old one keeps it
+   whole); the new one is the very inode written, with one name, the mode
+   asked for (no umask) and the user as its owner. A name that became a
+   directory meanwhile is not replaced. */
+TREE_TEST (test_upload_commit_as_user)
+{
+  struct sbx_fs_upload up;
+  struct stat written, after;
+  char path[256];
+  int old;
+
+  old = open (in_root (path, sizeof path, "home/user/hello.txt"), O_RDONLY | O_CLOEXEC);
+  CHECK (old >= 0);
+  CHECK_OK (sbx_fs_upload_begin (&user, "hello.txt", 0666, 0, &up, &err_));
+  CHECK (fstat (up.fd, &written) == 0 && written.st_nlink == 0);
+  CHECK_OK (sbx_fs_upload_write (&up, "replacement\n", 12, &err_));
+  CHECK_STR (slurp_root ("home/user/hello.txt"), "hello\n");
+  CHECK_OK (sbx_fs_upload_commit (&up, &err_));
+  CHECK (lstat_root ("home/user/hello.txt", &after) == 0 && S_ISREG (after.st_mode));
+  CHECK (after.st_ino == written.st_ino && after.st_nlink == 1);
+  CHECK ((after.st_mode & 07777) == 0666);
+  CHECK (after.st_uid == USER && after.st_gid == USER);
+  CHECK_STR (slurp_root ("home/user/hello.txt"), "replacement\n");
+  CHECK_STR (read_fd (old), "hello\n");
+  CHECK (count_prefixed ("home/user", ".sbx-") == 0);
+
+  CHECK_OK (sbx_fs_upload_begin (&user, "later", 0644, 0, &up, &err_));
+  CHECK (mkdir_root ("home/user/later", 0755) == 0);
+  CHECK_FAILS (sbx_fs_upload_commit (&up, &err_), SBX_E_INVALID, EISDIR);
+  CHECK (lstat_root ("home/user/later", &after) == 0 && S_ISDIR (after.st_mode));
+  CHECK (count_prefixed ("home/user", ".sbx-") == 0);
+  CHECK (current_fsuid () == 0 && current_fsgid () == 0);
+  return 0;
+}
+
+/* An upload cut short leaves no entry in the directory and gives its blocks
+   back, whether aborted or abandoned by a process that died holding it (a
+   daemon killed in the middle runs no abort). */
+TREE_TEST (test_upload_cut_short_leaves_nothing)
+{
+  static char chunk[64 << 10];
+  struct sbx_fs_upload up;
+  long long before;
+  char mnt[256], c;
+  int status, ready[2], under_way;
+  pid_t pid;
+
+  CHECK (mkdir_root ("mnt", 0777) == 0);
+  CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
+  CHECK (file_root ("mnt/f", "old\n") == 0);
+  in_root (mnt, sizeof mnt, "mnt");
+  memset (chunk, 'x', sizeof chunk);
+  before = free_blocks ("mnt");
+  CHECK (before > 0);
+
+  CHECK_OK (sbx_fs_upload_begin (&user, "/mnt/f", 0644, 0, &up, &err_));
+  for (int i = 0; i < 4; i++)
+    CHECK_OK (sbx_fs_upload_write (&up, chunk, sizeof chunk, &err_));
+  CHECK (free_blocks ("mnt") < before);
+  CHECK_STR (dir_names (mnt), "f");
+  sbx_fs_upload_abort (&up);
+  CHECK_STR (dir_names (mnt), "f");
+  CHECK (free_blocks ("mnt") == before);
+
+  CHECK (pipe2 (ready, O_CLOEXEC) == 0);
+  pid = fork ();
+  CHECK (pid >= 0);
+  if (pid == 0)
+    {
+      sbx_error_t *err = NULL;
+      prctl (PR_SET_PDEATHSIG, SIGKILL);
+      if (sbx_fs_upload_begin (&user, "/mnt/f", 0644, 0, &up, &err) < 0)
+        _exit (1);
+      for (int i = 0; i < 4; i++)
+        if (sbx_fs_upload_write (&up, chunk, sizeof chunk, &err) < 0)
+          _exit (1);
+      if (write (ready[1], "r", 1) != 1)
+        _exit (1);
+      pause ();
+      _exit (1);
+    }
+  close (ready[1]);
+  /* Under way: the blocks are used, the directory shows nothing. Checked
+     before the kill, asserted after it, so that no child is left paused. */
+  under_way = read (ready[0], &c, 1) == 1 && free_blocks ("mnt") < before
+              && names_are (mnt, "f");
+  close (ready[0]);
+  kill (pid, SIGKILL);
+  CHECK (waitpid (pid, &status, 0) == pid && WIFSIGNALED (status));
+  CHECK (under_way);
+  CHECK_STR (dir_names (mnt), "f");
+  CHECK_STR (slurp_root ("mnt/f"), "old\n");
+  CHECK (free_blocks ("mnt") == before);
+  return 0;
+}
+
+/* Make openat with O_TMPFILE fail with `e`, as a filesystem (EOPNOTSUPP)
+   or a kernel (EISDIR) without it does. Filters stack: the last one
+   installed answers. */
+static int
+refuse_tmpfile (int e)
+{
+#if defined(__x86_64__)
+  const uint32_t arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  const uint32_t arch = AUDIT_ARCH_AARCH64;
+#else
+  const uint32_t arch = 0;
+#endif
+  /* Little-endian: the flags' low word comes first. */
+  struct sock_filter filter[] = {
+    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, arch)),
+    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, nr)),
+    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 1, 0),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, args[2])),
+    BPF_STMT (BPF_ALU | BPF_AND | BPF_K, O_TMPFILE & ~O_DIRECTORY),
+    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, O_TMPFILE & ~O_DIRECTORY, 0, 1),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((uint32_t) e & SECCOMP_RET_DATA)),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {ARRAY_SIZE (filter), filter};
+
+  if (arch == 0)
+    return -1;
+  return prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+/* Without O_TMPFILE, an upload goes to a hidden named temporary, which a
+   commit renames over the target and an abort removes. */
+TREE_TEST (test_upload_without_tmpfile)
+{
+  static const int errnos[] = {EOPNOTSUPP, EISDIR};
+  struct sbx_fs_upload up;
+  struct stat st;
+  char path[256];
+
+  for (size_t i = 0; i < ARRAY_SIZE (errnos); i++)
+    {
+      if (refuse_tmpfile (errnos[i]) < 0)
+        return 77;
+      CHECK (open (in_root (path, sizeof path, "tmp"), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600) < 0
+             && errno == errnos[i]);
+      CHECK_OK (sbx_fs_upload_begin (&user, "f", 0640, 0, &up, &err_));
+      CHECK (strncmp (up.tmp_name, ".sbx-upload-", 12) == 0 && strlen (up.tmp_name) == 12 + 16);
+      CHECK (count_temporaries ("home/user") == 1);
+      CHECK_OK (sbx_fs_upload_write (&up, "named\n", 6, &err_));
+      CHECK_OK (sbx_fs_upload_commit (&up, &err_));
+      CHECK_STR (slurp_root ("home/user/f"), "named\n");
+      CHECK (lstat_root ("home/user/f", &st) == 0 && st.st_nlink == 1);
+      CHECK ((st.st_mode & 07777) == 0640 && st.st_uid == USER && st.st_gid == USER);
+      CHECK (count_temporaries ("home/user") == 0);
+      CHECK_OK (sbx_fs_upload_begin (&user, "f", 0640, 0, &up, &err_));
+      CHECK (count_temporaries ("home/user") == 1);
+      sbx_fs_upload_abort (&up);
+      CHECK (count_temporaries ("home/user") == 0);
+      CHECK_STR (slurp_root ("home/user/f"), "named\n");
+    }
   return 0;
 }
 
@@ -1360,10 +1607,11 @@ TREE_TEST (test_move_across_mounts_as_user)
 
   CHECK (mkdir_root ("mnt", 0777) == 0);
   CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
-  /* Root's unreadable file in sticky /tmp. */
+  /* Root's unreadable file in sticky /tmp: the source is opened (as the
+     user) before anything else. */
   CHECK (write_file_mode (in_root (path, sizeof path, "tmp/secret"), "root only\n", 0600) == 0);
   CHECK_FAILS (sbx_fs_move (&user, "/tmp/secret", "/mnt/stolen", 0, &err_), SBX_E_FORBIDDEN,
-               EPERM);
+               EACCES);
   CHECK (!exists_root ("mnt/stolen"));
   CHECK_STR (slurp_root ("tmp/secret"), "root only\n");
   CHECK (current_fsuid () == 0 && current_fsgid () == 0);
@@ -1394,6 +1642,190 @@ TREE_TEST (test_move_across_mounts_as_user)
   CHECK (lstat_root ("mnt/mine", &st) == 0 && st.st_uid == USER && st.st_gid == USER);
   CHECK_STR (slurp_root ("mnt/mine"), "mine\n");
   CHECK (count_prefixed ("tmp", ".sbx-") == 0 && count_prefixed ("mnt", ".sbx-") == 0);
+  CHECK (current_fsuid () == 0 && current_fsgid () == 0);
+  return 0;
+}
+
+/* A copier for the tests: copies at once, in start, then calls `between`
+   (a move's copy done, its source not yet renamed aside), where a test
+   checks the state of the tree or races the move. The hook runs with the
+   daemon's ids, like anything else in the sandbox would. */
+static void (*between) (void);
+static int between_rc;
+
+static int
+copy_now (void *arg, int in_fd, int out_fd, void **job, sbx_error_t **err)
+{
+  uid_t fsuid;
+  gid_t fsgid;
+
+  (void) arg;
+  for (;;)
+    {
+      ssize_t n = sendfile (out_fd, in_fd, NULL, 1 << 20);
+      if (n == 0)
+        break;
+      if (n < 0)
+        return sbx_err_sys (err, errno, "sendfile");
+    }
+  *job = NULL;
+  if (between)
+    {
+      fsgid = (gid_t) syscall (SYS_setfsgid, 0);
+      fsuid = (uid_t) syscall (SYS_setfsuid, 0);
+      between ();
+      syscall (SYS_setfsuid, fsuid);
+      syscall (SYS_setfsgid, fsgid);
+    }
+  return 0;
+}
+
+static int
+copy_finish (void *arg, void *job, sbx_error_t **err)
+{
+  (void) arg;
+  (void) job;
+  (void) err;
+  return 0;
+}
+
+static const struct sbx_fs_copier copier = {copy_now, copy_finish, NULL};
+
+/* A file the user may read but not remove (the file and its sticky
+   directory are another user's) does not move across mounts: the copy is
+   dropped, the source keeps its name, inode and content, and the target's
+   filesystem holds no entry and no block of it. */
+TREE_TEST (test_move_across_sticky_source)
+{
+  struct sbx_fs_ctx with_copier = user;
+  const struct sbx_fs_ctx *who[] = {&user, &with_copier};
+  char src[256], dir[256], mnt[256];
+  struct stat before, after;
+  long long free_before;
+
+  with_copier.copier = &copier;
+  CHECK (mkdir_root ("mnt", 0777) == 0);
+  CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
+  in_root (mnt, sizeof mnt, "mnt");
+  CHECK (mkdir_root ("tmp/shared", 01777) == 0);
+  CHECK (chown (in_root (dir, sizeof dir, "tmp/shared"), OTHER, OTHER) == 0);
+  CHECK (write_pattern (in_root (src, sizeof src, "tmp/shared/f"), 256 << 10, 0644) == 0);
+  CHECK (chown (src, OTHER, OTHER) == 0);
+  CHECK (lstat (src, &before) == 0);
+  free_before = free_blocks ("mnt");
+  for (size_t i = 0; i < ARRAY_SIZE (who); i++)
+    {
+      CHECK_FAILS (sbx_fs_move (who[i], "/tmp/shared/f", "/mnt/f", 0, &err_), SBX_E_FORBIDDEN,
+                   EPERM);
+      CHECK (lstat (src, &after) == 0 && after.st_ino == before.st_ino && after.st_nlink == 1);
+      CHECK (after.st_uid == OTHER && (after.st_mode & 07777) == 0644);
+      CHECK (holds_pattern (src, 256 << 10));
+      CHECK_STR (dir_names (dir), "f");
+      CHECK_STR (dir_names (mnt), "");
+      CHECK (free_blocks ("mnt") == free_before);
+      CHECK (current_fsuid () == 0 && current_fsgid () == 0);
+    }
+  return 0;
+}
+
+/* During the copy the source still has its name and the copy none. */
+static void
+check_during_copy (void)
+{
+  char mnt[256];
+
+  if (exists_root ("tmp/mine") && count_prefixed ("tmp", ".sbx-") == 0
+      && names_are (in_root (mnt, sizeof mnt, "mnt"), ""))
+    between_rc++;
+  else
+    between_rc = -100;
+}
+
+/* A move across mounts that succeeds leaves no aside name and no temporary:
+   the target is the copy (content, mode, the user's) with a single name,
+   and the source is gone. */
+TREE_TEST (test_move_across_leaves_nothing)
+{
+  struct sbx_fs_ctx with_copier = user;
+  const struct sbx_fs_ctx *who[] = {&user, &with_copier};
+  char path[256], mnt[256];
+  struct stat st;
+
+  with_copier.copier = &copier;
+  CHECK (mkdir_root ("mnt", 0777) == 0);
+  CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
+  in_root (mnt, sizeof mnt, "mnt");
+  between = check_during_copy;
+  for (size_t i = 0; i < ARRAY_SIZE (who); i++)
+    {
+      CHECK (write_pattern (in_root (path, sizeof path, "tmp/mine"), 256 << 10, 0640) == 0);
+      CHECK (chown (path, USER, USER) == 0);
+      CHECK_OK (sbx_fs_move (who[i], "/tmp/mine", "/mnt/mine", 0, &err_));
+      CHECK (!exists_root ("tmp/mine"));
+      CHECK (count_prefixed ("tmp", ".sbx-") == 0);
+      CHECK_STR (dir_names (mnt), "mine");
+      CHECK (lstat_root ("mnt/mine", &st) == 0 && S_ISREG (st.st_mode) && st.st_nlink == 1);
+      CHECK ((st.st_mode & 07777) == 0640 && st.st_uid == USER && st.st_gid == USER);
+      CHECK (holds_pattern (in_root (path, sizeof path, "mnt/mine"), 256 << 10));
+      CHECK (unlink (path) == 0);
+      CHECK (current_fsuid () == 0 && current_fsgid () == 0);
+    }
+  CHECK (between_rc == 1); /* the copier's run saw the source in place */
+  return 0;
+}
+
+static void
+swap_source (void)
+{
+  char a[256], b[256];
+
+  between_rc = rename (in_root (a, sizeof a, "tmp/intruder"), in_root (b, sizeof b, "tmp/src"));
+}
+
+static void
+target_becomes_dir (void)
+{
+  between_rc = mkdir_root ("mnt/t", 0755);
+}
+
+/* Races during the copy. The source's name given to another file: the
+   move fails and that file keeps the name (it was not copied, so it must
+   not be removed). The target turned into a directory: the commit fails
+   and the source gets its name back. Nothing is left either way. */
+TREE_TEST (test_move_across_races)
+{
+  struct sbx_fs_ctx with_copier = user;
+  char path[256], mnt[256];
+  struct stat before, after;
+
+  with_copier.copier = &copier;
+  CHECK (mkdir_root ("mnt", 0777) == 0);
+  CHECK (mount_root ("tmpfs", "mnt", "size=1m,mode=0777") == 0);
+  in_root (mnt, sizeof mnt, "mnt");
+  CHECK (file_root ("tmp/src", "source\n") == 0 && file_root ("tmp/intruder", "intruder\n") == 0);
+  /* The user's own, or the user could not rename it aside (sticky /tmp). */
+  CHECK (chown (in_root (path, sizeof path, "tmp/intruder"), USER, USER) == 0);
+  CHECK (chown (in_root (path, sizeof path, "tmp/src"), USER, USER) == 0);
+  between = swap_source;
+  between_rc = -1;
+  CHECK_FAILS (sbx_fs_move (&with_copier, "/tmp/src", "/mnt/t", 0, &err_), SBX_E_CONFLICT, 0);
+  CHECK (between_rc == 0);
+  CHECK_STR (slurp_root ("tmp/src"), "intruder\n");
+  CHECK (count_prefixed ("tmp", ".sbx-") == 0);
+  CHECK_STR (dir_names (mnt), "");
+
+  CHECK (file_root ("tmp/src", "source\n") == 0);
+  CHECK (chown (path, USER, USER) == 0 && lstat (path, &before) == 0);
+  between = target_becomes_dir;
+  between_rc = -1;
+  CHECK_FAILS (sbx_fs_move (&with_copier, "/tmp/src", "/mnt/t", 0, &err_), SBX_E_INVALID, EISDIR);
+  CHECK (between_rc == 0);
+  CHECK (lstat (path, &after) == 0 && after.st_ino == before.st_ino);
+  CHECK_STR (slurp_root ("tmp/src"), "source\n");
+  CHECK (count_prefixed ("tmp", ".sbx-") == 0);
+  CHECK_STR (dir_names (mnt), "t");
+  CHECK (lstat_root ("mnt/t", &after) == 0 && S_ISDIR (after.st_mode));
+  CHECK (count_prefixed ("mnt/t", "") == 2); /* "." and ".." */
   CHECK (current_fsuid () == 0 && current_fsgid () == 0);
   return 0;
 }
@@ -1605,12 +2037,18 @@ main (void)
   RUN (test_upload_concurrent);
   RUN (test_upload_paths);
   RUN (test_upload_stays_inside);
+  RUN (test_upload_commit_as_user);
+  RUN (test_upload_cut_short_leaves_nothing);
+  RUN (test_upload_without_tmpfile);
   RUN (test_mkdir);
   RUN (test_mkdir_stays_inside);
   RUN (test_move);
   RUN (test_move_stays_inside);
   RUN (test_move_across_mounts);
   RUN (test_move_across_mounts_as_user);
+  RUN (test_move_across_sticky_source);
+  RUN (test_move_across_leaves_nothing);
+  RUN (test_move_across_races);
   RUN (test_remove);
   RUN (test_remove_stays_inside);
   RUN (test_remove_does_not_cross_mounts);
