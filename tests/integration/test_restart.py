@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -970,7 +971,6 @@ class InFlight(RestartTest):
         d = self.d
         sid = d.create(timeout=600)
         self.assertEqual(d.upload(sid, "/home/user/f", b"old").status, 201)
-        init = find_init(d, sid)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(30)
         s.connect(d.socket_path)
@@ -980,9 +980,18 @@ class InFlight(RestartTest):
             s.sendall(b"x" * (1 << 20))
 
             def partial():
-                home = in_sandbox(init, "/home/user")
-                return [n for n in os.listdir(home) if n.startswith(".sbx-upload-")
-                        and os.stat(os.path.join(home, n)).st_size > 0]
+                # The body goes to an unnamed temporary (O_TMPFILE), held
+                # by the helper that copies it in the sandbox.
+                for pid in cgroup_pids(d, sid):
+                    fds = "/proc/%d/fd" % pid
+                    try:
+                        for fd in os.listdir(fds):
+                            st = os.stat(os.path.join(fds, fd))
+                            if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and st.st_size > 0:
+                                return True
+                    except OSError:
+                        pass  # the process or the fd went meanwhile
+                return False
             wait_until(partial, what="the upload to be under way")
             self.kill9()
         finally:
