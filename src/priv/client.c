@@ -526,9 +526,9 @@ fs_request (const struct sbx_fs_ctx *ctx, enum sbx_priv_fs_op op, const char *pa
       free (m);
       return sbx_err (err, SBX_E_INVALID, "path too long"), NULL;
     }
-  strcpy (m->path, path);
+  memcpy (m->path, path, strlen (path) + 1);
   if (path2)
-    strcpy (m->path2, path2);
+    memcpy (m->path2, path2, strlen (path2) + 1);
   return m;
 }
 
