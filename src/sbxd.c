@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "core/core.h"
+#include "iso/inuse.h"
 #include "priv/frontend.h"
 #include "priv/server.h"
 #include "server/server.h"
@@ -481,6 +482,20 @@ main (int argc, char **argv)
   if (take_host_locks (&cfg) < 0 || frontend_account (cfg.frontend_user, &fe_uid, &fe_gid) < 0
       || give_state_dir (cfg.state_dir, fe_uid, fe_gid) < 0)
     return 1;
+  /* The names only guard running daemons; sandboxes outlive theirs. */
+  if (sbx_iso_check_unshared (cfg.engine.cgroup_mount ? cfg.engine.cgroup_mount : "/sys/fs/cgroup",
+                              cfg.engine.cgroup_parent ? cfg.engine.cgroup_parent : "sbx",
+                              cfg.uid_base,
+                              (uint64_t) cfg.uid_base
+                                  + (uint64_t) (cfg.max_sandboxes + cfg.pool_size + 16)
+                                        * SBX_IDS_PER_SANDBOX,
+                              &err)
+      < 0)
+    {
+      fprintf (stderr, "sbx serve: %s\n", err->msg);
+      sbx_error_free (err);
+      return 1;
+    }
   self = open ("/proc/self/exe", O_PATH | O_CLOEXEC);
   if (self < 0)
     {
