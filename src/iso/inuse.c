@@ -36,7 +36,8 @@ read_small (const char *path, char *buf, size_t cap)
   return 0;
 }
 
-/* Real uid of pid, or -1 when it is gone. */
+/* Real uid of pid, or -1 when it is gone. A zombie counts as gone: it has
+   left its cgroups already (the kernel shows it in the root). */
 static long long
 uid_of (long pid)
 {
@@ -44,6 +45,9 @@ uid_of (long pid)
 
   snprintf (path, sizeof path, "/proc/%ld/status", pid);
   if (read_small (path, buf, sizeof buf) < 0)
+    return -1;
+  line = strstr (buf, "\nState:");
+  if (line == NULL || strchr ("ZX", line[8 + strspn (line + 8, " \t")]) != NULL)
     return -1;
   line = strstr (buf, "\nUid:");
   if (line == NULL)
@@ -130,9 +134,9 @@ sbx_iso_check_unshared (const char *cgroup_mount, const char *parent, uid_t lo, 
           closedir (d);
           return sbx_err (err, SBX_E_CONFLICT,
                           "another daemon is using cgroup parent `%s`: its process %ld there runs"
-                          " as uid %lld, outside this daemon's range (choose another with"
+                          " as uid %lld, outside this daemon's range %u..%llu (choose another with"
                           " --cgroup-parent)",
-                          parent, pid, uid);
+                          parent, pid, uid, (unsigned) lo, (unsigned long long) hi);
         }
     }
   closedir (d);
