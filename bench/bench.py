@@ -981,6 +981,9 @@ def main():
         log("bench: note: %d creates per level reach --max-sandboxes %d with the pool on top;"
             " sbxd's pool filler may then stop refilling" % (creates, MAX_SANDBOXES))
     workdir = tempfile.mkdtemp(prefix="sbx-bench-")
+    # The daemon's unprivileged front end (user sbx) must reach the state dir
+    # inside: search permission, nothing more.
+    os.chmod(workdir, 0o711)
     errlog = os.path.join(workdir, "children.err")
     launcher = Launcher(errlog)
     try:
