@@ -169,7 +169,7 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   if (sbx_store_sandbox_end_all_running (sbx_core.store, "daemon restarted", sbx_now_ms (), &lost,
                                          err)
       < 0)
-    return -1;
+    return sbx_err_wrap (err, "database `%s`", path);
   if (lost)
     sbx_warn ("%d sandbox(es) of a previous run were lost", lost);
   sbx_store_sandbox_prune (sbx_core.store, sbx_now_ms () - RECORD_RETENTION_MS, NULL);

@@ -99,8 +99,11 @@ struct sbx_process
   int timed_out;
   int oom_killed;
   int killed_by_api; /* a signal came through the API */
+  int unpaced;       /* BLOCK: the stream that paced it is gone; output is discarded */
   char reason[160];
   uint64_t oom_before;
+  uint64_t limit_hits_before;
+  int oom_outside;       /* the OOM kill came from outside its limit (the host) */
   int64_t deadline_mono; /* 0: none */
   uint64_t timeout_ms;   /* as asked, for the reason */
   pthread_cond_t cond;   /* any change: output, state, stdin space */

@@ -195,7 +195,13 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       if (WIFSIGNALED (ev->wait_status) && WTERMSIG (ev->wait_status) == SIGKILL && !p->timed_out
           && !p->killed_by_api
           && sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg) > p->oom_before)
-        p->oom_killed = 1;
+        {
+          p->oom_killed = 1;
+          /* Its sandbox never reached its own limit: the memory of the
+             sandboxes' parent (or of the host) ran out. */
+          p->oom_outside = sbx_cgroup_limit_hits (&sbx_core.engine.cgroups, &sb->box.cg)
+                           == p->limit_hits_before;
+        }
       sbx__watch_del (&p->stdin_watch);
       close_and_reset (&p->stdin_fd);
       p->stdin_open = 0;
@@ -221,7 +227,10 @@ sbx__process_on_output (struct sbx_process *p, int idx)
     return;
   if (p->mode == SBX_OUT_BLOCK)
     {
-      size_t room = o->cap - (size_t) (o->end - o->start);
+      size_t room;
+      if (p->unpaced)
+        o->start = o->end; /* nobody will read it: keep nothing */
+      room = o->cap - (size_t) (o->end - o->start);
       if (room == 0)
         {
           /* Lossless mode: let the pipe fill, so the writer in the
@@ -522,6 +531,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   p->next = sb->procs;
   sb->procs = p;
   p->oom_before = sbx_cgroup_oom_kills (&sbx_core.engine.cgroups, &sb->box.cg);
+  p->limit_hits_before = sbx_cgroup_limit_hits (&sbx_core.engine.cgroups, &sb->box.cg);
   p->timeout_ms = opts->timeout_ms;
   if (opts->timeout_ms)
     p->deadline_mono = p->start_mono + (int64_t) opts->timeout_ms;

@@ -35,8 +35,33 @@ sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int b
 void
 sbx_reader_release (struct sbx_reader *r)
 {
-  if (r->p)
-    sbx_process_unref (r->p);
+  struct sbx_process *p = r->p;
+  int i;
+
+  if (p == NULL)
+    return;
+  if (r->primary && p->mode == SBX_OUT_BLOCK)
+    {
+      /* The stream that paced this command is gone (its client hung up).
+         Nobody reads this output any more: discard it from now on, and let
+         the loop read paused pipes again. Otherwise a command killed with
+         a full buffer is never drained, never finishes, and holds its pipe
+         and its place in the process list until the sandbox dies. */
+      pthread_mutex_lock (&sbx_core.lock);
+      p->unpaced = 1;
+      for (i = 0; i < 2; i++)
+        {
+          struct sbx_outbuf *o = &p->out[i];
+          o->start = o->end;
+          if (o->paused && o->fd >= 0)
+            {
+              o->paused = 0;
+              sbx__watch_mod (o->watch, EPOLLIN);
+            }
+        }
+      pthread_mutex_unlock (&sbx_core.lock);
+    }
+  sbx_process_unref (p);
   r->p = NULL;
 }
 

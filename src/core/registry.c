@@ -273,6 +273,8 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
 {
   sbx_error_t *local = NULL;
   int was_running, expired = reason && strcmp (reason, "sandbox expired") == 0;
+  /* Its init died on its own (reaper.c): recorded as such, not as a kill. */
+  int died = reason && strncmp (reason, "sandbox init", 12) == 0;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sb->state == SBX_SB_DYING || sb->state == SBX_SB_DEAD)
@@ -313,7 +315,8 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
       local = NULL;
     }
   if (was_running
-      && sbx_store_sandbox_end (sbx_core.store, sb->id, expired ? "expired" : "killed",
+      && sbx_store_sandbox_end (sbx_core.store, sb->id,
+                                expired ? "expired" : died ? "died" : "killed",
                                 sb->end_reason, sbx_now_ms (), &local)
              < 0)
     {

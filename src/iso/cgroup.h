@@ -81,9 +81,14 @@ void sbx_cgroup_root_close (struct sbx_cgroup_root *root);
    close. Busy ones (something else lives there) are left alone. */
 void sbx_cgroup_root_remove (struct sbx_cgroup_root *root);
 
+/* On failure out->name is empty, unless directories were made and could
+   not be removed again: then it names them, for sbx_cgroup_remove later. */
 int sbx_cgroup_create (const struct sbx_cgroup_root *root, const char *name,
                        const struct sbx_cgroup_limits *limits, struct sbx_cgroup *out,
                        sbx_error_t **err);
+/* rmdir a sandbox cgroup by name in every hierarchy (missing counts as
+   removed). */
+int sbx_cgroup_remove (const struct sbx_cgroup_root *root, const char *name, sbx_error_t **err);
 /* Open an existing sandbox cgroup (for cleanup after a restart). */
 int sbx_cgroup_open (const struct sbx_cgroup_root *root, const char *name, struct sbx_cgroup *out,
                      sbx_error_t **err);
@@ -105,6 +110,10 @@ int sbx_cgroup_stats (const struct sbx_cgroup_root *root, const struct sbx_cgrou
                       struct sbx_cgroup_stats *out, sbx_error_t **err);
 /* Just the OOM-kill counter (cheap: one file). */
 uint64_t sbx_cgroup_oom_kills (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
+/* How often the cgroup's own memory limit was hit (v2 memory.events max,
+   v1 memory.failcnt): an OOM kill without a hit came from outside it (a
+   parent's limit, the host). */
+uint64_t sbx_cgroup_limit_hits (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
 /* Names of the sandbox cgroups that exist under the parent (first
    hierarchy), for cleanup of leftovers; calls fn for each. */
 int sbx_cgroup_list (const struct sbx_cgroup_root *root, void (*fn) (const char *name, void *arg),

@@ -108,6 +108,7 @@ sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx
   memset (eng, 0, sizeof *eng);
   eng->init_memfd = eng->devnull = eng->zygote = eng->zygote_pidfd = -1;
   pthread_mutex_init (&eng->zygote_lock, NULL);
+  pthread_mutex_init (&eng->stale_lock, NULL);
   for (int c = 0; c < SBX_CG_NCTRL; c++)
     eng->cgroups.parent[c] = -1;
 
@@ -147,15 +148,48 @@ fail:
   return -1;
 }
 
+static void retry_stale (struct sbx_engine *eng);
+
 void
 sbx_engine_close (struct sbx_engine *eng)
 {
+  retry_stale (eng);
   stop_zygote (eng);
   close_and_reset (&eng->init_memfd);
   close_and_reset (&eng->devnull);
   free (eng->seccomp_prog);
   eng->seccomp_prog = NULL;
   sbx_cgroup_root_remove (&eng->cgroups);
+}
+
+/* ---- cgroups that would not go ----------------------------------------- */
+
+static void
+add_stale (struct sbx_engine *eng, const char *name)
+{
+  pthread_mutex_lock (&eng->stale_lock);
+  if (eng->nstale < sizeof eng->stale / sizeof eng->stale[0])
+    snprintf (eng->stale[eng->nstale++], sizeof eng->stale[0], "%s", name);
+  pthread_mutex_unlock (&eng->stale_lock);
+}
+
+/* Try again to remove the cgroups a fault kept us from removing. */
+static void
+retry_stale (struct sbx_engine *eng)
+{
+  unsigned i = 0;
+
+  if (eng->cgroups.parent[0] < 0)
+    return; /* never opened */
+  pthread_mutex_lock (&eng->stale_lock);
+  while (i < eng->nstale)
+    {
+      if (sbx_cgroup_remove (&eng->cgroups, eng->stale[i], NULL) == 0)
+        memcpy (eng->stale[i], eng->stale[--eng->nstale], sizeof eng->stale[0]);
+      else
+        i++;
+    }
+  pthread_mutex_unlock (&eng->stale_lock);
 }
 
 /* ---- create ------------------------------------------------------------ */
@@ -356,9 +390,15 @@ recv_packet (int fd, void *buf, size_t cap, int *fds, int max_fds, int *nfds, in
     }
   if (bad || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
     {
+      /* Descriptors the kernel cannot install because our fd table is
+         full are dropped with MSG_CTRUNC, as for a short control buffer.
+         Ours holds more than any peer sends: fewer than that received is
+         our own EMFILE, not a peer breaking the protocol. The data is in
+         buf all the same. */
+      int emfile = !bad && !(msg.msg_flags & MSG_TRUNC) && got < 4;
       while (got > 0)
         close (fds[--got]);
-      errno = EPROTO;
+      errno = emfile ? EMFILE : EPROTO;
       return -1;
     }
   *nfds = got;
@@ -456,6 +496,22 @@ box_init (struct sbx_iso_box *box)
     box->cg.dir[c] = -1;
 }
 
+/* A sandbox init the zygote made but whose pidfd never reached us: it is
+   our child (CLONE_PARENT), so kill and reap it by pid. Only while it is
+   an unreaped child of ours can its pid not have been reused. */
+static void
+reap_lost_child (pid_t pid)
+{
+  siginfo_t info;
+
+  memset (&info, 0, sizeof info);
+  if (waitid (P_PID, (id_t) pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0)
+    return; /* not a child of ours */
+  kill (pid, SIGKILL);
+  while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+}
+
 /* Ask the zygote for a new sandbox PID 1 holding `child_ctl` as its
    control socket. One exchange at a time; a zygote that broke is replaced
    (a request it never received is retried once). */
@@ -491,7 +547,16 @@ zygote_clone (struct sbx_engine *eng, int child_ctl, int cg_fd, int background, 
           sbx_err (err, SBX_E_SYSTEM, "the zygote did not answer");
           break;
         }
+      memset (&r, 0, sizeof r);
       n = recv_packet (eng->zygote, &r, sizeof r, rfds, 4, &rn, MSG_DONTWAIT);
+      if (n < 0 && errno == EMFILE)
+        {
+          /* Our fd table is full; the zygote is fine and keeps running. */
+          if (r.hdr.type == SBX_MSG_CLONED && r.pid > 0)
+            reap_lost_child (r.pid);
+          sbx_err_sys (err, EMFILE, "receive the new sandbox from the zygote");
+          break;
+        }
       if (n != (ssize_t) sizeof r || r.hdr.type != SBX_MSG_CLONED || r.hdr.len != sizeof r
           || (r.pid > 0) != (rn == 1))
         {
@@ -524,8 +589,13 @@ sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct 
 
   box_init (box);
   box->uid_base = spec->uid_base;
+  retry_stale (eng);
   if (sbx_cgroup_create (&eng->cgroups, spec->name, &spec->limits, &box->cg, err) < 0)
-    return -1;
+    {
+      if (box->cg.name[0] != '\0')
+        add_stale (eng, box->cg.name);
+      return -1;
+    }
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     {
       sbx_err_sys (err, errno, "socketpair");
@@ -597,10 +667,35 @@ sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **
           err = NULL;
         }
       if (sbx_cgroup_destroy (&eng->cgroups, &box->cg, err) < 0)
-        rc = -1;
+        {
+          rc = -1;
+          add_stale (eng, box->cg.name);
+        }
       box->cg.name[0] = '\0';
+      retry_stale (eng);
     }
   return rc;
+}
+
+int
+sbx_iso_init_status (const struct sbx_iso_box *box, int wait_ms, int *wstatus)
+{
+  struct pollfd pfd = {box->pidfd, POLLIN, 0};
+  siginfo_t info;
+
+  /* Its control socket closes before its exit completes (PID 1 waits for
+     the rest of its pid namespace): give the exit a moment to land. */
+  if (box->pidfd < 0 || poll (&pfd, 1, wait_ms) <= 0)
+    return 0;
+  memset (&info, 0, sizeof info);
+  if (waitid ((idtype_t) P_PIDFD, (id_t) box->pidfd, &info, WEXITED | WNOHANG | WNOWAIT) < 0
+      || info.si_pid == 0)
+    return 0;
+  if (info.si_code == CLD_EXITED)
+    *wstatus = W_EXITCODE (info.si_status, 0);
+  else
+    *wstatus = info.si_status & 0x7f; /* killed or dumped: the signal, as waitpid reports it */
+  return 1;
 }
 
 /* ---- limits, stats ----------------------------------------------------- */
