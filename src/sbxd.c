@@ -263,6 +263,10 @@ main (int argc, char **argv)
   int rc;
 
   ensure_stdio ();
+  /* The daemon outlives allocation failures (see error.h): requests fail
+     with 503, and JSON answers that lost a part are never sent. */
+  sbx_oom_soft = 1;
+  sbx_json_checked_alloc ();
   sbx_config_defaults (&cfg);
   rc = parse_args (argc, argv, &cfg);
   if (rc)

@@ -408,8 +408,21 @@ user_ids (const char *user, uint32_t *uid, const char **home)
   return -1;
 }
 
+static void
+free_strv (char **v)
+{
+  size_t i;
+
+  if (v == NULL)
+    return;
+  for (i = 0; v[i]; i++)
+    free (v[i]);
+  free (v);
+}
+
 /* NAME=VALUE strings: defaults, then the sandbox's env, then the exec's;
-   a later NAME replaces an earlier one. */
+   a later NAME replaces an earlier one. NULL when memory ran out (a
+   command must never run with part of its environment missing). */
 static char **
 build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home)
 {
@@ -431,28 +444,27 @@ build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *
     json_object_update (merged, sandbox_env);
   if (exec_env)
     json_object_update (merged, exec_env);
-  envp = calloc (json_object_size (merged) + 1, sizeof *envp);
+  envp = merged && !sbx_json_alloc_failed ()
+             ? calloc (json_object_size (merged) + 1, sizeof *envp)
+             : NULL;
   if (envp == NULL)
-    sbx_oom ();
+    {
+      json_decref (merged);
+      return NULL;
+    }
   json_object_foreach (merged, k, v)
   {
-    if (asprintf (&envp[i++], "%s=%s", k, json_string_value (v)) < 0)
-      sbx_oom ();
+    if (asprintf (&envp[i], "%s=%s", k, json_string_value (v)) < 0)
+      {
+        envp[i] = NULL;
+        free_strv (envp);
+        json_decref (merged);
+        return NULL;
+      }
+    i++;
   }
   json_decref (merged);
   return envp;
-}
-
-static void
-free_strv (char **v)
-{
-  size_t i;
-
-  if (v == NULL)
-    return;
-  for (i = 0; v[i]; i++)
-    free (v[i]);
-  free (v);
 }
 
 struct sbx_process *
@@ -494,7 +506,10 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
 
   p = calloc (1, sizeof *p);
   if (p == NULL)
-    sbx_oom ();
+    {
+      sbx_err_oom (err);
+      goto fail_fds;
+    }
   pthread_cond_init (&p->cond, NULL);
   p->refs = 2; /* the list's and the caller's */
   p->mode = opts->mode;
@@ -505,13 +520,29 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   if (opts->stdin_len)
     sbx_buf_append (&p->stdin_pending, opts->stdin_data, opts->stdin_len);
   for (i = 0; i < 2; i++)
-    sbx__outbuf_init (&p->out[i], opts->out_cap, out_pipe[i][0]);
+    {
+      sbx__outbuf_init (&p->out[i], opts->out_cap, out_pipe[i][0]);
+      out_pipe[i][0] = -1; /* p->out[i] owns it */
+      /* A lossless buffer is made now: the loop, which fills it, could
+         neither drop bytes nor fail the request. */
+      if (p->mode == SBX_OUT_BLOCK && (p->out[i].data = malloc (opts->out_cap)) != NULL)
+        p->out[i].alloc = opts->out_cap;
+    }
   p->argv = json_array ();
-  for (i = 0; opts->argv[i]; i++)
-    json_array_append_new (p->argv, json_string (opts->argv[i]));
+  for (i = 0; opts->argv[i] && p->argv; i++)
+    if (json_array_append_new (p->argv, json_string (opts->argv[i])) < 0)
+      {
+        json_decref (p->argv);
+        p->argv = NULL;
+      }
   p->cwd = strdup (opts->cwd ? opts->cwd : home);
-  if (p->cwd == NULL)
-    sbx_oom ();
+  if (p->cwd == NULL || p->argv == NULL || p->stdin_pending.failed
+      || (p->mode == SBX_OUT_BLOCK && (p->out[0].data == NULL || p->out[1].data == NULL)))
+    {
+      sbx_err_oom (err);
+      p->sb = NULL;
+      goto fail_proc;
+    }
   snprintf (p->user, sizeof p->user, "%s", user);
   p->started_ms = sbx_now_ms ();
   p->start_mono = sbx_mono_ms ();
@@ -525,6 +556,13 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
       goto fail_proc;
     }
   envp = build_env (sb->env, opts->env, user, home);
+  if (envp == NULL)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      sbx_err_oom (err);
+      p->sb = NULL;
+      goto fail_proc;
+    }
   p->sb = sb;
   sb->refs++;
   p->req_id = ++sb->next_req_id;
@@ -552,7 +590,12 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.stdio[0] = use_pipe_stdin ? in_pipe[0] : sbx_core.engine.devnull;
   spawn.stdio[1] = out_pipe[0][1];
   spawn.stdio[2] = out_pipe[1][1];
-  rc = sbx_iso_spawn (&sb->box, &spawn, err);
+  /* Without its watches (no memory for them), its output would never be
+     read and it would never finish. */
+  if (!p->out[0].watch || !p->out[1].watch || (p->stdin_fd >= 0 && !p->stdin_watch))
+    rc = sbx_err_oom (err);
+  else
+    rc = sbx_iso_spawn (&sb->box, &spawn, err);
   /* init has its own copies now (or never will). */
   close_and_reset (&out_pipe[0][1]);
   close_and_reset (&out_pipe[1][1]);
@@ -593,6 +636,7 @@ fail_proc:
   for (i = 0; i < 2; i++)
     {
       close_and_reset (&p->out[i].fd);
+      free (p->out[i].data);
       close_and_reset (&out_pipe[i][1]);
     }
   close_and_reset (&p->stdin_fd);
@@ -696,7 +740,17 @@ sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, in
         }
     }
   if (len)
-    sbx_buf_append (&p->stdin_pending, data, len);
+    {
+      sbx_buf_append (&p->stdin_pending, data, len);
+      if (p->stdin_pending.failed)
+        {
+          /* Nothing of it was added (appends are whole or not at all):
+             the buffer is as before, and usable for a retry. */
+          p->stdin_pending.failed = 0;
+          pthread_mutex_unlock (&sbx_core.lock);
+          return sbx_err_oom (err);
+        }
+    }
   if (eof)
     {
       p->stdin_eof = 1;

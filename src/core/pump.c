@@ -48,7 +48,10 @@ pump_start (void *arg, int in_fd, int out_fd, void **job, sbx_error_t **err)
     }
   pm = calloc (1, sizeof *pm);
   if (pm == NULL)
-    sbx_oom ();
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err_oom (err);
+    }
   pm->req_id = ++sb->next_req_id;
   if (sbx_iso_pump (&sb->box, pm->req_id, c->uid, c->gid, in_fd, out_fd, err) < 0)
     {
@@ -166,10 +169,15 @@ sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx
     sb->refs++;
   pthread_mutex_unlock (&sbx_core.lock);
   if (ctx->root < 0)
-    return sbx_err_sys (err, errno, "dup");
+    return sbx_err_sys (err, errno, "open the sandbox's root");
   c = calloc (1, sizeof *c);
   if (c == NULL)
-    sbx_oom ();
+    {
+      close (ctx->root);
+      ctx->root = -1;
+      sbx_sandbox_unref (sb);
+      return sbx_err_oom (err);
+    }
   c->base.start = pump_start;
   c->base.finish = pump_finish;
   c->base.arg = c;

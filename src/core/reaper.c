@@ -35,7 +35,13 @@ sbx__queue_kill (struct sbx_sandbox *sb, const char *reason)
       size_t cap = sbx_core.janitor_cap ? sbx_core.janitor_cap * 2 : 16;
       struct sbx_sandbox **q = realloc (sbx_core.janitor_q, cap * sizeof *q);
       if (q == NULL)
-        sbx_oom ();
+        {
+          /* Not expected: the queue has room for every sandbox from the
+             start. Its lifetime still ends it (and queues it again). */
+          sbx_error ("cannot queue the kill of sandbox %s: out of memory", sb->id);
+          sb->kill_queued = 0;
+          return;
+        }
       sbx_core.janitor_q = q;
       sbx_core.janitor_cap = cap;
     }

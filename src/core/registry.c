@@ -252,6 +252,11 @@ sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err)
       return NULL;
     }
   o = json_object ();
+  if (o == NULL)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err_oom (err), NULL;
+    }
   json_object_set_new (o, "cpu_seconds", json_real ((double) st.cg.cpu_usec / 1e6));
   json_object_set_new (o, "memory_bytes", json_integer ((json_int_t) st.cg.memory_bytes));
   json_object_set_new (o, "memory_peak_bytes", json_integer ((json_int_t) st.cg.memory_peak_bytes));

@@ -125,7 +125,10 @@ add_output (json_t *o, const char *key, struct sbx_outbuf *b, enum sbx_out_mode 
     {
       linear = malloc (n);
       if (linear == NULL)
-        sbx_oom ();
+        {
+          sbx_json_alloc_mark_failed (); /* the answer becomes a 503 */
+          return;
+        }
       sbx__outbuf_copy (b, mode, b->start, linear, n);
       kept = linear;
     }
@@ -133,6 +136,8 @@ add_output (json_t *o, const char *key, struct sbx_outbuf *b, enum sbx_out_mode 
     sbx_base64_encode (&s, kept, n);
   else
     sbx_utf8_sanitize (&s, kept, n, 1);
+  if (s.failed)
+    sbx_json_alloc_mark_failed ();
   json_object_set_new (o, key, json_stringn (s.data ? s.data : "", s.len));
   snprintf (tkey, sizeof tkey, "%s_truncated", key);
   json_object_set_new (o, tkey, json_boolean (b->dropped > 0 || b->start > 0));

@@ -104,7 +104,7 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
   char *msg = NULL;
 
   if (st == NULL)
-    sbx_oom ();
+    return sbx_err (err, SBX_E_SYSTEM, "open database `%s`: out of memory", path);
   pthread_mutex_init (&st->lock, NULL);
   if (sqlite3_open_v2 (path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
                                            | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE,
@@ -369,10 +369,17 @@ sbx_store_key_list (struct sbx_store *st, struct sbx_key_record **out, size_t *n
     {
       if (count == cap)
         {
+          struct sbx_key_record *grown;
           cap = cap ? cap * 2 : 16;
-          v = realloc (v, cap * sizeof *v);
-          if (v == NULL)
-            sbx_oom ();
+          grown = realloc (v, cap * sizeof *v);
+          if (grown == NULL)
+            {
+              free (v);
+              sqlite3_finalize (stmt);
+              pthread_mutex_unlock (&st->lock);
+              return sbx_err_oom (err);
+            }
+          v = grown;
         }
       memset (&v[count], 0, sizeof v[count]);
       snprintf (v[count].id, sizeof v[count].id, "%s", (const char *) sqlite3_column_text (stmt, 0));

@@ -436,7 +436,7 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
   sbx_buf_append (&packet, &cfg, sizeof cfg);
   sbx_buf_append (&packet, spec->plan->bytes.data, spec->plan->bytes.len);
   sbx_buf_append (&packet, eng->seccomp_prog, eng->seccomp_len);
-  rc = send_packet (ctl, packet.data, packet.len, NULL, 0, err);
+  rc = packet.failed ? sbx_err_oom (err) : send_packet (ctl, packet.data, packet.len, NULL, 0, err);
   sbx_buf_free (&packet);
   return rc;
 }
@@ -797,7 +797,8 @@ sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_err
     sbx_buf_append (&packet, req->argv[i], strlen (req->argv[i]) + 1);
   for (uint32_t i = 0; i < envc; i++)
     sbx_buf_append (&packet, req->envp[i], strlen (req->envp[i]) + 1);
-  rc = send_packet (box->ctl, packet.data, packet.len, req->stdio, 3, err);
+  rc = packet.failed ? sbx_err_oom (err)
+                     : send_packet (box->ctl, packet.data, packet.len, req->stdio, 3, err);
   sbx_buf_free (&packet);
   return rc;
 }

@@ -14,13 +14,17 @@ sbx_req_json (struct sbx_req *r, json_t **out, sbx_error_t **err)
   json_error_t jerr;
   json_t *o;
 
+  if (r->body.failed)
+    return sbx_err_oom (err); /* part of the body found no memory */
   if (r->body.len == 0)
     {
       *out = json_object ();
-      return 0;
+      return *out ? 0 : sbx_err_oom (err);
     }
   /* Reject duplicate keys and NULs in strings: one meaning per body. */
   o = json_loadb (r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &jerr);
+  if (o == NULL && json_error_code (&jerr) == json_error_out_of_memory)
+    return sbx_err_oom (err);
   if (o == NULL)
     return sbx_err (err, SBX_E_INVALID, "malformed JSON at line %d column %d: %s", jerr.line,
                     jerr.column, jerr.text);
