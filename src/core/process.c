@@ -199,8 +199,8 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
           p->oom_killed = 1;
           /* Its sandbox never reached its own limit: the memory of the
              sandboxes' parent (or of the host) ran out. */
-          p->oom_outside = sbx_cgroup_limit_hits (&sbx_core.engine.cgroups, &sb->box.cg)
-                           == p->limit_hits_before;
+          p->oom_outside = !sbx_cgroup_reached_limit (&sbx_core.engine.cgroups, &sb->box.cg,
+                                                      p->limit_hits_before);
         }
       sbx__watch_del (&p->stdin_watch);
       close_and_reset (&p->stdin_fd);

@@ -649,13 +649,33 @@ sbx_cgroup_oom_kills (const struct sbx_cgroup_root *root, const struct sbx_cgrou
 uint64_t
 sbx_cgroup_limit_hits (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg)
 {
-  char buf[64];
-
   if (root->mode == SBX_CGROUP_V2)
     return read_keyed_at (cg->dir[0], "memory.events", "max");
-  if (cg->dir[SBX_CG_MEMORY] < 0 || read_at (cg->dir[SBX_CG_MEMORY], "memory.failcnt", buf, sizeof buf) < 0)
-    return 0;
-  return strtoull (buf, NULL, 10);
+  return 0;
+}
+
+int
+sbx_cgroup_reached_limit (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg,
+                          uint64_t before)
+{
+  char buf[64];
+  uint64_t peak, limit;
+  int dir = cg->dir[SBX_CG_MEMORY];
+
+  /* v2 counts the times usage reached memory.max, in the cgroup that
+     reached it (and its ancestors, not its children). */
+  if (root->mode == SBX_CGROUP_V2)
+    return sbx_cgroup_limit_hits (root, cg) > before;
+  /* v1 has no such count that works (memory.failcnt stays 0 on recent
+     kernels): a peak at the limit tells. Once reached, every later OOM
+     kill is put down to the limit, the answer of old. */
+  if (dir < 0 || read_at (dir, "memory.max_usage_in_bytes", buf, sizeof buf) < 0)
+    return 1;
+  peak = strtoull (buf, NULL, 10);
+  if (read_at (dir, "memory.limit_in_bytes", buf, sizeof buf) < 0)
+    return 1;
+  limit = strtoull (buf, NULL, 10);
+  return peak + (1 << 20) >= limit; /* charges come in batches */
 }
 
 int

@@ -110,10 +110,12 @@ int sbx_cgroup_stats (const struct sbx_cgroup_root *root, const struct sbx_cgrou
                       struct sbx_cgroup_stats *out, sbx_error_t **err);
 /* Just the OOM-kill counter (cheap: one file). */
 uint64_t sbx_cgroup_oom_kills (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
-/* How often the cgroup's own memory limit was hit (v2 memory.events max,
-   v1 memory.failcnt): an OOM kill without a hit came from outside it (a
-   parent's limit, the host). */
+/* After an OOM kill in the cgroup: 1 when its own memory limit was
+   reached, 0 when memory ran out above it (a parent's limit, the host).
+   `before` is what sbx_cgroup_limit_hits said when the command started. */
 uint64_t sbx_cgroup_limit_hits (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
+int sbx_cgroup_reached_limit (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg,
+                              uint64_t before);
 /* Names of the sandbox cgroups that exist under the parent (first
    hierarchy), for cleanup of leftovers; calls fn for each. */
 int sbx_cgroup_list (const struct sbx_cgroup_root *root, void (*fn) (const char *name, void *arg),
