@@ -509,6 +509,7 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
         return MHD_NO;
       r->conn = c;
       *con_cls = r;
+      sbx_json_alloc_reset (); /* a note left by this thread's last request */
       begin_request (r, l, url, method);
       r->defer_replies = 0;
       return MHD_YES;
