@@ -60,7 +60,7 @@ import tempfile
 import threading
 import unittest
 
-from harness import (BUILD, SBXD, Daemon, cgroup_hierarchies, cgroup_version,
+from harness import (BUILD, HARNESS_SLOTS, SBXD, Daemon, cgroup_hierarchies, cgroup_version,
                      free_port, leftovers, processes_with_uid_in)
 from sbx_helpers import MIB, open_stream, q, read_event, sandbox_ids, wait_until
 
@@ -139,9 +139,47 @@ def connection_threads(pid):
     return n
 
 
-def baseline(pid):
+def connection_sockets(d):
+    """Inodes of the sockets of client connections on the daemon's side
+    (its listeners excepted): a connection's socket may outlive its thread
+    a little, until libmicrohttpd's listening thread cleans it up."""
+    found = set()
+    with open("/proc/net/unix") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            # Accepted sockets carry the listener's path; the listener alone
+            # has __SO_ACCEPTCON (flags 00010000).
+            if len(cols) >= 8 and cols[7] == d.socket_path and cols[3] != "00010000":
+                found.add(cols[6])
+    if d.listen:
+        port = "%04X" % int(d.listen.rsplit(":", 1)[1])
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    cols = line.split()
+                    if cols[1].endswith(":" + port) and cols[3] != "0A":  # not LISTEN
+                        found.add(cols[9])
+    return found
+
+
+def open_connections(d):
+    conns = connection_sockets(d)
+    pid = http_pid(d)
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in conns:
+            n += 1
+    return n + connection_threads(pid)
+
+
+def baseline(d):
     """fds and threads of a quiet daemon: no connection open."""
-    wait_until(lambda: connection_threads(pid) == 0, timeout=30, what="connections to close")
+    pid = http_pid(d)
+    wait_until(lambda: open_connections(d) == 0, timeout=30, what="connections to close")
     return fd_count(pid), task_count(pid)
 
 
@@ -256,6 +294,17 @@ class FaultTest(unittest.TestCase):
 
     def daemon(self, **kw):
         d = Daemon(**kw)
+        # A uid range nobody's processes are in: sandboxes of another
+        # session's daemon may outlive it (and its lock on the range), and
+        # leftovers() would count them as ours.
+        span = d.uid_end - d.uid_base
+        for _ in range(HARNESS_SLOTS):
+            if not processes_with_uid_in(d.uid_base, d.uid_end):
+                break
+            slot = (d.uid_base - 0x80000000) // (1 << 23)
+            d.uid_base = 0x80000000 + ((slot + 1) % HARNESS_SLOTS) * (1 << 23)
+            d.uid_end = d.uid_base + span
+            d.args[d.args.index("--uid-base") + 1] = str(d.uid_base)
         self.daemons.append(d)
         return d
 
@@ -293,7 +342,7 @@ class StateDirFull(FaultTest):
         pid = http_pid(d)
         a = d.create()
         self.keep_file(d, a)
-        base = baseline(pid)
+        base = baseline(d)
         b = d.create()
         filler = os.path.join(d.state, "filler")
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -343,7 +392,7 @@ class SqliteBusy(FaultTest):
         a = d.create()
         self.keep_file(d, a)
         key = d.new_key("acme")
-        base = baseline(pid)
+        base = baseline(d)
         b = d.create()
         db = sqlite3.connect(os.path.join(d.state, "sbx.db"), isolation_level=None, timeout=30)
         try:
@@ -448,7 +497,7 @@ class SqliteCorrupt(FaultTest):
         d = self.daemon(pool=0, listen="127.0.0.1:%d" % free_port())
         d.start()
         pid = http_pid(d)
-        base = baseline(pid)
+        base = baseline(d)
         a = d.create()
         self.keep_file(d, a)
         key = d.new_key()
@@ -518,7 +567,7 @@ class CgroupWritesFail(FaultTest):
         a = d.create()
         self.keep_file(d, a)
         wait_until(lambda: info(d)["pool"] == 1, timeout=60, what="the pool to fill")
-        base = baseline(pid)
+        base = baseline(d)
         remount("ro")
         try:
             # A pooled sandbox fitted to other limits: its limits cannot be
@@ -558,7 +607,10 @@ class OutOfFds(FaultTest):
     """The daemon's RLIMIT_NOFILE lowered while it runs (prlimit)."""
 
     def limit(self, pid, spare):
-        """Lower the limit so that exactly `spare` fd numbers are free."""
+        """Lower the limit so that exactly `spare` fd numbers are free
+        (once the last request's connection is closed)."""
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (self.soft, self.hard))
+        wait_until(lambda: open_connections(self.d) == 0, what="connections to close")
         used = set(int(x) for x in os.listdir("/proc/%d/fd" % pid))
         n, free = 0, 0
         while free < spare:
@@ -568,7 +620,7 @@ class OutOfFds(FaultTest):
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (n, self.hard))
 
     def test_no_fds_left(self):
-        d = self.daemon(pool=0)
+        d = self.d = self.daemon(pool=0)
         d.start()
         pid = http_pid(d)
         a = d.create()
@@ -577,8 +629,8 @@ class OutOfFds(FaultTest):
         r = d.api("POST", "/v1/sandboxes/%s/processes" % a,
                   {"cmd": "while true; do echo tick >> /tmp/ticks; sleep 0.05; done"})
         self.assertEqual(r.status, 201, r)
-        base = baseline(pid)
-        soft, self.hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        base = baseline(d)
+        self.soft, self.hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
         emfile = "Too many open files"
         try:
             # One fd: the connection's.
@@ -614,7 +666,7 @@ class OutOfFds(FaultTest):
             self.assertEqual(d.kill(made).status, 204)
             self.alive(d)
         finally:
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, self.hard))
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (self.soft, self.hard))
         self.untouched(d, a)
         ticks = d.exec(a, cmd="wc -l < /tmp/ticks")["stdout"]
         wait_until(lambda: d.exec(a, cmd="wc -l < /tmp/ticks")["stdout"] != ticks,
@@ -758,7 +810,7 @@ class AllocationFailures(FaultTest):
         a = d.create()
         self.keep_file(d, a)
         wait_until(lambda: info(d)["pool"] == 1, timeout=60, what="the pool to fill")
-        base = baseline(pid)
+        base = baseline(d)
         for every in (3, 17, 97, 600):
             with self.subTest(every=every):
                 outcomes = []
@@ -831,7 +883,7 @@ class ClientDisconnects(FaultTest):
         self.keep_file(d, a)
         res = d.exec(a, cmd="head -c 200M /dev/zero > /tmp/big && echo ok")
         self.assertEqual(res["stdout"], "ok\n", res)
-        base = baseline(pid)
+        base = baseline(d)
 
         # Another stream, which must not notice anything.
         oconn, oresp = open_stream(d, "POST", "/v1/sandboxes/%s/exec" % b,
@@ -909,7 +961,7 @@ class InitKilled(FaultTest):
         pid = http_pid(d)
         b = d.create()
         self.keep_file(d, b)
-        base = baseline(pid)
+        base = baseline(d)
         a = d.create()
         r = d.api("POST", "/v1/sandboxes/%s/processes" % a, {"argv": ["sleep", "1000"]})
         self.assertEqual(r.status, 201, r)
@@ -982,6 +1034,9 @@ class MemoryPressure(FaultTest):
         bystander = d.create(memory="64M")
         self.keep_file(d, bystander)
         hogs = [d.create(memory="400M") for _ in range(3)]
+        pid = http_pid(d)
+        wait_until(lambda: info(d)["pool"] == 1, timeout=60, what="the pool to fill")
+        base = baseline(d)
         if cgroup_version() == 1:
             limit_file = os.path.join("/sys/fs/cgroup/memory", d.cgroup_parent,
                                       "memory.limit_in_bytes")
@@ -1042,6 +1097,8 @@ class MemoryPressure(FaultTest):
         self.untouched(d, bystander)
         self.alive(d)
         self.assertEqual(len(no_zombie_children(self, d)), 1 + 4 + info(d)["pool"])
+        settle(pid, "fds", base[0])
+        settle(pid, "threads", base[1])
 
 
 if __name__ == "__main__":
