@@ -61,7 +61,10 @@ CLI_LIBS    := -Wl,-Bstatic -ljansson -lhttp_parser -Wl,-Bdynamic -lpthread
 DAEMON_LIBS := $(shell pkg-config --libs libmicrohttpd jansson libseccomp sqlite3 libcrypto) -lpthread -lm
 
 .PHONY: all clean test test-unit test-integration test-asan bench install lint
-all: $(BUILD)/sbx $(BUILD)/sbxd $(BUILD)/probe
+# failalloc.so (allocation failures on demand, for tests/integration/
+# test_faults.py) is LD_PRELOADed into the daemon: plain builds only, as
+# ASan brings an allocator of its own.
+all: $(BUILD)/sbx $(BUILD)/sbxd $(BUILD)/probe $(if $(filter 1,$(SAN)),,$(BUILD)/failalloc.so)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -95,6 +98,11 @@ $(BUILD)/probe: tests/probe/probe.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@ (static)"
 	$(Q)$(CC) $(INIT_CFLAGS) $< -o $@
+
+$(BUILD)/failalloc.so: tests/fault/failalloc.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@ (shared)"
+	$(Q)$(CC) -std=gnu11 -g -O2 -D_GNU_SOURCE -shared -fPIC $(WARN) $< -o $@
 
 # Unit tests of the CLI link its objects; the others the daemon library.
 $(BUILD)/tests/test_cli_%: tests/unit/test_cli_%.c tests/unit/tap.h $(CLI_LIB_OBJ)

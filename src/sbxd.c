@@ -436,6 +436,10 @@ main (int argc, char **argv)
   gid_t fe_gid;
 
   ensure_stdio ();
+  /* The daemon outlives allocation failures (see error.h): requests fail
+     with 503, and JSON answers that lost a part are never sent. */
+  sbx_oom_soft = 1;
+  sbx_json_checked_alloc ();
   if (argc >= 2 && strcmp (argv[1], "--frontend") == 0)
     return frontend_main_from_args (argc, argv);
   sbx_config_defaults (&cfg);

@@ -93,6 +93,42 @@ sbx_json_time (int64_t ms)
   return json_string (buf);
 }
 
+static __thread int json_alloc_failed;
+
+static void *
+json_malloc (size_t n)
+{
+  void *p = malloc (n);
+
+  if (p == NULL)
+    json_alloc_failed = 1;
+  return p;
+}
+
+void
+sbx_json_checked_alloc (void)
+{
+  json_set_alloc_funcs (json_malloc, free);
+}
+
+int
+sbx_json_alloc_failed (void)
+{
+  return json_alloc_failed;
+}
+
+void
+sbx_json_alloc_reset (void)
+{
+  json_alloc_failed = 0;
+}
+
+void
+sbx_json_alloc_mark_failed (void)
+{
+  json_alloc_failed = 1;
+}
+
 const struct sbx_config *
 sbx_core_config (void)
 {
@@ -126,8 +162,12 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   /* Room for every running sandbox plus the pool. */
   sbx_core.nslots = cfg->max_sandboxes + cfg->pool_size + 16;
   sbx_core.slots = calloc (sbx_core.nslots, 1);
-  if (sbx_core.slots == NULL)
-    sbx_oom ();
+  /* Room for every sandbox there can be: queueing a kill (in the loop)
+     never allocates. */
+  sbx_core.janitor_cap = sbx_core.nslots;
+  sbx_core.janitor_q = calloc (sbx_core.janitor_cap, sizeof *sbx_core.janitor_q);
+  if (sbx_core.slots == NULL || sbx_core.janitor_q == NULL)
+    return sbx_err (err, SBX_E_SYSTEM, "out of memory");
 
   /* The parent made the state directory ours (0700); the privileged
      parent told us about the host at HELLO. */
@@ -254,4 +294,5 @@ sbx_core_free (void)
   sbx_core.slots = NULL;
   free (sbx_core.janitor_q);
   sbx_core.janitor_q = NULL;
+  sbx_core.janitor_len = sbx_core.janitor_cap = 0;
 }

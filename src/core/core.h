@@ -100,8 +100,11 @@ struct sbx_process
   int timed_out;
   int oom_killed;
   int killed_by_api; /* a signal came through the API */
+  int unpaced;       /* BLOCK: the stream that paced it is gone; output is discarded */
   char reason[160];
   uint64_t oom_before;
+  uint64_t limit_hits_before;
+  int oom_outside;       /* the OOM kill came from outside its limit (the host) */
   int64_t deadline_mono; /* 0: none */
   uint64_t timeout_ms;   /* as asked, for the reason */
   pthread_cond_t cond;   /* any change: output, state, stdin space */
@@ -133,7 +136,8 @@ struct sbx_sandbox
   json_t *env;      /* owned object of strings */
   json_t *metadata; /* owned object of strings */
   uint32_t slot;
-  uint64_t oom_seen; /* the cgroup's OOM kills when last asked (see process.c) */
+  uint64_t oom_seen;        /* the cgroup's OOM kills when last asked (see process.c) */
+  uint64_t limit_hits_seen; /* and the times it reached its memory limit (v2) */
   struct sbx_iso_box box;
   uint64_t ctl_watch, pidfd_watch;
   uint64_t next_req_id;
@@ -187,6 +191,17 @@ void sbx_core_host_info (unsigned *cgroup_mode, unsigned *landlock_abi);
 int64_t sbx_now_ms (void);
 /* A wall-clock time in ms as an RFC 3339 UTC string. */
 json_t *sbx_json_time (int64_t ms);
+/* jansson reports a failed allocation only as a NULL from the call that
+   made it, which most JSON building passes on silently (json_object_set_new
+   drops it): an answer could lose a field. With the checked allocator
+   (installed once at start, before any JSON exists) a failure is noted for
+   the calling thread; code that sends JSON resets the note first and
+   checks it last. */
+void sbx_json_checked_alloc (void);
+int sbx_json_alloc_failed (void);
+void sbx_json_alloc_reset (void);
+/* Note a failure of an allocation made for JSON outside jansson. */
+void sbx_json_alloc_mark_failed (void);
 int64_t sbx_mono_ms (void);
 
 /* Sandboxes. `tenant` NULL means the administrator (sees all). */
@@ -252,7 +267,8 @@ void sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, 
 void sbx_reader_release (struct sbx_reader *r);
 /* Append the next NDJSON lines to out, waiting up to wait_ms for something
    to happen. Returns 1 when the stream is complete (the exit line is in
-   out), 0 otherwise (out may be empty after a timeout). */
+   out), 0 otherwise (out may be empty after a timeout), -1 when memory ran
+   out (lines may be missing: the stream cannot go on). */
 int sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms);
 
 #endif

@@ -55,7 +55,7 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
 
   sb = calloc (1, sizeof *sb);
   if (sb == NULL)
-    sbx_oom ();
+    return sbx_err_oom (err), NULL;
   sb->refs = 1;
   sb->state = SBX_SB_POOLED;
   pthread_cond_init (&sb->cond, NULL);
@@ -97,6 +97,12 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
   sb->ctl_watch = sbx__watch_add (sb->box.ctl, EPOLLIN, SBX_W_CTL, sb, 0);
   sb->pidfd_watch = sbx__watch_add (sb->box.pidfd, EPOLLIN, SBX_W_PIDFD, sb, 0);
   pthread_mutex_unlock (&sbx_core.lock);
+  if (!sb->ctl_watch || !sb->pidfd_watch)
+    {
+      /* Unwatched, its init's messages and death would go unnoticed. */
+      sbx__discard (sb);
+      return sbx_err_oom (err), NULL;
+    }
   return sb;
 }
 
@@ -260,16 +266,17 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   snprintf (sb->user, sizeof sb->user, "%s", user);
   sb->env = opts->env ? json_deep_copy (opts->env) : json_object ();
   sb->metadata = opts->metadata ? json_deep_copy (opts->metadata) : json_object ();
-  if (sb->env == NULL || sb->metadata == NULL)
-    sbx_oom ();
   sb->created_ms = sbx_now_ms ();
   sb->timeout_ms = timeout;
   sb->expires_ms = sb->created_ms + (int64_t) timeout;
   sb->expires_mono = sbx_mono_ms () + (int64_t) timeout;
-  env_json = json_dumps (sb->env, JSON_COMPACT | JSON_SORT_KEYS);
-  meta_json = json_dumps (sb->metadata, JSON_COMPACT | JSON_SORT_KEYS);
+  env_json = sb->env ? json_dumps (sb->env, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  meta_json = sb->metadata ? json_dumps (sb->metadata, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   if (env_json == NULL || meta_json == NULL)
-    sbx_oom ();
+    {
+      sbx_err_oom (err);
+      goto fail_discard;
+    }
 
   memset (&rec, 0, sizeof rec);
   rec.id = sb->id;

@@ -103,6 +103,7 @@ void sbx__outbuf_append (struct sbx_outbuf *o, enum sbx_out_mode mode, const cha
 void sbx__outbuf_close (struct sbx_outbuf *o);
 
 /* result.c */
+const char *sbx__signal_name (int sig); /* "SIGKILL"; NULL when not in the table */
 json_t *sbx__process_result_locked (struct sbx_process *p, int with_output, int base64);
 
 /* process.c */

@@ -39,7 +39,9 @@ sbx_key_create (struct sbx_store *st, const char *tenant, char key[SBX_KEY_LEN +
   sbx_random_id (id + 1, 9);
   memcpy (prefix, key, 8);
   prefix[8] = '\0';
-  SHA256 ((const unsigned char *) key, SBX_KEY_LEN, hash);
+  /* OpenSSL 3 allocates even here: a failure must not store garbage. */
+  if (SHA256 ((const unsigned char *) key, SBX_KEY_LEN, hash) == NULL)
+    return sbx_err_oom (err);
   *created_ms = sbx_now_ms ();
   return sbx_store_key_insert (st, id, tenant, hash, prefix, *created_ms, err);
 }
@@ -54,6 +56,7 @@ sbx_key_check (struct sbx_store *st, const char *key, char *tenant, size_t cap, 
      a 160-bit secret, so its timing tells an attacker nothing useful. */
   if (n == 0 || n > 256)
     return sbx_err (err, SBX_E_UNAUTHORIZED, "missing or malformed API key");
-  SHA256 ((const unsigned char *) key, n, hash);
+  if (SHA256 ((const unsigned char *) key, n, hash) == NULL)
+    return sbx_err_oom (err);
   return sbx_store_key_lookup (st, hash, tenant, cap, err);
 }

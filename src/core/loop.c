@@ -50,7 +50,10 @@ sbx__watch_add (int fd, uint32_t events, enum sbx_watch_kind kind, void *obj, in
       struct sbx_watch *grown
           = realloc (sbx_core.watches, (sbx_core.nwatches + 1) * sizeof *sbx_core.watches);
       if (grown == NULL)
-        sbx_oom ();
+        {
+          sbx_error ("watch fd %d: out of memory", fd);
+          return 0; /* as when epoll refuses it: the caller gives up */
+        }
       sbx_core.watches = grown;
       memset (&grown[sbx_core.nwatches], 0, sizeof *grown);
       slot = ++sbx_core.nwatches;

@@ -64,11 +64,20 @@ sbx__outbuf_append (struct sbx_outbuf *o, enum sbx_out_mode mode, const char *sr
                 cap = o->cap;
               p = realloc (o->data, cap);
               if (p == NULL)
-                sbx_oom ();
-              o->data = p;
-              o->alloc = cap;
+                {
+                  /* No memory: keep no more (a hole would be worse), and
+                     the result reports the output as truncated. */
+                  keep = 0;
+                  o->cap = (size_t) o->end;
+                }
+              else
+                {
+                  o->data = p;
+                  o->alloc = cap;
+                }
             }
-          memcpy (o->data + o->end, src, keep);
+          if (keep)
+            memcpy (o->data + o->end, src, keep);
           o->end += keep;
         }
       o->dropped += n - keep;
@@ -76,9 +85,16 @@ sbx__outbuf_append (struct sbx_outbuf *o, enum sbx_out_mode mode, const char *sr
     }
   if (o->data == NULL)
     {
+      /* TAIL: made on the first output (a lossless BLOCK buffer is made
+         with its process). Without memory the bytes are lost, and a reader
+         is told so, as for bytes the ring no longer holds. */
       o->data = malloc (o->cap);
       if (o->data == NULL)
-        sbx_oom ();
+        {
+          o->end += n;
+          o->start = o->end;
+          return;
+        }
       o->alloc = o->cap;
     }
   if (n > o->cap)

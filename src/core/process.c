@@ -162,6 +162,19 @@ sbx__outbuf_start_drain (struct sbx_outbuf *o)
   o->drain_left = pending;
 }
 
+/* After an OOM kill in the sandbox: 1 when its own memory limit was
+   reached, 0 when memory ran out above it (a parent's limit, the host).
+   v2 counts hits of memory.max; v1 has no count that works (memory.failcnt
+   stays 0 on recent kernels), so a peak at the limit tells (charges come
+   in batches: within 1 MiB). */
+static int
+reached_limit (const struct sbx_sandbox *sb, const struct sbx_cgroup_stats *st, uint64_t before)
+{
+  if (sbx_core.host.cgroup_mode == SBX_CGROUP_V2)
+    return st->limit_hits > before;
+  return st->memory_peak_bytes + (1 << 20) >= sb->limits.memory_bytes;
+}
+
 void
 sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
 {
@@ -201,11 +214,21 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       if (WIFSIGNALED (ev->wait_status) && WTERMSIG (ev->wait_status) == SIGKILL && !p->timed_out
           && !p->killed_by_api)
         {
-          uint64_t now = sbx_host_oom_kills (sb->slot);
-          if (now > p->oom_before)
-            p->oom_killed = 1;
-          if (now > sb->oom_seen)
-            sb->oom_seen = now;
+          struct sbx_iso_stats st;
+          if (sbx_host_stats (sb->slot, &st, NULL) == 0)
+            {
+              if (st.cg.oom_kills > p->oom_before)
+                {
+                  p->oom_killed = 1;
+                  /* Its sandbox never reached its own limit: the memory of
+                     the sandboxes' parent (or of the host) ran out. */
+                  p->oom_outside = !reached_limit (sb, &st.cg, p->limit_hits_before);
+                }
+              if (st.cg.oom_kills > sb->oom_seen)
+                sb->oom_seen = st.cg.oom_kills;
+              if (st.cg.limit_hits > sb->limit_hits_seen)
+                sb->limit_hits_seen = st.cg.limit_hits;
+            }
         }
       sbx__watch_del (&p->stdin_watch);
       close_and_reset (&p->stdin_fd);
@@ -232,7 +255,10 @@ sbx__process_on_output (struct sbx_process *p, int idx)
     return;
   if (p->mode == SBX_OUT_BLOCK)
     {
-      size_t room = o->cap - (size_t) (o->end - o->start);
+      size_t room;
+      if (p->unpaced)
+        o->start = o->end; /* nobody will read it: keep nothing */
+      room = o->cap - (size_t) (o->end - o->start);
       if (room == 0)
         {
           /* Lossless mode: let the pipe fill, so the writer in the
@@ -417,8 +443,21 @@ user_ids (const char *user, uint32_t *uid, const char **home)
   return -1;
 }
 
+static void
+free_strv (char **v)
+{
+  size_t i;
+
+  if (v == NULL)
+    return;
+  for (i = 0; v[i]; i++)
+    free (v[i]);
+  free (v);
+}
+
 /* NAME=VALUE strings: defaults, then the sandbox's env, then the exec's;
-   a later NAME replaces an earlier one. */
+   a later NAME replaces an earlier one. NULL when memory ran out (a
+   command must never run with part of its environment missing). */
 static char **
 build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home)
 {
@@ -440,13 +479,24 @@ build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *
     json_object_update (merged, sandbox_env);
   if (exec_env)
     json_object_update (merged, exec_env);
-  envp = calloc (json_object_size (merged) + 1, sizeof *envp);
+  envp = merged && !sbx_json_alloc_failed ()
+             ? calloc (json_object_size (merged) + 1, sizeof *envp)
+             : NULL;
   if (envp == NULL)
-    sbx_oom ();
+    {
+      json_decref (merged);
+      return NULL;
+    }
   json_object_foreach (merged, k, v)
   {
-    if (asprintf (&envp[i++], "%s=%s", k, json_string_value (v)) < 0)
-      sbx_oom ();
+    if (asprintf (&envp[i], "%s=%s", k, json_string_value (v)) < 0)
+      {
+        envp[i] = NULL;
+        free_strv (envp);
+        json_decref (merged);
+        return NULL;
+      }
+    i++;
   }
   json_decref (merged);
   return envp;
@@ -464,7 +514,7 @@ process_tag (const struct sbx_process *p)
   char *s;
 
   if (o == NULL)
-    sbx_oom ();
+    return NULL;
   s = json_dumps (o, JSON_COMPACT);
   if (s != NULL && strlen (s) > SBX_TAG_MAX)
     {
@@ -481,21 +531,7 @@ process_tag (const struct sbx_process *p)
         }
     }
   json_decref (o);
-  if (s == NULL)
-    sbx_oom ();
-  return s;
-}
-
-static void
-free_strv (char **v)
-{
-  size_t i;
-
-  if (v == NULL)
-    return;
-  for (i = 0; v[i]; i++)
-    free (v[i]);
-  free (v);
+  return s; /* NULL: no memory */
 }
 
 struct sbx_process *
@@ -537,7 +573,10 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
 
   p = calloc (1, sizeof *p);
   if (p == NULL)
-    sbx_oom ();
+    {
+      sbx_err_oom (err);
+      goto fail_fds;
+    }
   pthread_cond_init (&p->cond, NULL);
   p->refs = 2; /* the list's and the caller's */
   p->mode = opts->mode;
@@ -548,13 +587,29 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   if (opts->stdin_len)
     sbx_buf_append (&p->stdin_pending, opts->stdin_data, opts->stdin_len);
   for (i = 0; i < 2; i++)
-    sbx__outbuf_init (&p->out[i], opts->out_cap, out_pipe[i][0]);
+    {
+      sbx__outbuf_init (&p->out[i], opts->out_cap, out_pipe[i][0]);
+      out_pipe[i][0] = -1; /* p->out[i] owns it */
+      /* A lossless buffer is made now: the loop, which fills it, could
+         neither drop bytes nor fail the request. */
+      if (p->mode == SBX_OUT_BLOCK && (p->out[i].data = malloc (opts->out_cap)) != NULL)
+        p->out[i].alloc = opts->out_cap;
+    }
   p->argv = json_array ();
-  for (i = 0; opts->argv[i]; i++)
-    json_array_append_new (p->argv, json_string (opts->argv[i]));
+  for (i = 0; opts->argv[i] && p->argv; i++)
+    if (json_array_append_new (p->argv, json_string (opts->argv[i])) < 0)
+      {
+        json_decref (p->argv);
+        p->argv = NULL;
+      }
   p->cwd = strdup (opts->cwd ? opts->cwd : home);
-  if (p->cwd == NULL)
-    sbx_oom ();
+  if (p->cwd == NULL || p->argv == NULL || p->stdin_pending.failed
+      || (p->mode == SBX_OUT_BLOCK && (p->out[0].data == NULL || p->out[1].data == NULL)))
+    {
+      sbx_err_oom (err);
+      p->sb = NULL;
+      goto fail_proc;
+    }
   snprintf (p->user, sizeof p->user, "%s", user);
   p->started_ms = sbx_now_ms ();
   p->start_mono = sbx_mono_ms ();
@@ -568,14 +623,22 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
       goto fail_proc;
     }
   envp = build_env (sb->env, opts->env, user, home);
+  if (envp == NULL)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      sbx_err_oom (err);
+      p->sb = NULL;
+      goto fail_proc;
+    }
   p->sb = sb;
   sb->refs++;
   p->req_id = ++sb->next_req_id;
   p->next = sb->procs;
   sb->procs = p;
-  /* The count when last asked: an OOM kill since then ended some process
-     with SIGKILL, and our commands' SIGKILL deaths refresh it. */
+  /* The counts when last asked: an OOM kill since then ended some process
+     with SIGKILL, and our commands' SIGKILL deaths refresh them. */
   p->oom_before = sb->oom_seen;
+  p->limit_hits_before = sb->limit_hits_seen;
   p->timeout_ms = opts->timeout_ms;
   if (opts->timeout_ms)
     p->deadline_mono = p->start_mono + (int64_t) opts->timeout_ms;
@@ -602,8 +665,14 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.keep[2] = out_pipe[1][0];
   tag = process_tag (p);
   spawn.tag = tag;
-  spawn.tag_len = strlen (tag);
-  rc = sbx_iso_spawn (&sb->box, &spawn, err);
+  spawn.tag_len = tag ? strlen (tag) : 0;
+  /* Without its watches (no memory for them), its output would never be
+     read and it would never finish. */
+  if (tag == NULL || !p->out[0].watch || !p->out[1].watch
+      || (p->stdin_fd >= 0 && !p->stdin_watch))
+    rc = sbx_err_oom (err);
+  else
+    rc = sbx_iso_spawn (&sb->box, &spawn, err);
   free (tag);
   /* init has its own copies now (or never will). */
   close_and_reset (&out_pipe[0][1]);
@@ -645,6 +714,7 @@ fail_proc:
   for (i = 0; i < 2; i++)
     {
       close_and_reset (&p->out[i].fd);
+      free (p->out[i].data);
       close_and_reset (&out_pipe[i][1]);
     }
   close_and_reset (&p->stdin_fd);
@@ -752,6 +822,14 @@ sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, in
   if (len)
     {
       sbx_buf_append (&p->stdin_pending, data, len);
+      if (p->stdin_pending.failed)
+        {
+          /* Nothing of it was added (appends are whole or not at all):
+             the buffer is as before, and usable for a retry. */
+          p->stdin_pending.failed = 0;
+          pthread_mutex_unlock (&sbx_core.lock);
+          return sbx_err_oom (err);
+        }
       p->stdin_queued += len;
     }
   target = p->stdin_queued;

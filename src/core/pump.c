@@ -48,7 +48,10 @@ pump_start (void *arg, int in_fd, int out_fd, void **job, sbx_error_t **err)
     }
   pm = calloc (1, sizeof *pm);
   if (pm == NULL)
-    sbx_oom ();
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err_oom (err);
+    }
   pm->req_id = ++sb->next_req_id;
   if (sbx_iso_pump (&sb->box, pm->req_id, c->uid, c->gid, in_fd, out_fd, err) < 0)
     {
@@ -166,7 +169,12 @@ sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx
   pthread_mutex_unlock (&sbx_core.lock);
   c = calloc (1, sizeof *c);
   if (c == NULL)
-    sbx_oom ();
+    {
+      close (ctx->root);
+      ctx->root = -1;
+      sbx_sandbox_unref (sb);
+      return sbx_err_oom (err);
+    }
   c->base.start = pump_start;
   c->base.finish = pump_finish;
   c->base.arg = c;

@@ -35,17 +35,44 @@ sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int b
 void
 sbx_reader_release (struct sbx_reader *r)
 {
-  if (r->p)
-    sbx_process_unref (r->p);
+  struct sbx_process *p = r->p;
+  int i;
+
+  if (p == NULL)
+    return;
+  if (r->primary && p->mode == SBX_OUT_BLOCK)
+    {
+      /* The stream that paced this command is gone (its client hung up).
+         Nobody reads this output any more: discard it from now on, and let
+         the loop read paused pipes again. Otherwise a command killed with
+         a full buffer is never drained, never finishes, and holds its pipe
+         and its place in the process list until the sandbox dies. */
+      pthread_mutex_lock (&sbx_core.lock);
+      p->unpaced = 1;
+      for (i = 0; i < 2; i++)
+        {
+          struct sbx_outbuf *o = &p->out[i];
+          o->start = o->end;
+          if (o->paused && o->fd >= 0)
+            {
+              o->paused = 0;
+              sbx__watch_mod (o->watch, EPOLLIN);
+            }
+        }
+      pthread_mutex_unlock (&sbx_core.lock);
+    }
+  sbx_process_unref (p);
   r->p = NULL;
 }
 
-static void
+static int emit_json_line (struct sbx_buf *out, json_t *o);
+
+/* Each emit_* returns -1 when memory ran out (the line is then missing). */
+static int
 emit_data (struct sbx_reader *r, struct sbx_buf *out, int idx, const char *data, size_t n, int final)
 {
   struct sbx_buf enc = SBX_BUF_INIT;
   json_t *line;
-  char *text;
 
   if (r->base64)
     sbx_base64_encode (&enc, data, n);
@@ -56,39 +83,44 @@ emit_data (struct sbx_reader *r, struct sbx_buf *out, int idx, const char *data,
       size_t used;
       sbx_buf_append (&joined, r->utf8_hold[idx], (size_t) r->utf8_hold_len[idx]);
       sbx_buf_append (&joined, data, n);
+      if (joined.failed)
+        {
+          sbx_buf_free (&joined);
+          return -1;
+        }
       used = sbx_utf8_sanitize (&enc, joined.data, joined.len, final);
       r->utf8_hold_len[idx] = (int) (joined.len - used);
       memcpy (r->utf8_hold[idx], joined.data + used, joined.len - used);
       sbx_buf_free (&joined);
     }
+  if (enc.failed)
+    {
+      sbx_buf_free (&enc);
+      return -1;
+    }
   if (enc.len == 0)
     {
       sbx_buf_free (&enc);
-      return;
+      return 0;
     }
   line = json_pack ("{s:s, s:s%}", "type", idx == 0 ? "stdout" : "stderr", "data", enc.data,
                     enc.len);
-  text = json_dumps (line, JSON_COMPACT | JSON_REAL_PRECISION (10));
-  if (text == NULL)
-    sbx_oom ();
-  sbx_buf_append (out, text, strlen (text));
-  sbx_buf_append (out, "\n", 1);
-  free (text);
-  json_decref (line);
   sbx_buf_free (&enc);
+  return emit_json_line (out, line);
 }
 
-static void
+static int
 emit_json_line (struct sbx_buf *out, json_t *o)
 {
-  char *text = json_dumps (o, JSON_COMPACT | JSON_REAL_PRECISION (10));
+  char *text = o ? json_dumps (o, JSON_COMPACT | JSON_REAL_PRECISION (10)) : NULL;
 
+  json_decref (o);
   if (text == NULL)
-    sbx_oom ();
+    return -1;
   sbx_buf_append (out, text, strlen (text));
   sbx_buf_append (out, "\n", 1);
   free (text);
-  json_decref (o);
+  return out->failed ? -1 : 0;
 }
 
 int
@@ -100,7 +132,8 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
   char *chunk = malloc (LINE_CHUNK);
 
   if (chunk == NULL)
-    sbx_oom ();
+    return -1;
+  sbx_json_alloc_reset ();
   sbx__abstime (&ts, wait_ms);
   pthread_mutex_lock (&sbx_core.lock);
   for (;;)
@@ -110,8 +143,10 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
 
       if (!r->sent_start)
         {
-          emit_json_line (out, json_pack ("{s:s, s:o}", "type", "start", "pid",
-                                          p->pid > 0 ? json_integer (p->pid) : json_null ()));
+          if (emit_json_line (out, json_pack ("{s:s, s:o}", "type", "start", "pid",
+                                              p->pid > 0 ? json_integer (p->pid) : json_null ()))
+              < 0)
+            goto oom;
           r->sent_start = 1;
           progress = 1;
         }
@@ -124,8 +159,11 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
           }
       if (dropped[0] || dropped[1])
         {
-          emit_json_line (out, json_pack ("{s:s, s:I, s:I}", "type", "dropped", "stdout",
-                                          (json_int_t) dropped[0], "stderr", (json_int_t) dropped[1]));
+          if (emit_json_line (out, json_pack ("{s:s, s:I, s:I}", "type", "dropped", "stdout",
+                                              (json_int_t) dropped[0], "stderr",
+                                              (json_int_t) dropped[1]))
+              < 0)
+            goto oom;
           progress = 1;
         }
       for (i = 0; i < 2; i++)
@@ -139,7 +177,8 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
             {
               sbx__outbuf_copy (o, p->mode, r->off[i], chunk, n);
               r->off[i] += n;
-              emit_data (r, out, i, chunk, n, 0);
+              if (emit_data (r, out, i, chunk, n, 0) < 0)
+                goto oom;
               progress = 1;
               if (r->primary && p->mode == SBX_OUT_BLOCK)
                 {
@@ -161,10 +200,12 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
           json_t *o;
           for (i = 0; i < 2; i++)
             if (r->utf8_hold_len[i])
-              emit_data (r, out, i, "", 0, 1);
+              if (emit_data (r, out, i, "", 0, 1) < 0)
+                goto oom;
           o = sbx__process_result_locked (p, 0, 0);
           json_object_set_new (o, "type", json_string ("exit"));
-          emit_json_line (out, o);
+          if (emit_json_line (out, o) < 0 || sbx_json_alloc_failed ())
+            goto oom;
           r->sent_exit = 1;
           complete = 1;
           break;
@@ -176,5 +217,9 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
     }
   pthread_mutex_unlock (&sbx_core.lock);
   free (chunk);
-  return complete;
+  return sbx_json_alloc_failed () ? -1 : complete;
+oom:
+  pthread_mutex_unlock (&sbx_core.lock);
+  free (chunk);
+  return -1;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 #include "core/template.h"
@@ -33,13 +35,42 @@ sbx__queue_kill (struct sbx_sandbox *sb, const char *reason)
       size_t cap = sbx_core.janitor_cap ? sbx_core.janitor_cap * 2 : 16;
       struct sbx_sandbox **q = realloc (sbx_core.janitor_q, cap * sizeof *q);
       if (q == NULL)
-        sbx_oom ();
+        {
+          /* Not expected: the queue has room for every sandbox from the
+             start. Its lifetime still ends it (and queues it again). */
+          sbx_error ("cannot queue the kill of sandbox %s: out of memory", sb->id);
+          sb->kill_queued = 0;
+          return;
+        }
       sbx_core.janitor_q = q;
       sbx_core.janitor_cap = cap;
     }
   sb->refs++;
   sbx_core.janitor_q[sbx_core.janitor_len++] = sb;
   pthread_cond_signal (&sbx_core.janitor_cond);
+}
+
+#define INIT_DIED "sandbox init died"
+
+/* A sandbox whose init died on its own: say how in its end reason
+   ("sandbox init died (killed by SIGKILL)"), which its commands' results
+   and its record carry. Called by the janitor, which may wait. */
+static void
+describe_init_death (struct sbx_sandbox *sb, char *reason, size_t cap)
+{
+  const char *name;
+  int wstatus = 0;
+
+  /* Init is the privileged parent's child: it knows (waitid WNOWAIT). */
+  if (sbx_host_init_status (sb->slot, &wstatus) == 1)
+    {
+      if (WIFEXITED (wstatus))
+        snprintf (reason, cap, INIT_DIED " (exit status %d)", WEXITSTATUS (wstatus));
+      else if ((name = sbx__signal_name (WTERMSIG (wstatus))) != NULL)
+        snprintf (reason, cap, INIT_DIED " (killed by %s)", name);
+      else
+        snprintf (reason, cap, INIT_DIED " (killed by signal %d)", WTERMSIG (wstatus));
+    }
 }
 
 void *
@@ -61,6 +92,8 @@ sbx__janitor_main (void *arg)
       sbx_core.janitor_len--;
       snprintf (reason, sizeof reason, "%s", sb->end_reason);
       pthread_mutex_unlock (&sbx_core.lock);
+      if (strcmp (reason, INIT_DIED) == 0)
+        describe_init_death (sb, reason, sizeof reason);
       sbx_info ("killing sandbox %s: %s", sb->id, reason);
       sbx_sandbox_kill (sb, reason, NULL);
       pthread_mutex_lock (&sbx_core.lock);
@@ -111,10 +144,13 @@ sbx__handle_init_event (struct sbx_sandbox *sb)
         return;
       if (r < 0)
         {
+          /* The socket closing is init exiting (or being killed): the
+             same death its pidfd reports, under the same reason. */
+          int died = err->kind == SBX_E_UNAVAILABLE;
           sbx_warn ("sandbox %s: %s", sb->id, err->msg);
           sbx_error_free (err);
           sbx__watch_del (&sb->ctl_watch);
-          sbx__queue_kill (sb, "sandbox init failed");
+          sbx__queue_kill (sb, died ? INIT_DIED : "sandbox init failed");
           return;
         }
       sbx__process_on_event (sb, &ev);
@@ -125,6 +161,6 @@ void
 sbx__handle_init_death (struct sbx_sandbox *sb)
 {
   sbx__watch_del (&sb->pidfd_watch);
-  sbx__queue_kill (sb, "sandbox init died");
+  sbx__queue_kill (sb, INIT_DIED);
 }
 

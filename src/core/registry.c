@@ -273,6 +273,11 @@ sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err)
       return NULL;
     }
   o = json_object ();
+  if (o == NULL)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err_oom (err), NULL;
+    }
   json_object_set_new (o, "cpu_seconds", json_real ((double) st.cg.cpu_usec / 1e6));
   json_object_set_new (o, "memory_bytes", json_integer ((json_int_t) st.cg.memory_bytes));
   json_object_set_new (o, "memory_peak_bytes", json_integer ((json_int_t) st.cg.memory_peak_bytes));
@@ -294,6 +299,8 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
 {
   sbx_error_t *local = NULL;
   int was_running, expired = reason && strcmp (reason, "sandbox expired") == 0;
+  /* Its init died on its own (reaper.c): recorded as such, not as a kill. */
+  int died = reason && strncmp (reason, "sandbox init", 12) == 0;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sb->state == SBX_SB_DYING || sb->state == SBX_SB_DEAD)
@@ -334,7 +341,8 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
       local = NULL;
     }
   if (was_running
-      && sbx_store_sandbox_end (sbx_core.store, sb->id, expired ? "expired" : "killed",
+      && sbx_store_sandbox_end (sbx_core.store, sb->id,
+                                expired ? "expired" : died ? "died" : "killed",
                                 sb->end_reason, sbx_now_ms (), &local)
              < 0)
     {

@@ -16,8 +16,8 @@
 #include "util/utf8.h"
 
 
-static const char *
-signal_name (int sig)
+const char *
+sbx__signal_name (int sig)
 {
   static const struct
   {
@@ -54,7 +54,7 @@ sbx_signal_from_name (const char *name)
     }
   for (i = 1; i < 32; i++)
     {
-      const char *n = signal_name (i);
+      const char *n = sbx__signal_name (i);
       if (n && strcmp (n, name) == 0)
         return i;
     }
@@ -88,7 +88,11 @@ describe (struct sbx_process *p, char *reason, size_t cap)
   if (p->oom_killed)
     {
       sbx_format_size (p->sb->limits.memory_bytes, limit, sizeof limit);
-      snprintf (reason, cap, "killed: out of memory (limit %s)", limit);
+      if (p->oom_outside)
+        snprintf (reason, cap, "killed: out of memory on the host (below the limit of %s)",
+                  limit);
+      else
+        snprintf (reason, cap, "killed: out of memory (limit %s)", limit);
       return;
     }
   if (p->reason[0])
@@ -98,7 +102,7 @@ describe (struct sbx_process *p, char *reason, size_t cap)
     }
   if (WIFSIGNALED (p->wait_status))
     {
-      const char *n = signal_name (WTERMSIG (p->wait_status));
+      const char *n = sbx__signal_name (WTERMSIG (p->wait_status));
       if (n)
         snprintf (reason, cap, "killed by %s", n);
       else
@@ -121,7 +125,10 @@ add_output (json_t *o, const char *key, struct sbx_outbuf *b, enum sbx_out_mode 
     {
       linear = malloc (n);
       if (linear == NULL)
-        sbx_oom ();
+        {
+          sbx_json_alloc_mark_failed (); /* the answer becomes a 503 */
+          return;
+        }
       sbx__outbuf_copy (b, mode, b->start, linear, n);
       kept = linear;
     }
@@ -129,6 +136,8 @@ add_output (json_t *o, const char *key, struct sbx_outbuf *b, enum sbx_out_mode 
     sbx_base64_encode (&s, kept, n);
   else
     sbx_utf8_sanitize (&s, kept, n, 1);
+  if (s.failed)
+    sbx_json_alloc_mark_failed ();
   json_object_set_new (o, key, json_stringn (s.data ? s.data : "", s.len));
   snprintf (tkey, sizeof tkey, "%s_truncated", key);
   json_object_set_new (o, tkey, json_boolean (b->dropped > 0 || b->start > 0));
@@ -158,7 +167,7 @@ sbx__process_result_locked (struct sbx_process *p, int with_output, int base64)
     }
   else
     {
-      const char *n = signal_name (WTERMSIG (p->wait_status));
+      const char *n = sbx__signal_name (WTERMSIG (p->wait_status));
       json_object_set_new (o, "exit_code", json_null ());
       json_object_set_new (o, "signal", n ? json_string (n) : json_integer (WTERMSIG (p->wait_status)));
     }

@@ -52,11 +52,50 @@ static const char schema[]
 static int
 db_err (struct sbx_store *st, sbx_error_t **err, const char *what)
 {
-  int code = sqlite3_errcode (st->db);
+  int code = sqlite3_errcode (st->db) & 0xff; /* extended codes are on */
   enum sbx_error_kind kind = (code == SQLITE_FULL || code == SQLITE_BUSY || code == SQLITE_LOCKED)
                                  ? SBX_E_LIMIT
-                                 : SBX_E_SYSTEM;
+                             : code == SQLITE_NOMEM ? SBX_E_UNAVAILABLE /* as any out of memory */
+                                                    : SBX_E_SYSTEM;
   return sbx_err (err, kind, "%s: %s", what, sqlite3_errmsg (st->db));
+}
+
+static int
+first_row (void *arg, int ncols, char **values, char **names)
+{
+  char *out = arg;
+
+  (void) names;
+  if (out[0] == '\0' && ncols > 0)
+    {
+      snprintf (out, 200, "%s", values[0] ? values[0] : "");
+      for (; *out; out++)
+        if (*out == '\n')
+          *out = ' '; /* one line in the log */
+    }
+  return 0;
+}
+
+/* A damaged database is refused at start, before anything is written to
+   it (the operator needs it as it is), rather than found by some later
+   request. quick_check reads every page once: cheap for a store of
+   records pruned after a week. */
+static int
+check_integrity (struct sbx_store *st, const char *path, sbx_error_t **err)
+{
+  char first[200] = "";
+  char *msg = NULL;
+
+  if (sqlite3_exec (st->db, "PRAGMA quick_check", first_row, first, &msg) != SQLITE_OK)
+    {
+      sbx_err (err, SBX_E_SYSTEM, "database `%s`: %s", path, msg ? msg : "check failed");
+      sqlite3_free (msg);
+      return -1;
+    }
+  if (strcmp (first, "ok") != 0)
+    return sbx_err (err, SBX_E_SYSTEM, "database `%s` is damaged (%s); move it away to start afresh",
+                    path, first);
+  return 0;
 }
 
 int
@@ -66,7 +105,7 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
   char *msg = NULL;
 
   if (st == NULL)
-    sbx_oom ();
+    return sbx_err (err, SBX_E_SYSTEM, "open database `%s`: out of memory", path);
   pthread_mutex_init (&st->lock, NULL);
   if (sqlite3_open_v2 (path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
                                            | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE,
@@ -79,6 +118,11 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
       return -1;
     }
   sqlite3_busy_timeout (st->db, 5000);
+  if (check_integrity (st, path, err) < 0)
+    {
+      sbx_store_close (st);
+      return -1;
+    }
   if (sqlite3_exec (st->db, schema, NULL, NULL, &msg) == SQLITE_OK
       && sqlite3_exec (st->db, "SELECT timeout_ms FROM sandboxes LIMIT 0", NULL, NULL, NULL)
              != SQLITE_OK)
@@ -331,10 +375,17 @@ sbx_store_key_list (struct sbx_store *st, struct sbx_key_record **out, size_t *n
     {
       if (count == cap)
         {
+          struct sbx_key_record *grown;
           cap = cap ? cap * 2 : 16;
-          v = realloc (v, cap * sizeof *v);
-          if (v == NULL)
-            sbx_oom ();
+          grown = realloc (v, cap * sizeof *v);
+          if (grown == NULL)
+            {
+              free (v);
+              sqlite3_finalize (stmt);
+              pthread_mutex_unlock (&st->lock);
+              return sbx_err_oom (err);
+            }
+          v = grown;
         }
       memset (&v[count], 0, sizeof v[count]);
       snprintf (v[count].id, sizeof v[count].id, "%s", (const char *) sqlite3_column_text (stmt, 0));

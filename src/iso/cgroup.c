@@ -69,28 +69,44 @@ read_at (int dir, const char *file, char *buf, size_t cap)
   return 0;
 }
 
+/* The value of `key` in "key value" lines (buf is cut up). */
 static uint64_t
-read_u64_at (int dir, const char *file)
+parse_keyed (char *buf, const char *key)
 {
-  char buf[64];
+  char *line, *save = NULL;
+  size_t klen = strlen (key);
 
-  if (dir < 0 || read_at (dir, file, buf, sizeof buf) < 0)
-    return 0;
-  return strtoull (buf, NULL, 10);
+  for (line = strtok_r (buf, "\n", &save); line; line = strtok_r (NULL, "\n", &save))
+    if (strncmp (line, key, klen) == 0 && line[klen] == ' ')
+      return strtoull (line + klen + 1, NULL, 10);
+  return 0;
 }
 
 /* "key value" lines, as in memory.events, cpu.stat and memory.oom_control. */
 static uint64_t
 read_keyed_at (int dir, const char *file, const char *key)
 {
-  char buf[4096], *line, *save = NULL;
-  size_t klen = strlen (key);
+  char buf[4096];
 
   if (dir < 0 || read_at (dir, file, buf, sizeof buf) < 0)
     return 0;
-  for (line = strtok_r (buf, "\n", &save); line; line = strtok_r (NULL, "\n", &save))
-    if (strncmp (line, key, klen) == 0 && line[klen] == ' ')
-      return strtoull (line + klen + 1, NULL, 10);
+  return parse_keyed (buf, key);
+}
+
+/* One value for the metrics: a plain number, or `key`'s in a keyed file.
+   A file this kernel lacks reads as 0, but one that cannot be read (the
+   daemon is out of fds) is an error: metrics of all zeros would lie. */
+static int
+stat_at (int dir, const char *file, const char *key, uint64_t *out, sbx_error_t **err)
+{
+  char buf[4096];
+
+  *out = 0;
+  if (dir < 0)
+    return 0;
+  if (read_at (dir, file, buf, sizeof buf) < 0)
+    return errno == ENOENT ? 0 : sbx_err_sys (err, errno, "read cgroup file `%s`", file);
+  *out = key ? parse_keyed (buf, key) : strtoull (buf, NULL, 10);
   return 0;
 }
 
@@ -324,7 +340,8 @@ open_dirs (const struct sbx_cgroup_root *root, const char *name, struct sbx_cgro
           int e = errno;
           /* Only what we made: on EEXIST the directory is someone else's
              (another sandbox, a leftover), and so may be the later ones. */
-          remove_dirs (root, out, c, NULL);
+          if (remove_dirs (root, out, c, NULL) == 0)
+            out->name[0] = '\0';
           return sbx_err_sys (err, e, "mkdir cgroup `%s`", name);
         }
       out->dir[c] = openat (root->parent[c], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -332,7 +349,10 @@ open_dirs (const struct sbx_cgroup_root *root, const char *name, struct sbx_cgro
         {
           int e = errno;
           if (create)
-            remove_dirs (root, out, c + 1, NULL);
+            {
+              if (remove_dirs (root, out, c + 1, NULL) == 0)
+                out->name[0] = '\0';
+            }
           else
             sbx_cgroup_close (out);
           return sbx_err_sys (err, e, "open cgroup `%s`", name);
@@ -350,10 +370,23 @@ sbx_cgroup_create (const struct sbx_cgroup_root *root, const char *name,
     return -1;
   if (sbx_cgroup_set_limits (root, out, limits, err) < 0)
     {
-      sbx_cgroup_destroy (root, out, NULL);
+      if (sbx_cgroup_destroy (root, out, NULL) == 0)
+        out->name[0] = '\0';
       return -1;
     }
   return 0;
+}
+
+int
+sbx_cgroup_remove (const struct sbx_cgroup_root *root, const char *name, sbx_error_t **err)
+{
+  struct sbx_cgroup cg;
+  int c;
+
+  for (c = 0; c < SBX_CG_NCTRL; c++)
+    cg.dir[c] = -1;
+  snprintf (cg.name, sizeof cg.name, "%s", name);
+  return remove_dirs (root, &cg, ncontrollers (root), err);
 }
 
 int
@@ -590,26 +623,33 @@ int
 sbx_cgroup_stats (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg,
                   struct sbx_cgroup_stats *out, sbx_error_t **err)
 {
-  (void) err;
   memset (out, 0, sizeof *out);
   if (root->mode == SBX_CGROUP_V2)
     {
       int dir = cg->dir[0];
-      out->cpu_usec = read_keyed_at (dir, "cpu.stat", "usage_usec");
-      out->memory_bytes = read_u64_at (dir, "memory.current");
-      out->memory_peak_bytes = read_u64_at (dir, "memory.peak");
-      out->oom_kills = read_keyed_at (dir, "memory.events", "oom_kill");
-      out->pids = read_u64_at (dir, "pids.current");
+      if (stat_at (dir, "cpu.stat", "usage_usec", &out->cpu_usec, err) < 0
+          || stat_at (dir, "memory.current", NULL, &out->memory_bytes, err) < 0
+          || stat_at (dir, "memory.peak", NULL, &out->memory_peak_bytes, err) < 0
+          || stat_at (dir, "memory.events", "oom_kill", &out->oom_kills, err) < 0
+          || stat_at (dir, "pids.current", NULL, &out->pids, err) < 0)
+        return -1;
+      out->limit_hits = sbx_cgroup_limit_hits (root, cg);
       return 0;
     }
   {
     int acct = cg->dir[SBX_CG_CPUACCT] >= 0 ? cg->dir[SBX_CG_CPUACCT] : cg->dir[SBX_CG_CPU];
-    out->cpu_usec = read_u64_at (acct, "cpuacct.usage") / 1000;
+    if (stat_at (acct, "cpuacct.usage", NULL, &out->cpu_usec, err) < 0)
+      return -1;
+    out->cpu_usec /= 1000;
   }
-  out->memory_bytes = read_u64_at (cg->dir[SBX_CG_MEMORY], "memory.usage_in_bytes");
-  out->memory_peak_bytes = read_u64_at (cg->dir[SBX_CG_MEMORY], "memory.max_usage_in_bytes");
-  out->oom_kills = read_keyed_at (cg->dir[SBX_CG_MEMORY], "memory.oom_control", "oom_kill");
-  out->pids = read_u64_at (cg->dir[SBX_CG_PIDS], "pids.current");
+  if (stat_at (cg->dir[SBX_CG_MEMORY], "memory.usage_in_bytes", NULL, &out->memory_bytes, err) < 0
+      || stat_at (cg->dir[SBX_CG_MEMORY], "memory.max_usage_in_bytes", NULL,
+                  &out->memory_peak_bytes, err)
+             < 0
+      || stat_at (cg->dir[SBX_CG_MEMORY], "memory.oom_control", "oom_kill", &out->oom_kills, err)
+             < 0
+      || stat_at (cg->dir[SBX_CG_PIDS], "pids.current", NULL, &out->pids, err) < 0)
+    return -1;
   return 0;
 }
 
@@ -620,6 +660,15 @@ sbx_cgroup_oom_kills (const struct sbx_cgroup_root *root, const struct sbx_cgrou
     return read_keyed_at (cg->dir[0], "memory.events", "oom_kill");
   return read_keyed_at (cg->dir[SBX_CG_MEMORY], "memory.oom_control", "oom_kill");
 }
+
+uint64_t
+sbx_cgroup_limit_hits (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg)
+{
+  if (root->mode == SBX_CGROUP_V2)
+    return read_keyed_at (cg->dir[0], "memory.events", "max");
+  return 0;
+}
+
 
 int
 sbx_cgroup_list (const struct sbx_cgroup_root *root, void (*fn) (const char *name, void *arg),

@@ -68,6 +68,7 @@ struct sbx_cgroup_stats
   uint64_t memory_peak_bytes;
   uint64_t oom_kills;
   uint64_t pids;
+  uint64_t limit_hits; /* v2: times usage reached memory.max (0 on v1) */
 };
 
 /* Detect the mode under `mount_root` (normally /sys/fs/cgroup) and open or
@@ -81,9 +82,14 @@ void sbx_cgroup_root_close (struct sbx_cgroup_root *root);
    close. Busy ones (something else lives there) are left alone. */
 void sbx_cgroup_root_remove (struct sbx_cgroup_root *root);
 
+/* On failure out->name is empty, unless directories were made and could
+   not be removed again: then it names them, for sbx_cgroup_remove later. */
 int sbx_cgroup_create (const struct sbx_cgroup_root *root, const char *name,
                        const struct sbx_cgroup_limits *limits, struct sbx_cgroup *out,
                        sbx_error_t **err);
+/* rmdir a sandbox cgroup by name in every hierarchy (missing counts as
+   removed). */
+int sbx_cgroup_remove (const struct sbx_cgroup_root *root, const char *name, sbx_error_t **err);
 /* Open an existing sandbox cgroup (for cleanup after a restart). */
 int sbx_cgroup_open (const struct sbx_cgroup_root *root, const char *name, struct sbx_cgroup *out,
                      sbx_error_t **err);
@@ -108,6 +114,8 @@ int sbx_cgroup_stats (const struct sbx_cgroup_root *root, const struct sbx_cgrou
                       struct sbx_cgroup_stats *out, sbx_error_t **err);
 /* Just the OOM-kill counter (cheap: one file). */
 uint64_t sbx_cgroup_oom_kills (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
+/* v2: the times usage reached memory.max (memory.events "max"); 0 on v1. */
+uint64_t sbx_cgroup_limit_hits (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
 /* Names of the sandbox cgroups that exist under the parent (in any
    hierarchy), for cleanup of leftovers; calls fn once for each. */
 int sbx_cgroup_list (const struct sbx_cgroup_root *root, void (*fn) (const char *name, void *arg),

@@ -39,6 +39,12 @@ struct sbx_engine
   size_t seccomp_len;
   uint32_t landlock_abi; /* what the kernel offers, capped by the options */
   struct sbx_cgroup_root cgroups;
+  /* Sandbox cgroups that could not be removed (a read-only or failing
+     cgroupfs): removal is retried by every create and destroy, and at
+     close, so they do not outlive the fault. Fixed size: no allocation. */
+  pthread_mutex_t stale_lock;
+  char stale[64][64];
+  unsigned nstale;
 };
 
 int sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx_error_t **err);
@@ -87,6 +93,10 @@ int sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec,
 /* Kill everything in the sandbox, wait for it, remove its cgroup and close
    its fds. Safe to call on a box whose init already died. */
 int sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err);
+/* How init ended, when it ended on its own (killed from outside, crashed):
+   waits up to wait_ms for it, then 1 with *wstatus as waitpid(2) gives it,
+   or 0 while it still runs. Does not reap it (sbx_iso_destroy does). */
+int sbx_iso_init_status (const struct sbx_iso_box *box, int wait_ms, int *wstatus);
 int sbx_iso_set_limits (struct sbx_engine *eng, struct sbx_iso_box *box,
                         const struct sbx_cgroup_limits *limits, sbx_error_t **err);
 int sbx_iso_set_disk (struct sbx_iso_box *box, uint64_t bytes, sbx_error_t **err);

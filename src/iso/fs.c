@@ -664,7 +664,7 @@ sbx_fs_list (const struct sbx_fs_ctx *ctx, const char *path, int depth, size_t m
     return -1;
   ls = calloc (1, sizeof *ls);
   if (ls == NULL)
-    sbx_oom ();
+    return sbx_err_oom (err);
   ls->ctx = ctx;
   ls->fn = fn;
   ls->arg = arg;

@@ -109,6 +109,7 @@ sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx
   memset (eng, 0, sizeof *eng);
   eng->init_memfd = eng->devnull = eng->zygote = eng->zygote_pidfd = -1;
   pthread_mutex_init (&eng->zygote_lock, NULL);
+  pthread_mutex_init (&eng->stale_lock, NULL);
   for (int c = 0; c < SBX_CG_NCTRL; c++)
     eng->cgroups.parent[c] = -1;
 
@@ -148,15 +149,48 @@ fail:
   return -1;
 }
 
+static void retry_stale (struct sbx_engine *eng);
+
 void
 sbx_engine_close (struct sbx_engine *eng)
 {
+  retry_stale (eng);
   stop_zygote (eng);
   close_and_reset (&eng->init_memfd);
   close_and_reset (&eng->devnull);
   free (eng->seccomp_prog);
   eng->seccomp_prog = NULL;
   sbx_cgroup_root_remove (&eng->cgroups);
+}
+
+/* ---- cgroups that would not go ----------------------------------------- */
+
+static void
+add_stale (struct sbx_engine *eng, const char *name)
+{
+  pthread_mutex_lock (&eng->stale_lock);
+  if (eng->nstale < sizeof eng->stale / sizeof eng->stale[0])
+    snprintf (eng->stale[eng->nstale++], sizeof eng->stale[0], "%s", name);
+  pthread_mutex_unlock (&eng->stale_lock);
+}
+
+/* Try again to remove the cgroups a fault kept us from removing. */
+static void
+retry_stale (struct sbx_engine *eng)
+{
+  unsigned i = 0;
+
+  if (eng->cgroups.parent[0] < 0)
+    return; /* never opened */
+  pthread_mutex_lock (&eng->stale_lock);
+  while (i < eng->nstale)
+    {
+      if (sbx_cgroup_remove (&eng->cgroups, eng->stale[i], NULL) == 0)
+        memcpy (eng->stale[i], eng->stale[--eng->nstale], sizeof eng->stale[0]);
+      else
+        i++;
+    }
+  pthread_mutex_unlock (&eng->stale_lock);
 }
 
 /* ---- create ------------------------------------------------------------ */
@@ -301,7 +335,7 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
   sbx_buf_append (&packet, &cfg, sizeof cfg);
   sbx_buf_append (&packet, spec->plan->bytes.data, spec->plan->bytes.len);
   sbx_buf_append (&packet, eng->seccomp_prog, eng->seccomp_len);
-  rc = sbx__iso_send (ctl, packet.data, packet.len, NULL, 0, err);
+  rc = packet.failed ? sbx_err_oom (err) : sbx__iso_send (ctl, packet.data, packet.len, NULL, 0, err);
   sbx_buf_free (&packet);
   return rc;
 }
@@ -361,6 +395,22 @@ sbx_iso_box_init (struct sbx_iso_box *box)
     box->cg.dir[c] = -1;
 }
 
+/* A sandbox init the zygote made but whose pidfd never reached us: it is
+   our child (CLONE_PARENT), so kill and reap it by pid. Only while it is
+   an unreaped child of ours can its pid not have been reused. */
+static void
+reap_lost_child (pid_t pid)
+{
+  siginfo_t info;
+
+  memset (&info, 0, sizeof info);
+  if (waitid (P_PID, (id_t) pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0)
+    return; /* not a child of ours */
+  kill (pid, SIGKILL);
+  while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+}
+
 /* Ask the zygote for a new sandbox PID 1 holding `child_ctl` as its
    control socket. One exchange at a time; a zygote that broke is replaced
    (a request it never received is retried once). */
@@ -396,7 +446,16 @@ zygote_clone (struct sbx_engine *eng, int child_ctl, int cg_fd, int background, 
           sbx_err (err, SBX_E_SYSTEM, "the zygote did not answer");
           break;
         }
+      memset (&r, 0, sizeof r);
       n = sbx__iso_recv (eng->zygote, &r, sizeof r, rfds, 4, &rn, MSG_DONTWAIT);
+      if (n < 0 && errno == EMFILE)
+        {
+          /* Our fd table is full; the zygote is fine and keeps running. */
+          if (r.hdr.type == SBX_MSG_CLONED && r.pid > 0)
+            reap_lost_child (r.pid);
+          sbx_err_sys (err, EMFILE, "receive the new sandbox from the zygote");
+          break;
+        }
       if (n != (ssize_t) sizeof r || r.hdr.type != SBX_MSG_CLONED || r.hdr.len != sizeof r
           || (r.pid > 0) != (rn == 1))
         {
@@ -429,8 +488,13 @@ sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct 
 
   sbx_iso_box_init (box);
   box->uid_base = spec->uid_base;
+  retry_stale (eng);
   if (sbx_cgroup_create (&eng->cgroups, spec->name, &spec->limits, &box->cg, err) < 0)
-    return -1;
+    {
+      if (box->cg.name[0] != '\0')
+        add_stale (eng, box->cg.name);
+      return -1;
+    }
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     {
       sbx_err_sys (err, errno, "socketpair");
@@ -512,10 +576,35 @@ sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **
           err = NULL;
         }
       if (sbx_cgroup_destroy (&eng->cgroups, &box->cg, err) < 0)
-        rc = -1;
+        {
+          rc = -1;
+          add_stale (eng, box->cg.name);
+        }
       box->cg.name[0] = '\0';
+      retry_stale (eng);
     }
   return rc;
+}
+
+int
+sbx_iso_init_status (const struct sbx_iso_box *box, int wait_ms, int *wstatus)
+{
+  struct pollfd pfd = {box->pidfd, POLLIN, 0};
+  siginfo_t info;
+
+  /* Its control socket closes before its exit completes (PID 1 waits for
+     the rest of its pid namespace): give the exit a moment to land. */
+  if (box->pidfd < 0 || poll (&pfd, 1, wait_ms) <= 0)
+    return 0;
+  memset (&info, 0, sizeof info);
+  if (waitid ((idtype_t) P_PIDFD, (id_t) box->pidfd, &info, WEXITED | WNOHANG | WNOWAIT) < 0
+      || info.si_pid == 0)
+    return 0;
+  if (info.si_code == CLD_EXITED)
+    *wstatus = W_EXITCODE (info.si_status, 0);
+  else
+    *wstatus = info.si_status & 0x7f; /* killed or dumped: the signal, as waitpid reports it */
+  return 1;
 }
 
 /* ---- limits, stats ----------------------------------------------------- */
@@ -632,7 +721,8 @@ sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_err
     sbx_buf_append (&packet, req->envp[i], strlen (req->envp[i]) + 1);
   if (req->tag_len)
     sbx_buf_append (&packet, req->tag, req->tag_len);
-  rc = sbx__iso_send (box->ctl, packet.data, packet.len, fds, nfds, err);
+  rc = packet.failed ? sbx_err_oom (err)
+                     : sbx__iso_send (box->ctl, packet.data, packet.len, fds, nfds, err);
   sbx_buf_free (&packet);
   return rc;
 }

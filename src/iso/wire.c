@@ -102,9 +102,15 @@ sbx__iso_recv (int fd, void *buf, size_t cap, int *fds, int max_fds, int *nfds, 
     }
   if (bad || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
     {
+      /* Descriptors the kernel cannot install because our fd table is
+         full are dropped with MSG_CTRUNC, as for a short control buffer.
+         Ours holds more than any peer sends: fewer than that received is
+         our own EMFILE, not a peer breaking the protocol. The data is in
+         buf all the same. */
+      int emfile = !bad && !(msg.msg_flags & MSG_TRUNC) && got < max_fds;
       while (got > 0)
         close (fds[--got]);
-      errno = EPROTO;
+      errno = emfile ? EMFILE : EPROTO;
       return -1;
     }
   *nfds = got;

@@ -179,7 +179,7 @@ call (const void *req, size_t len, struct call *cl, sbx_error_t **err)
   int fd, broken = 1, rc = -1;
 
   if (m == NULL)
-    sbx_oom ();
+    return sbx_err_oom (err);
   cl->nfds = 0;
   fd = chan_get (err);
   if (fd < 0)
@@ -455,6 +455,17 @@ sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err)
   return 0;
 }
 
+int
+sbx_host_init_status (uint32_t slot, int *wstatus)
+{
+  struct call cl = {0};
+
+  if (slot_call (SBX_PRIV_INIT_STATUS, slot, &cl, NULL) < 0 || (cl.reply.value >> 32) != 1)
+    return 0;
+  *wstatus = (int) (uint32_t) cl.reply.value;
+  return 1;
+}
+
 uint64_t
 sbx_host_oom_kills (uint32_t slot)
 {
@@ -514,7 +525,7 @@ fs_request (const struct sbx_fs_ctx *ctx, enum sbx_priv_fs_op op, const char *pa
   struct sbx_priv_fs *m = calloc (1, sizeof *m);
 
   if (m == NULL)
-    sbx_oom ();
+    return sbx_err_oom (err), NULL;
   m->hdr.op = SBX_PRIV_FS;
   m->hdr.len = sizeof *m;
   m->fs_op = op;

@@ -45,6 +45,9 @@ int sbx_host_set_limits (uint32_t slot, const struct sbx_cgroup_limits *limits, 
 int sbx_host_set_disk (uint32_t slot, uint64_t bytes, sbx_error_t **err);
 int sbx_host_set_foreground (uint32_t slot, sbx_error_t **err);
 int sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err);
+/* How init ended, when it ended on its own: 1 with *wstatus as waitpid(2)
+   gives it, 0 when unknown or still running. */
+int sbx_host_init_status (uint32_t slot, int *wstatus);
 /* OOM kills so far (0 when unknown). */
 uint64_t sbx_host_oom_kills (uint32_t slot);
 int sbx_host_adopt (uint32_t slot, const char *id, pid_t init_pid, struct sbx_iso_box *box,

@@ -42,6 +42,7 @@ enum sbx_priv_op
   SBX_PRIV_STATS = 15,      /* sbx_priv_slot -> reply + sbx_iso_stats */
   SBX_PRIV_ADOPT = 16,      /* sbx_priv_adopt -> reply + box; SCM_RIGHTS: control socket, pidfd */
   SBX_PRIV_ADOPT_DONE = 17, /* sbx_priv_hdr: kill whatever was not adopted */
+  SBX_PRIV_INIT_STATUS = 18, /* sbx_priv_slot -> reply (value: 1 << 32 | wait status, 0) */
   SBX_PRIV_FS = 20,         /* sbx_priv_fs -> reply [+ fd], LIST: entries then reply */
   SBX_PRIV_UPLOAD_END = 21, /* sbx_priv_upload_end */
   /* parent -> front end: the answer, and callbacks during a request */

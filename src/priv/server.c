@@ -696,6 +696,7 @@ request_size (uint32_t op)
     case SBX_PRIV_DESTROY:
     case SBX_PRIV_FOREGROUND:
     case SBX_PRIV_STATS:
+    case SBX_PRIV_INIT_STATUS:
       return sizeof (struct sbx_priv_slot);
     case SBX_PRIV_LIMITS:
       return sizeof (struct sbx_priv_limits);
@@ -720,7 +721,8 @@ handle_slot_op (struct chan *c, const union request *m)
   sbx_error_t *err = NULL;
   struct sbx_iso_stats st;
   struct slot *s;
-  int have_stats = 0;
+  uint64_t value = 0;
+  int have_stats = 0, wstatus = 0;
 
   s = slot_get (m->slot.slot, &err);
   if (s == NULL)
@@ -737,6 +739,11 @@ handle_slot_op (struct chan *c, const union request *m)
       break;
     case SBX_PRIV_STATS:
       have_stats = sbx_iso_stats (P.eng, &s->box, &st, &err) == 0;
+      break;
+    case SBX_PRIV_INIT_STATUS:
+      /* Its exit may lag its control socket's close: wait a moment. */
+      if (sbx_iso_init_status (&s->box, 1000, &wstatus) == 1)
+        value = (1ULL << 32) | (uint32_t) wstatus;
       break;
     case SBX_PRIV_LIMITS:
       if (check_limits (m->limits.memory_bytes, m->limits.cpu_milli, m->limits.pids, &err) == 0)
@@ -756,7 +763,7 @@ handle_slot_op (struct chan *c, const union request *m)
   if (s)
     slot_put (s);
 reply:
-  send_reply (c, err, 0, have_stats ? &st : NULL, have_stats ? sizeof st : 0, NULL, 0);
+  send_reply (c, err, value, have_stats ? &st : NULL, have_stats ? sizeof st : 0, NULL, 0);
   sbx_error_free (err);
 }
 
@@ -823,7 +830,10 @@ start_channel (int fd)
   int rc;
 
   if (c == NULL)
-    sbx_oom ();
+    {
+      close (fd); /* the front end's request on it fails: 503 */
+      return 0;
+    }
   c->fd = fd;
   pthread_attr_init (&attr);
   pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);

@@ -15,6 +15,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,21 +118,50 @@ sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *res
   r->responded = 1;
 }
 
+/* The answer when memory ran out building the real one: a constant body,
+   so that answering needs as little memory as possible. */
+static void
+reply_out_of_memory (struct sbx_req *r)
+{
+  static const char body[] = "{\"code\":503,\"error\":\"unavailable\",\"message\":\"out of memory\"}";
+  struct MHD_Response *resp = MHD_create_response_from_buffer (
+      sizeof body - 1, (void *) (uintptr_t) body, MHD_RESPMEM_PERSISTENT);
+
+  sbx_warn ("%s: out of memory", r->route ? r->route->pattern : "request");
+  r->out_of_memory = 1;
+  if (resp == NULL)
+    return; /* not even that: on_request drops the connection */
+  MHD_add_response_header (resp, "Content-Type", "application/json");
+  sbx_reply_response (r, 503, resp);
+}
+
 void
 sbx_reply_json (struct sbx_req *r, unsigned status, json_t *body)
 {
-  char *text = json_dumps (body, JSON_COMPACT | JSON_REAL_PRECISION (10));
+  char *text = NULL;
   struct MHD_Response *resp;
   size_t len;
 
+  /* A part of body that could not be allocated is missing from it. */
+  if (body != NULL && !sbx_json_alloc_failed ())
+    text = json_dumps (body, JSON_COMPACT | JSON_REAL_PRECISION (10));
   json_decref (body);
-  if (text == NULL)
-    sbx_oom ();
+  if (text == NULL || sbx_json_alloc_failed ())
+    {
+      free (text);
+      sbx_json_alloc_reset ();
+      reply_out_of_memory (r);
+      return;
+    }
   len = strlen (text);
   text[len] = '\0';
   resp = MHD_create_response_from_buffer (len, text, MHD_RESPMEM_MUST_FREE);
   if (resp == NULL)
-    sbx_oom ();
+    {
+      free (text);
+      reply_out_of_memory (r);
+      return;
+    }
   MHD_add_response_header (resp, "Content-Type", "application/json");
   sbx_reply_response (r, status, resp);
 }
@@ -159,10 +189,28 @@ reply_error_kind (struct sbx_req *r, unsigned status, const char *kind, const ch
 void
 sbx_reply_error (struct sbx_req *r, sbx_error_t *err)
 {
-  unsigned status = (unsigned) sbx_error_kind_http_status (err->kind);
+  unsigned status;
+
+  if (err == NULL)
+    {
+      /* A call that failed for want of memory without saying so (a
+         library's NULL). */
+      reply_out_of_memory (r);
+      return;
+    }
+  status = (unsigned) sbx_error_kind_http_status (err->kind);
 
   if (status >= 500)
-    sbx_warn ("%s %s: %s", r->route ? r->route->method : "?", r->path, err->msg);
+    {
+      /* r->path was cut into segments: join them again for the log. */
+      char path[sizeof r->path];
+      size_t n = 0;
+      int i;
+      path[0] = '\0';
+      for (i = 0; i < r->nsegs && n < sizeof path; i++)
+        n += (size_t) snprintf (path + n, sizeof path - n, "/%s", r->segs[i]);
+      sbx_warn ("%s %s: %s", r->route ? r->route->method : "?", path, err->msg);
+    }
   reply_error_kind (r, status, sbx_error_kind_name (err->kind), err->msg);
   sbx_error_free (err);
 }
@@ -185,7 +233,7 @@ sbx_reply_empty (struct sbx_req *r, unsigned status)
   struct MHD_Response *resp = MHD_create_response_from_buffer (0, NULL, MHD_RESPMEM_PERSISTENT);
 
   if (resp == NULL)
-    sbx_oom ();
+    return; /* out of memory: on_request drops the connection */
   sbx_reply_response (r, status, resp);
 }
 
@@ -295,6 +343,10 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
 
   r->admin = l->admin;
   r->fs.root = -1;
+  /* Until every check below has passed: a refusal whose answer could not
+     be made (out of memory) must still never reach the handler. */
+  r->refused = 1;
+  r->content_length = UINT64_MAX;
   cl = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Content-Length");
   r->content_length = sbx_route_content_length (cl);
   /* A refusal is answered once a small body is in (an HTTP client still
@@ -345,7 +397,11 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
       return;
     }
   if (r->route->body == SBX_BODY_UPLOAD && sbx_files_upload_begin (r, &err) < 0)
-    sbx_reply_error (r, err);
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  r->refused = 0;
 }
 
 static void
@@ -353,7 +409,7 @@ take_body (struct sbx_req *r, const char *data, size_t len)
 {
   sbx_error_t *err = NULL;
 
-  if (r->responded)
+  if (r->responded || r->refused)
     return; /* an early answer was queued; the rest is discarded */
   switch (r->route->body)
     {
@@ -394,6 +450,7 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
         return MHD_NO;
       r->conn = c;
       *con_cls = r;
+      sbx_json_alloc_reset (); /* a note left by this thread's last request */
       begin_request (r, l, url, method);
       r->defer_replies = 0;
       return MHD_YES;
@@ -406,25 +463,36 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
     }
   if (r->deferred)
     {
-      /* Refused while the request is not complete yet (see
-         sbx_reply_response): still ours, for the next call. */
-      if (MHD_queue_response (r->conn, r->deferred_status, r->deferred) != MHD_YES)
+      /* Refused while the request was not complete yet (see
+         sbx_reply_response): still ours, for the next call; a few times,
+         not forever (no memory to queue it is refused the same way). */
+      enum MHD_Result ok = MHD_queue_response (r->conn, r->deferred_status, r->deferred);
+      if (ok != MHD_YES && ++r->deferred_tries < 8)
         return MHD_YES;
+      if (ok != MHD_YES)
+        sbx_debug ("queue response %u failed", r->deferred_status);
       MHD_destroy_response (r->deferred);
       r->deferred = NULL;
-      return MHD_YES;
+      return ok;
     }
   if (r->responded)
-    return MHD_YES;
+    return r->queue_failed ? MHD_NO : MHD_YES;
+  if (r->refused)
+    return MHD_NO; /* refused, and no memory to say so */
+  sbx_json_alloc_reset ();
   if (r->body_too_large)
+    reply_error_kind (r, 413, "too_large", "request body larger than 1 MiB");
+  else
     {
-      reply_error_kind (r, 413, "too_large", "request body larger than 1 MiB");
-      return MHD_YES;
+      r->route->handler (r);
+      if (!r->responded && r->out_of_memory)
+        reply_out_of_memory (r); /* once more: some memory may be back */
+      else if (!r->responded)
+        reply_error_kind (r, 500, "internal", "the handler gave no answer");
     }
-  r->route->handler (r);
-  if (!r->responded)
-    reply_error_kind (r, 500, "internal", "the handler gave no answer");
-  return MHD_YES;
+  /* No answer could be made or queued (out of memory): close the
+     connection, the one thing left to tell the client. */
+  return r->responded && !r->queue_failed ? MHD_YES : MHD_NO;
 }
 
 static void __attribute__ ((format (printf, 2, 0)))

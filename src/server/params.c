@@ -11,6 +11,8 @@
 int
 sbx_req_json (struct sbx_req *r, json_t **out, sbx_error_t **err)
 {
+  if (r->body.failed)
+    return sbx_err_oom (err); /* part of the body found no memory */
   return sbx_json_body (r->body.data, r->body.len, out, err);
 }
 
@@ -23,10 +25,12 @@ sbx_json_body (const char *data, size_t len, json_t **out, sbx_error_t **err)
   if (len == 0)
     {
       *out = json_object ();
-      return 0;
+      return *out ? 0 : sbx_err_oom (err);
     }
   /* Reject duplicate keys and NULs in strings: one meaning per body. */
   o = json_loadb (data, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (o == NULL && json_error_code (&jerr) == json_error_out_of_memory)
+    return sbx_err_oom (err);
   if (o == NULL)
     return sbx_err (err, SBX_E_INVALID, "malformed JSON at line %d column %d: %s", jerr.line,
                     jerr.column, jerr.text);

@@ -47,6 +47,10 @@ struct sbx_req
   struct sbx_buf body;
   int body_too_large;
   int responded;
+  int queue_failed; /* MHD could not queue the answer (out of memory) */
+  int deferred_tries; /* queueing the deferred answer was refused this often */
+  int refused;      /* begin_request turned it away: the handler never runs */
+  int out_of_memory; /* an answer could not be made for want of memory */
   /* An answer made before a small body was read is held back until the
      body is in: a client still sending would otherwise see a reset. */
   int defer_replies;

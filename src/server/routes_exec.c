@@ -67,7 +67,7 @@ sbx_exec_request_parse (const char *data, size_t len, int background,
       n = json_array_size (argv);
       e->argv = calloc (n + 1, sizeof *e->argv);
       if (e->argv == NULL)
-        sbx_oom ();
+        return sbx_err_oom (err);
       for (i = 0; i < n; i++)
         {
           json_t *s = json_array_get (argv, i);
@@ -82,7 +82,7 @@ sbx_exec_request_parse (const char *data, size_t len, int background,
     {
       e->argv = calloc (4, sizeof *e->argv);
       if (e->argv == NULL)
-        sbx_oom ();
+        return sbx_err_oom (err);
       static char bash[] = "/bin/bash", dash_c[] = "-c";
       e->argv[0] = bash;
       e->argv[1] = dash_c;
@@ -96,6 +96,8 @@ sbx_exec_request_parse (const char *data, size_t len, int background,
     sbx_buf_append (&e->stdin_bytes, stdin_text, strlen (stdin_text));
   if (stdin_b64 && sbx_base64_decode (&e->stdin_bytes, stdin_b64, strlen (stdin_b64)) < 0)
     return sbx_err (err, SBX_E_INVALID, "`stdin_b64` is not valid base64");
+  if (e->stdin_bytes.failed)
+    return sbx_err_oom (err);
   if (encoding && strcmp (encoding, "utf8") != 0 && strcmp (encoding, "base64") != 0)
     return sbx_err (err, SBX_E_INVALID, "`encoding` must be \"utf8\" or \"base64\"");
   e->base64 = encoding && strcmp (encoding, "base64") == 0;
@@ -147,9 +149,15 @@ stream_read (void *cls, uint64_t pos, char *buf, size_t max)
   (void) pos;
   while (s->pending.len == 0)
     {
+      int rc;
       if (s->done)
         return MHD_CONTENT_READER_END_OF_STREAM;
-      if (sbx_reader_next (&s->reader, &s->pending, POLL_SLICE_MS))
+      rc = sbx_reader_next (&s->reader, &s->pending, POLL_SLICE_MS);
+      /* Out of memory for the next lines: a stream cannot skip output,
+         so it ends here, cut short (the command is then killed). */
+      if (rc < 0 || s->pending.failed)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+      if (rc > 0)
         s->done = 1;
       if (s->pending.len)
         {
@@ -163,6 +171,8 @@ stream_read (void *cls, uint64_t pos, char *buf, size_t max)
         {
           static const char keepalive[] = "{\"type\":\"keepalive\"}\n";
           sbx_buf_append (&s->pending, keepalive, sizeof keepalive - 1);
+          if (s->pending.failed)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
           s->idle_ms = 0;
         }
     }
@@ -186,14 +196,17 @@ stream_free (void *cls)
   free (s);
 }
 
-static void
-reply_stream (struct sbx_req *r, struct sbx_process *p, int primary, int base64, int own)
+/* -1 with *err when there is no memory for the stream: then nothing was
+   answered and the caller still owns what p is. */
+static int
+reply_stream (struct sbx_req *r, struct sbx_process *p, int primary, int base64, int own,
+              sbx_error_t **err)
 {
   struct stream *s = calloc (1, sizeof *s);
   struct MHD_Response *resp;
 
   if (s == NULL)
-    sbx_oom ();
+    return sbx_err_oom (err);
   sbx_reader_init (&s->reader, p, primary, base64);
   s->req = r;
   s->conn = r->conn;
@@ -202,9 +215,14 @@ reply_stream (struct sbx_req *r, struct sbx_process *p, int primary, int base64,
   resp = MHD_create_response_from_callback (MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, s,
                                             stream_free);
   if (resp == NULL)
-    sbx_oom ();
+    {
+      sbx_reader_release (&s->reader);
+      free (s);
+      return sbx_err_oom (err);
+    }
   MHD_add_response_header (resp, "Content-Type", "application/x-ndjson");
   sbx_reply_response (r, 200, resp);
+  return 0;
 }
 
 /* Wait for p, checking every second whether the client is still there.
@@ -255,9 +273,24 @@ run_exec (struct sbx_req *r, int background)
       if (json_is_null (json_object_get (info, "pid")))
         sbx_process_collect (p);
       sbx_reply_json (r, 201, info);
+      if (r->out_of_memory || r->queue_failed)
+        {
+          /* No memory to say it started: then it must not run unseen. */
+          sbx_process_signal (p, SIGKILL, NULL);
+          sbx_process_collect (p);
+        }
     }
   else if (e.stream)
-    reply_stream (r, p, 1, e.base64, 1);
+    {
+      if (reply_stream (r, p, 1, e.base64, 1, &err) < 0)
+        {
+          /* Nobody will read it: as for a client that hung up. */
+          sbx_process_signal (p, SIGKILL, NULL);
+          sbx_process_collect (p);
+          sbx_process_unref (p);
+          goto fail;
+        }
+    }
   else
     {
       if (wait_watching_client (r, p, -1) < 0)
@@ -366,7 +399,9 @@ sbx_route_process_stdin (struct sbx_req *r)
 {
   int eof = 0;
   WITH_PROCESS (r, sb, p);
-  if (sbx_query_bool (r, "eof", &eof, &err) < 0
+  if (r->body.failed)
+    sbx_err_oom (&err);
+  if (err || sbx_query_bool (r, "eof", &eof, &err) < 0
       || sbx_process_write_stdin (p, r->body.data, r->body.len, eof, client_gone, r, &err) < 0)
     sbx_reply_error (r, err);
   else
@@ -459,8 +494,8 @@ sbx_route_process_attach (struct sbx_req *r)
 
   if (enc && strcmp (enc, "utf8") != 0 && strcmp (enc, "base64") != 0)
     sbx_reply_errorf (r, SBX_E_INVALID, "`encoding` must be utf8 or base64");
-  else
-    reply_stream (r, p, 0, enc && strcmp (enc, "base64") == 0, 0);
+  else if (reply_stream (r, p, 0, enc && strcmp (enc, "base64") == 0, 0, &err) < 0)
+    sbx_reply_error (r, err);
   sbx_process_unref (p);
   sbx_sandbox_unref (sb);
 }

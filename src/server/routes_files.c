@@ -88,8 +88,8 @@ reply_stat (struct sbx_req *r, const struct sbx_fs_ctx *ctx, const char *path, u
   sbx_error_t *err = NULL;
 
   if (e == NULL)
-    sbx_oom ();
-  if (sbx_host_fs_stat (ctx, path, e, &err) < 0)
+    sbx_err_oom (&err);
+  if (e == NULL || sbx_host_fs_stat (ctx, path, e, &err) < 0)
     sbx_reply_error (r, err);
   else
     sbx_reply_json (r, status, entry_json (e));
@@ -123,8 +123,10 @@ sbx_route_file_get (struct sbx_req *r)
   resp = MHD_create_response_from_fd64 (size, fd);
   if (resp == NULL)
     {
+      /* The size and fd are good: it found no memory. */
       close (fd);
-      sbx_reply_errorf (r, SBX_E_SYSTEM, "cannot send the file");
+      sbx_err_oom (&err);
+      sbx_reply_error (r, err);
       return;
     }
   MHD_add_response_header (resp, "Content-Type", "application/octet-stream");

@@ -75,6 +75,12 @@ sbx_route_sandbox_create (struct sbx_req *r)
   if (sb == NULL)
     goto fail;
   sbx_reply_json (r, 201, sbx_sandbox_json (sb));
+  if (r->out_of_memory || r->queue_failed)
+    {
+      /* Nobody will learn its id from this answer: a request that fails
+         leaves nothing behind. */
+      sbx_sandbox_kill (sb, "sandbox killed", NULL);
+    }
   sbx_sandbox_unref (sb);
   json_decref (body);
   return;
@@ -230,6 +236,9 @@ sbx_route_key_create (struct sbx_req *r)
   sbx_reply_json (r, 201,
                   json_pack ("{s:s, s:s, s:s, s:o}", "id", id, "tenant", tenant, "key", key,
                              "created_at", sbx_json_time (created)));
+  /* A key whose secret could not be told is of no use to anyone. */
+  if (r->out_of_memory || r->queue_failed)
+    sbx_store_key_delete (sbx_core_store (), id, NULL);
   json_decref (body);
 }
 

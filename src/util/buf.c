@@ -8,31 +8,41 @@
 
 #include "util/error.h"
 
-static void
+/* 0 when extra more bytes (and a NUL) fit; -1 when memory ran out. */
+static int
 reserve (struct sbx_buf *b, size_t extra)
 {
   size_t need, cap;
   char *p;
 
+  if (b->failed)
+    return -1; /* later appends would leave a hole */
   if (extra > (size_t) -1 - b->len - 1)
-    sbx_oom ();
+    goto fail;
   need = b->len + extra + 1;
   if (need <= b->cap)
-    return;
+    return 0;
   cap = b->cap ? b->cap : 64;
   while (cap < need)
     cap = cap > ((size_t) -1) / 2 ? need : cap * 2;
   p = realloc (b->data, cap);
   if (p == NULL)
-    sbx_oom ();
+    goto fail;
   b->data = p;
   b->cap = cap;
+  return 0;
+fail:
+  if (!sbx_oom_soft)
+    sbx_oom ();
+  b->failed = 1;
+  return -1;
 }
 
 void
 sbx_buf_append (struct sbx_buf *b, const void *p, size_t n)
 {
-  reserve (b, n);
+  if (reserve (b, n) < 0)
+    return;
   if (n)
     memcpy (b->data + b->len, p, n);
   b->len += n;
@@ -48,9 +58,13 @@ sbx_buf_printf (struct sbx_buf *b, const char *fmt, ...)
   va_start (ap, fmt);
   n = vsnprintf (NULL, 0, fmt, ap);
   va_end (ap);
-  if (n < 0)
-    sbx_oom ();
-  reserve (b, (size_t) n);
+  if (n < 0 || reserve (b, (size_t) n) < 0)
+    {
+      if (!sbx_oom_soft)
+        sbx_oom ();
+      b->failed = 1;
+      return;
+    }
   va_start (ap, fmt);
   vsnprintf (b->data + b->len, (size_t) n + 1, fmt, ap);
   va_end (ap);
@@ -76,6 +90,7 @@ void
 sbx_buf_reset (struct sbx_buf *b)
 {
   b->len = 0;
+  b->failed = 0;
   if (b->data)
     b->data[0] = '\0';
 }
@@ -86,6 +101,7 @@ sbx_buf_free (struct sbx_buf *b)
   free (b->data);
   b->data = NULL;
   b->len = b->cap = 0;
+  b->failed = 0;
 }
 
 char *
@@ -95,11 +111,13 @@ sbx_buf_steal (struct sbx_buf *b)
 
   if (b->data == NULL)
     {
-      reserve (b, 0);
+      if (reserve (b, 0) < 0)
+        return NULL; /* only with sbx_oom_soft */
       b->data[0] = '\0'; /* reserve() only allocates */
     }
   p = b->data;
   b->data = NULL;
   b->len = b->cap = 0;
+  b->failed = 0;
   return p;
 }

@@ -9,11 +9,14 @@ struct sbx_buf
   char *data; /* owned; always NUL-terminated when non-NULL */
   size_t len;
   size_t cap;
+  int failed; /* an append found no memory and was dropped (sbx_oom_soft) */
 };
 
-#define SBX_BUF_INIT {NULL, 0, 0}
+#define SBX_BUF_INIT {NULL, 0, 0, 0}
 
-/* Append; aborts on allocation failure (see sbx_oom). */
+/* Append. On allocation failure: abort (see sbx_oom), or with sbx_oom_soft
+   drop the append and set `failed`, which stays set until reset or free:
+   a caller that needs the whole content checks it once at the end. */
 void sbx_buf_append (struct sbx_buf *b, const void *p, size_t n);
 void sbx_buf_printf (struct sbx_buf *b, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));

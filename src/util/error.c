@@ -7,6 +7,23 @@
 #include <string.h>
 #include <unistd.h>
 
+int sbx_oom_soft;
+
+/* Never freed: what an error becomes when memory for it ran out. */
+static char oom_msg[] = "out of memory";
+static sbx_error_t oom_error = {SBX_E_UNAVAILABLE, ENOMEM, oom_msg};
+
+int
+sbx_err_oom (sbx_error_t **err)
+{
+  if (err == NULL)
+    return -1;
+  if (*err != NULL)
+    sbx_error_free (*err);
+  *err = &oom_error;
+  return -1;
+}
+
 void
 sbx_oom (void)
 {
@@ -26,15 +43,20 @@ sbx_errv (sbx_error_t **err, enum sbx_error_kind kind, int sys_errno,
   if (err == NULL)
     return -1;
   e = calloc (1, sizeof *e);
-  if (e == NULL)
-    sbx_oom ();
-  if (vasprintf (&msg, fmt, ap) < 0)
-    sbx_oom ();
+  if (e == NULL || vasprintf (&msg, fmt, ap) < 0)
+    {
+      free (e);
+      return sbx_err_oom (err);
+    }
   if (sys_errno != 0)
     {
       char *full = NULL;
       if (asprintf (&full, "%s: %s", msg, strerror (sys_errno)) < 0)
-        sbx_oom ();
+        {
+          free (msg);
+          free (e);
+          return sbx_err_oom (err);
+        }
       free (msg);
       msg = full;
     }
@@ -90,14 +112,18 @@ sbx_err_wrap (sbx_error_t **err, const char *fmt, ...)
   va_list ap;
   char *prefix = NULL, *full = NULL;
 
-  if (err == NULL || *err == NULL)
+  if (err == NULL || *err == NULL || *err == &oom_error)
     return -1;
   va_start (ap, fmt);
   if (vasprintf (&prefix, fmt, ap) < 0)
-    sbx_oom ();
+    prefix = NULL;
   va_end (ap);
-  if (asprintf (&full, "%s: %s", prefix, (*err)->msg) < 0)
-    sbx_oom ();
+  if (prefix == NULL || asprintf (&full, "%s: %s", prefix, (*err)->msg) < 0)
+    {
+      /* Without memory for the context, the error stays as it was. */
+      free (prefix);
+      return -1;
+    }
   free (prefix);
   free ((*err)->msg);
   (*err)->msg = full;
@@ -107,7 +133,7 @@ sbx_err_wrap (sbx_error_t **err, const char *fmt, ...)
 void
 sbx_error_free (sbx_error_t *e)
 {
-  if (e == NULL)
+  if (e == NULL || e == &oom_error)
     return;
   free (e->msg);
   free (e);

@@ -65,7 +65,17 @@ sbx_error_freep (sbx_error_t **e)
 }
 #define cleanup_error __attribute__ ((cleanup (sbx_error_freep)))
 
-/* Allocation failure is not an error we can report sensibly; abort loudly. */
+/* Allocation failure. Short-lived programs (the CLI, the tests) abort
+   loudly through sbx_oom. The daemon must outlive it, so it sets
+   sbx_oom_soft at start; from then on code that can fail a request on
+   allocation failure does so (503 "out of memory") instead of calling
+   sbx_oom, and sbx_buf marks a buffer it could not grow (`failed`) instead
+   of aborting. An error object that cannot itself be allocated is always
+   replaced by a shared static one (kind SBX_E_UNAVAILABLE, "out of
+   memory"), which sbx_error_free leaves alone. */
 __attribute__ ((noreturn)) void sbx_oom (void);
+extern int sbx_oom_soft;
+/* *err = the static out-of-memory error; returns -1. */
+int sbx_err_oom (sbx_error_t **err);
 
 #endif

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/resource.h>
 
+#include "util/error.h"
+
 #include "tap.h"
 
 /* The invariants that hold after every operation. */
@@ -208,6 +210,33 @@ test_overflow_aborts (void)
   return 0;
 }
 
+/* The daemon's mode (sbx_oom_soft): an append that finds no memory is
+   dropped whole, and the buffer says so until it is reset. */
+static int
+test_soft_failure_is_sticky (void)
+{
+  struct sbx_buf b = SBX_BUF_INIT;
+
+  sbx_oom_soft = 1;
+  sbx_buf_append (&b, "abc", 3);
+  CHECK (!b.failed);
+  sbx_buf_append (&b, "y", SIZE_MAX - 1);
+  CHECK (b.failed && b.len == 3 && well_formed (&b));
+  CHECK_STR (b.data, "abc");
+  sbx_buf_append (&b, "d", 1); /* would leave a hole: dropped too */
+  sbx_buf_printf (&b, "%s", "e");
+  CHECK (b.failed && b.len == 3);
+  CHECK_STR (b.data, "abc");
+  sbx_buf_reset (&b);
+  CHECK (!b.failed && b.len == 0);
+  sbx_buf_append (&b, "ok", 2);
+  CHECK (!b.failed);
+  CHECK_STR (b.data, "ok");
+  sbx_buf_free (&b);
+  sbx_oom_soft = 0;
+  return 0;
+}
+
 int
 main (void)
 {
@@ -219,5 +248,6 @@ main (void)
   RUN (test_reset_keeps_storage);
   RUN (test_steal);
   RUN (test_overflow_aborts);
+  RUN (test_soft_failure_is_sticky);
   return tap_done ();
 }

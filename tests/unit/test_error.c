@@ -245,6 +245,30 @@ test_call_site_idiom (void)
   return 0;
 }
 
+/* Memory for an error ran out: the shared static one stands in. It is
+   never freed or changed, and maps to 503. */
+static int
+test_out_of_memory (void)
+{
+  sbx_error_t *err = NULL, *first;
+
+  CHECK (sbx_err (&err, SBX_E_INVALID, "bad") == -1);
+  CHECK (sbx_err_oom (&err) == -1); /* replaces (and frees) what was there */
+  first = err;
+  CHECK (err->kind == SBX_E_UNAVAILABLE && err->sys_errno == ENOMEM);
+  CHECK_STR (err->msg, "out of memory");
+  CHECK (sbx_err_wrap (&err, "context %d", 1) == -1);
+  CHECK_STR (err->msg, "out of memory"); /* shared: never rewritten */
+  sbx_error_free (err);                  /* a no-op */
+  err = NULL;
+  CHECK (sbx_err_oom (&err) == -1 && err == first);
+  CHECK_STR (err->msg, "out of memory");
+  CHECK (sbx_error_kind_http_status (err->kind) == 503);
+  sbx_error_free (err);
+  CHECK (sbx_err_oom (NULL) == -1);
+  return 0;
+}
+
 int
 main (void)
 {
@@ -259,5 +283,6 @@ main (void)
   RUN (test_move);
   RUN (test_cleanup_attribute);
   RUN (test_call_site_idiom);
+  RUN (test_out_of_memory);
   return tap_done ();
 }
