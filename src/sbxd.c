@@ -576,6 +576,7 @@ main (int argc, char **argv)
     }
   sbx_priv_server_stop ();
   sbx_engine_close (&engine);
-  sbx_info ("stopped");
+  if (rc == 0)
+    sbx_info ("stopped");
   return rc;
 }

@@ -275,7 +275,7 @@ sbx_priv_drop (uid_t uid, gid_t gid, const char *state_dir, sbx_error_t **err)
     return -1;
   if (apply_seccomp (err) < 0)
     return -1;
-  sbx_info ("front end: uid %u, no capabilities, Landlock ABI %ld, seccomp allowlist",
+  sbx_debug ("front end: uid %u, no capabilities, Landlock ABI %ld, seccomp allowlist",
             (unsigned) uid, abi);
   return 0;
 }
