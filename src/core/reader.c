@@ -35,8 +35,28 @@ sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int b
 void
 sbx_reader_release (struct sbx_reader *r)
 {
-  if (r->p)
-    sbx_process_unref (r->p);
+  struct sbx_process *p = r->p;
+  int i;
+
+  if (p == NULL)
+    return;
+  pthread_mutex_lock (&sbx_core.lock);
+  /* Nobody reads this lossless stream any more (its client went away):
+     stop holding the writer back, or a full buffer keeps the pipe full
+     and the command never finishes, not even once killed. What it still
+     writes is kept as for a background process. */
+  if (r->primary && p->mode == SBX_OUT_BLOCK)
+    {
+      p->mode = SBX_OUT_TAIL;
+      for (i = 0; i < 2; i++)
+        if (p->out[i].paused && p->out[i].fd >= 0)
+          {
+            p->out[i].paused = 0;
+            sbx__watch_mod (p->out[i].watch, EPOLLIN);
+          }
+    }
+  sbx__process_unref_locked (p);
+  pthread_mutex_unlock (&sbx_core.lock);
   r->p = NULL;
 }
 
