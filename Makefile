@@ -5,6 +5,8 @@
 #   make test-unit    C unit tests only
 #   make test-asan    the integration suites again, against an ASan+UBSan daemon
 #   make bench        side-by-side benchmark against bubblewrap
+#   make soak         mixed load for SOAK_SECONDS with SOAK_CLIENTS clients, then a
+#                     leak check of the daemon (not part of `make test`)
 #   make install      install to $(PREFIX)
 #
 # BUILD selects the output directory; SAN=1 adds AddressSanitizer and UBSan.
@@ -14,6 +16,8 @@ PREFIX  ?= /usr/local
 CC      ?= gcc
 SAN     ?= 0
 PYTHON  ?= /usr/bin/python3
+SOAK_SECONDS ?= 300
+SOAK_CLIENTS ?= 8
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wmissing-declarations -Wpointer-arith -Wformat=2 -Wformat-security \
@@ -58,7 +62,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CLI_LIBS    := -Wl,-Bstatic -ljansson -lhttp_parser -Wl,-Bdynamic -lpthread
 DAEMON_LIBS := $(shell pkg-config --libs libmicrohttpd jansson libseccomp sqlite3 libcrypto) -lpthread -lm
 
-.PHONY: all clean test test-unit test-integration test-asan bench install lint
+.PHONY: all clean test test-unit test-integration test-asan bench soak install lint
 all: $(BUILD)/sbx $(BUILD)/sbxd $(BUILD)/probe
 
 $(BUILD)/obj/%.o: %.c
@@ -124,6 +128,10 @@ test-asan:
 
 bench: all
 	$(PYTHON) bench/bench.py --build $(BUILD)
+
+# Not in `make test`: it takes SOAK_SECONDS (5 minutes by default).
+soak: all
+	$(PYTHON) tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
