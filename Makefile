@@ -7,6 +7,7 @@
 #   make bench        side-by-side benchmark against bubblewrap
 #   make soak         mixed load for SOAK_SECONDS with SOAK_CLIENTS clients, then a
 #                     leak check of the daemon (not part of `make test`)
+#   make valgrind     a smoke run of sbxd under valgrind memcheck (~30 s, in `make test`)
 #   make install      install to $(PREFIX)
 #
 # BUILD selects the output directory; SAN=1 adds AddressSanitizer and UBSan.
@@ -62,7 +63,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CLI_LIBS    := -Wl,-Bstatic -ljansson -lhttp_parser -Wl,-Bdynamic -lpthread
 DAEMON_LIBS := $(shell pkg-config --libs libmicrohttpd jansson libseccomp sqlite3 libcrypto) -lpthread -lm
 
-.PHONY: all clean test test-unit test-integration test-asan bench soak install lint
+.PHONY: all clean test test-unit test-integration test-asan bench soak valgrind install lint
 all: $(BUILD)/sbx $(BUILD)/sbxd $(BUILD)/probe
 
 $(BUILD)/obj/%.o: %.c
@@ -120,6 +121,7 @@ test: all lint
 	$(MAKE) BUILD=build-asan SAN=1 test-unit
 	$(MAKE) test-integration
 	$(MAKE) test-asan
+	$(MAKE) valgrind
 
 # The whole integration suite again, against an ASan+UBSan daemon and CLI.
 test-asan:
@@ -132,6 +134,18 @@ bench: all
 # Not in `make test`: it takes SOAK_SECONDS (5 minutes by default).
 soak: all
 	$(PYTHON) tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS)
+
+# The daemon's objects plus tests/valgrind/shim.c, which runs the system
+# calls valgrind does not know natively (see there). Never installed.
+$(BUILD)/sbxd-vg: tests/valgrind/shim.c $(BUILD)/obj/src/sbxd.o $(BUILD)/libsbxd.a
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $^ -o $@ $(DAEMON_LIBS)
+
+# About 30 s (tests/valgrind/smoke.py). A plain build: valgrind and ASan do
+# not mix.
+valgrind:
+	$(MAKE) SAN=0 all $(BUILD)/sbxd-vg
+	$(PYTHON) tests/valgrind/smoke.py --build $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
