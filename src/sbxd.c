@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -262,6 +263,13 @@ main (int argc, char **argv)
   siginfo_t info;
   int rc;
 
+  /* A fixed mmap threshold: every command's output ring (256 KiB for a
+     stream, 1 MiB in the background) and large bodies are mmapped and go
+     back to the kernel when freed. With glibc's default the threshold
+     rises after the first such free, they come from the per-thread arenas
+     instead, and the freed space stays: measured in the soak, idle RSS 31
+     MB creeping ~1 MB per 10000 requests, against 16 MB and flat. */
+  mallopt (M_MMAP_THRESHOLD, 128 * 1024);
   ensure_stdio ();
   sbx_config_defaults (&cfg);
   rc = parse_args (argc, argv, &cfg);
