@@ -382,6 +382,7 @@ class Client:
                 self.close()
                 if attempt or (sent and not isinstance(e, http.client.RemoteDisconnected)):
                     raise
+                self.stats.record("reconnect", type(e).__name__)
             except Exception:
                 self.close()
                 raise
@@ -482,8 +483,8 @@ class Stats:
                 self.scenario_failures[name] = self.scenario_failures.get(name, 0) + 1
 
     def requests(self):
-        return sum(n for op, st in self.ops.items() if not op.endswith(":check")
-                   for n in st.values())
+        return sum(n for op, st in self.ops.items()
+                   if not op.endswith(":check") and op != "reconnect" for n in st.values())
 
     def error_count(self):
         return sum(self.errors.values())
