@@ -56,6 +56,7 @@ import http.client
 import json
 import os
 import random
+import re
 import socket
 import sys
 import threading
@@ -163,11 +164,12 @@ def sample_process(pid):
 
 
 def _fd_kind(target):
-    """An fd's target without the inode number that changes with every
-    socket, pipe or pidfd: `socket:[123]` -> `socket`."""
+    """An fd's target without what changes from one sandbox to the next:
+    the inode of a socket, pipe or pidfd (`socket:[123]` -> `socket`), a
+    sandbox id in a path (a pooled sandbox's cgroup directories)."""
     if target.endswith("]") and ":[" in target:
         return target.split(":[", 1)[0]
-    return target
+    return re.sub(r"/[0-9a-z]{20}(?=/|$)", "/<sandbox>", target)
 
 
 def _multiset_diff(a, b):
