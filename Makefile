@@ -7,6 +7,9 @@
 #   make fuzz         libFuzzer harnesses (clang), FUZZ_SECONDS each (docs/fuzzing.md)
 #   make fuzz-ci      replay the fuzz regressions and seeds, then 10 s per harness
 #   make bench        side-by-side benchmark against bubblewrap
+#   make soak         mixed load for SOAK_SECONDS with SOAK_CLIENTS clients, then a
+#                     leak check of the daemon (not part of `make test`)
+#   make valgrind     a smoke run of sbxd under valgrind memcheck (~30 s, in `make test`)
 #   make install      install to $(PREFIX)
 #
 # BUILD selects the output directory; SAN=1 adds AddressSanitizer and UBSan.
@@ -16,6 +19,8 @@ PREFIX  ?= /usr/local
 CC      ?= gcc
 SAN     ?= 0
 PYTHON  ?= /usr/bin/python3
+SOAK_SECONDS ?= 300
+SOAK_CLIENTS ?= 8
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wmissing-declarations -Wpointer-arith -Wformat=2 -Wformat-security \
@@ -60,7 +65,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CLI_LIBS    := -Wl,-Bstatic -ljansson -lhttp_parser -Wl,-Bdynamic -lpthread
 DAEMON_LIBS := $(shell pkg-config --libs libmicrohttpd jansson libseccomp sqlite3 libcrypto) -lpthread -lm
 
-.PHONY: all clean test test-unit test-integration test-asan bench install lint
+.PHONY: all clean test test-unit test-integration test-asan bench soak valgrind install lint
 # failalloc.so (allocation failures on demand, for tests/integration/
 # test_faults.py) is LD_PRELOADed into the daemon: plain builds only, as
 # ASan brings an allocator of its own.
@@ -127,6 +132,7 @@ test: all lint
 	$(MAKE) fuzz-ci
 	$(MAKE) test-integration
 	$(MAKE) test-asan
+	$(MAKE) valgrind
 
 # The whole integration suite again, against an ASan+UBSan daemon and CLI.
 test-asan:
@@ -135,6 +141,22 @@ test-asan:
 
 bench: all
 	$(PYTHON) bench/bench.py --build $(BUILD)
+
+# Not in `make test`: it takes SOAK_SECONDS (5 minutes by default).
+soak: all
+	$(PYTHON) tests/soak/soak.py --build $(BUILD) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS)
+
+# The daemon's objects plus tests/valgrind/shim.c, which runs the system
+# calls valgrind does not know natively (see there). Never installed.
+$(BUILD)/sbxd-vg: tests/valgrind/shim.c $(BUILD)/obj/src/sbxd.o $(BUILD)/libsbxd.a
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $^ -o $@ $(DAEMON_LIBS)
+
+# About 30 s (tests/valgrind/smoke.py). A plain build: valgrind and ASan do
+# not mix.
+valgrind:
+	$(MAKE) SAN=0 all $(BUILD)/sbxd-vg
+	$(PYTHON) tests/valgrind/smoke.py --build $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

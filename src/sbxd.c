@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -435,6 +436,13 @@ main (int argc, char **argv)
   uid_t fe_uid;
   gid_t fe_gid;
 
+  /* A fixed mmap threshold: every command's output ring (256 KiB for a
+     stream, 1 MiB in the background) and large bodies are mmapped and go
+     back to the kernel when freed. With glibc's default the threshold
+     rises after the first such free, they come from the per-thread arenas
+     instead, and the freed space stays: measured in the soak, idle RSS 31
+     MB creeping ~1 MB per 10000 requests, against 16 MB and flat. */
+  mallopt (M_MMAP_THRESHOLD, 128 * 1024);
   ensure_stdio ();
   /* The daemon outlives allocation failures (see error.h): requests fail
      with 503, and JSON answers that lost a part are never sent. */

@@ -262,9 +262,14 @@ sbx__process_on_output (struct sbx_process *p, int idx)
       if (room == 0)
         {
           /* Lossless mode: let the pipe fill, so the writer in the
-             sandbox blocks, until the reader catches up. */
-          o->paused = 1;
-          sbx__watch_mod (o->watch, 0);
+             sandbox blocks, until the reader catches up. One-shot: epoll
+             reports a hangup (the writer exited) even with no events
+             asked for, and would report it in a loop until then. */
+          if (!o->paused)
+            {
+              o->paused = 1;
+              sbx__watch_mod (o->watch, EPOLLONESHOT);
+            }
           return;
         }
       if (room < want)

@@ -332,6 +332,37 @@ class ExecStream(DaemonTest):
         self.assertEqual(self.d.api("GET", "/v1/sandboxes/%s/files/stat?path=/tmp/finished"
                                     % sid).status, 404)
 
+    def test_disconnect_with_a_full_buffer(self):
+        """Found by the soak: a stream abandoned while its buffer was full
+        (the writer blocked on the pipe) left the command listed as
+        running for ever, and the event loop spinning on the pipe's
+        hangup once the kill ended the writer."""
+        from harness import processes_with_uid_in
+        sid = self.d.create()
+        conn, resp = open_stream(self.d, "POST", "/v1/sandboxes/%s/exec" % sid,
+                                 {"cmd": "yes soak", "stream": True})
+        self.assertEqual(read_event(resp)["type"], "start")
+
+        def writer_blocked():
+            # `yes` sleeps in (anon_)pipe_write only once the loop stopped
+            # reading: the stream's buffer is full (nobody reads the socket).
+            for pid, _, comm in processes_with_uid_in(self.d.uid_base, self.d.uid_end):
+                if comm == "yes":
+                    try:
+                        with open("/proc/%d/wchan" % pid) as f:
+                            return f.read().endswith("pipe_write")
+                    except OSError:
+                        return False
+            return False
+        wait_until(lambda: all(writer_blocked() for _ in range(3)), what="the writer to block")
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        resp.close()
+        wait_until(lambda: self.d.api("GET", "/v1/sandboxes/%s/processes"
+                                      % sid).json()["processes"] == [], timeout=20,
+                   what="the abandoned command to leave the list")
+        self.assertEqual(self.d.sh(sid, "echo still")["stdout"], "still\n")
+
     def test_disconnect_in_one_result_mode(self):
         sid = self.d.create()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

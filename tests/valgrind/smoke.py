@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""sbxd under valgrind memcheck: a short smoke run of every API path.
+
+    make valgrind                                     # builds build/sbxd-vg, runs this
+    /usr/bin/python3 tests/valgrind/smoke.py [--build build]
+
+Runs build/sbxd-vg (the plain daemon plus tests/valgrind/shim.c, for the
+system calls valgrind does not know) under memcheck through the
+integration harness (private state dir, cgroup parent and uid range),
+with a TCP listener. Forked children are followed, and so are programs
+they exec, except sbx-init (the zygote, run from a memfd, which becomes
+every sandbox). One client on each listener runs the soak's scenarios once
+each (tests/soak/soak.py): a sandbox with every block of work (commands,
+stdin, streams kept and abandoned, background processes, uploads and
+downloads, listing, lifetimes), limits hit, a kill under a running
+command, bad requests, API keys. Every sandbox is then deleted and the
+daemon stopped with SIGTERM: it must exit 0 with no memcheck error and
+no definitely lost block in any process (its forked children included).
+Suppressions, each with its reason, are in tests/valgrind.supp.
+
+Stdlib only; root; Debian's /usr/bin/python3. Takes about a minute.
+"""
+import argparse
+import glob
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(TESTS, "integration"))
+sys.path.insert(0, os.path.join(TESTS, "soak"))
+import harness  # noqa: E402
+import soak  # noqa: E402
+from harness import Daemon, free_port  # noqa: E402
+
+SUPP = os.path.join(TESTS, "valgrind.supp")
+
+
+def scenario_every_block(c, rng, owned):
+    """One sandbox, every block of the soak's sessions in turn."""
+    box = soak.create(c, rng, owned, memory="256M", pids=128, metadata={"soak": "1"})
+    for blk in soak.BLOCKS:
+        blk(c, rng, box)
+    soak.delete(c, owned, box["id"])
+
+
+SCENARIOS = [scenario_every_block, soak.scenario_kill_under_exec, soak.scenario_bad_requests,
+             soak.scenario_keys, soak.scenario_memory_hog, soak.scenario_fork_bomb,
+             soak.scenario_expire]
+
+
+def check_logs(logdir, main_pid):
+    """Problems found in valgrind's logs (one per process: %p)."""
+    problems = []
+    main = os.path.join(logdir, "vg.%d.log" % main_pid)
+    if not os.path.exists(main):
+        return ["no valgrind log for the daemon (%s)" % main]
+    for path in sorted(glob.glob(os.path.join(logdir, "vg.*.log"))):
+        with open(path, errors="replace") as f:
+            text = f.read()
+        pid = path.rsplit(".", 2)[1]
+        if path == main and "HEAP SUMMARY" not in text:
+            problems.append("the daemon's log has no leak summary: it did not exit normally")
+        m = re.search(r"ERROR SUMMARY: (\d+) errors", text)
+        lost = re.search(r"definitely lost: ([\d,]+) bytes", text)
+        if m and int(m.group(1)):
+            problems.append("process %s: %s memcheck errors:\n%s" % (pid, m.group(1), _excerpt(text)))
+        elif lost and lost.group(1) != "0":
+            problems.append("process %s: definitely lost %s bytes:\n%s" % (pid, lost.group(1),
+                                                                           _excerpt(text)))
+        for line in text.splitlines():
+            if "unhandled amd64-linux syscall" in line:
+                problems.append("process %s: %s" % (pid, line.strip("-= ")))
+    return problems
+
+
+def _excerpt(text, limit=6000):
+    keep = [l for l in text.splitlines() if not re.match(r"==\d+== *$", l)
+            and "Copyright" not in l and "rerun with" not in l]
+    return "\n".join(keep)[-limit:]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.environ.get("SBX_BUILD", "build"))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep-logs", action="store_true", help="keep valgrind's logs")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("valgrind smoke: needs root (the daemon creates namespaces and cgroups)")
+        return 2
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("valgrind smoke: valgrind is not installed (scripts/install-deps.sh)")
+        return 2
+    binary = os.path.join(harness.ROOT, args.build, "sbxd-vg")
+    if not os.path.exists(binary):
+        print("valgrind smoke: %s is missing (make valgrind builds it)" % binary)
+        return 2
+    logdir = tempfile.mkdtemp(prefix="sbx-valgrind-")
+    t0 = time.monotonic()
+    d = Daemon(pool=1, listen="127.0.0.1:%d" % free_port(), max_sandboxes=16)
+    d.args = [valgrind, "--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite",
+              "--errors-for-leak-kinds=definite", "--error-exitcode=99", "--track-origins=yes",
+              "--num-callers=30", "--child-silent-after-fork=no",
+              # Exec'd children are traced (a front end the daemon would exec
+              # of itself), but not sbx-init (argv[0] of the zygote): static,
+              # from a memfd, and it becomes every sandbox.
+              "--trace-children=yes", "--trace-children-skip-by-arg=sbx-init",
+              "--suppressions=" + SUPP, "--log-file=" + os.path.join(logdir, "vg.%p.log"),
+              binary] + d.args[1:]
+    failures = []
+    stats = soak.Stats()
+    print("valgrind smoke: %s under memcheck, logs in %s" % (binary, logdir), flush=True)
+    d.start()
+    try:
+        rng = random.Random(args.seed)
+        key = d.new_key("vg")
+        cleanup = soak.admin_delete(d)
+        for k in (None, key):
+            c = soak.Client(d, stats, k, "vg")
+            for fn in SCENARIOS:
+                if not soak.run_scenario(c, rng, fn, stats, cleanup):
+                    failures.append("%s over %s failed" % (fn.__name__, c.transport))
+            c.close()
+        left = soak.delete_all(d)
+        if left:
+            failures.append("sandboxes left by the scenarios: %r" % left)
+        soak.wait_idle(d, 1)
+    except Exception as e:
+        failures.append("smoke driver: %r" % e)
+    finally:
+        try:
+            soak.delete_all(d)
+        except Exception as e:
+            failures.append("final delete: %r" % e)
+        rc = d.stop(timeout=180)
+        daemon_log = d.read_log()
+        problems = d.cleanup()
+    elapsed = time.monotonic() - t0
+    if rc != 0:
+        failures.append("sbxd under valgrind exited with %r (99: memcheck errors)" % rc)
+    failures += ["after the daemon stopped: " + p for p in problems]
+    failures += check_logs(logdir, d.proc.pid)
+    soak.print_stats(stats, elapsed)
+    if stats.error_count():
+        failures.append("%d failed operations" % stats.error_count())
+    print("valgrind smoke: %.0f s" % elapsed)
+    if failures:
+        print("\nVALGRIND SMOKE FAILED:")
+        for f in failures:
+            print("  - " + f)
+        print("daemon log (tail):\n" + "\n".join(daemon_log.splitlines()[-20:]))
+        print("valgrind logs kept in " + logdir)
+        return 1
+    if args.keep_logs:
+        print("valgrind logs kept in " + logdir)
+    else:
+        shutil.rmtree(logdir, ignore_errors=True)
+    print("valgrind smoke passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
