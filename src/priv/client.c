@@ -24,6 +24,7 @@
 #include "util/log.h"
 
 #define MAX_CHANNELS 64
+#define IDLE_CHANNELS 4 /* kept open between bursts; more are closed */
 
 static struct
 {
@@ -84,7 +85,8 @@ static void
 chan_put (int fd, int broken)
 {
   pthread_mutex_lock (&C.lock);
-  if (broken)
+  /* A burst's extra channels go (each is a thread in the parent). */
+  if (broken || C.nfree >= IDLE_CHANNELS)
     {
       close (fd);
       C.total--;

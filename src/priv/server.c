@@ -344,13 +344,15 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   out.landlock_abi = box.landlock_abi;
   fds[0] = box.ctl;
   fds[1] = box.pidfd;
-  send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
-  /* The control socket is the front end's now. */
-  close_and_reset (&box.ctl);
+  /* In the table before the answer: the front end may use the sandbox the
+     moment it has it. The control socket is the front end's (not kept). */
   pthread_mutex_lock (&P.lock);
   P.slots[m->slot].box = box;
+  P.slots[m->slot].box.ctl = -1;
   P.slots[m->slot].dying = 0;
   pthread_mutex_unlock (&P.lock);
+  send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
+  close_and_reset (&box.ctl);
 }
 
 static void
@@ -407,14 +409,15 @@ handle_adopt (struct chan *c, const struct sbx_priv_adopt *m)
   out.landlock_abi = box.landlock_abi;
   fds[0] = box.ctl;
   fds[1] = box.pidfd;
-  send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
-  close_and_reset (&box.ctl);
   pthread_mutex_lock (&P.lock);
   P.slots[m->slot].in_use = 1;
   P.slots[m->slot].gen = P.gen;
   snprintf (P.slots[m->slot].id, sizeof P.slots[m->slot].id, "%s", m->id);
   P.slots[m->slot].box = box;
+  P.slots[m->slot].box.ctl = -1;
   pthread_mutex_unlock (&P.lock);
+  send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
+  close_and_reset (&box.ctl);
   return;
 fail:
   send_reply (c, err, 0, NULL, 0, NULL, 0);
