@@ -665,9 +665,9 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.stdio[1] = out_pipe[0][1];
   spawn.stdio[2] = out_pipe[1][1];
   /* init keeps our ends as well, so the command outlives a daemon crash. */
-  spawn.keep[0] = use_pipe_stdin ? in_pipe[1] : -1;
-  spawn.keep[1] = out_pipe[0][0];
-  spawn.keep[2] = out_pipe[1][0];
+  spawn.keep[0] = p->stdin_fd; /* -1 without a stdin pipe */
+  spawn.keep[1] = p->out[0].fd;
+  spawn.keep[2] = p->out[1].fd;
   tag = process_tag (p);
   spawn.tag = tag;
   spawn.tag_len = tag ? strlen (tag) : 0;
