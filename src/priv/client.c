@@ -506,9 +506,29 @@ slot_call (uint32_t op, uint32_t slot, struct call *cl, sbx_error_t **err)
 int
 sbx_host_destroy (uint32_t slot, struct sbx_iso_box *box, sbx_error_t **err)
 {
-  struct call cl = {0};
-  int rc = slot_call (SBX_PRIV_DESTROY, slot, &cl, err);
+  int rc, tries;
 
+  /* The front end frees the slot whatever happens: a destroy that never
+     reached the parent (no memory or fd for the request, its channel or
+     its answer, in either process) would leave the parent holding the slot
+     and refusing the next create in it ("slot is not free"). Such failures
+     pass; try again for a while. */
+  for (tries = 0;; tries++)
+    {
+      struct call cl = {0};
+      sbx_error_t *e = NULL;
+      rc = slot_call (SBX_PRIV_DESTROY, slot, &cl, &e);
+      if (rc == 0 || tries >= 100
+          || (e->sys_errno != ENOMEM && e->sys_errno != EMFILE && e->sys_errno != ENFILE
+              && e->sys_errno != EAGAIN))
+        {
+          if (rc < 0)
+            sbx_error_move (err, &e);
+          break;
+        }
+      sbx_error_free (e);
+      usleep (10000);
+    }
   close_and_reset (&box->ctl);
   close_and_reset (&box->pidfd);
   return rc;

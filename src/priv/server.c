@@ -344,13 +344,16 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   out.landlock_abi = box.landlock_abi;
   fds[0] = box.ctl;
   fds[1] = box.pidfd;
-  send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
-  /* The control socket is the front end's now. */
-  close_and_reset (&box.ctl);
+  /* Live before the front end hears of it: once it has the reply it may
+     destroy the sandbox at once (on another channel, if it could not use
+     it), which must not find a reserved slot and leave it to us. */
   pthread_mutex_lock (&P.lock);
   P.slots[m->slot].box = box;
+  P.slots[m->slot].box.ctl = -1; /* the control socket is the front end's */
   P.slots[m->slot].dying = 0;
   pthread_mutex_unlock (&P.lock);
+  send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
+  close_and_reset (&box.ctl);
 }
 
 static void
