@@ -42,9 +42,34 @@ proto_error (sbx_error_t **err)
   return sbx_err (err, SBX_E_SYSTEM, "the privileged process broke the protocol");
 }
 
+/* The error a reply carries. */
+static int
+reply_error (struct sbx_priv_reply *r, sbx_error_t **err)
+{
+  enum sbx_error_kind k = r->kind >= SBX_E_INVALID && r->kind <= SBX_E_UNAVAILABLE
+                              ? (enum sbx_error_kind) r->kind
+                              : SBX_E_SYSTEM;
+
+  r->msg[sizeof r->msg - 1] = '\0';
+  /* The parent's message already ends with strerror: keep its errno
+     (callers test it: ENOENT, EMFILE) without adding it twice. */
+  if (r->sys_errno != 0)
+    {
+      const char *s = strerror (r->sys_errno);
+      size_t ml = strlen (r->msg), sl = strlen (s);
+      if (ml >= sl + 2 && strcmp (r->msg + ml - sl, s) == 0
+          && memcmp (r->msg + ml - sl - 2, ": ", 2) == 0)
+        r->msg[ml - sl - 2] = '\0';
+    }
+  return sbx_err_errno (err, k, r->sys_errno, "%s", r->msg);
+}
+
 static int
 chan_get (sbx_error_t **err)
 {
+  struct sbx_priv_reply r;
+  int fds[SBX_PRIV_MAX_FDS], nfds = 0;
+  ssize_t n;
   int fd = -1, sv[2];
   struct sbx_priv_hdr m = {SBX_PRIV_CHANNEL, sizeof m};
 
@@ -76,8 +101,29 @@ chan_get (sbx_error_t **err)
       return sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
     }
   close (sv[1]);
-  C.total++;
+  /* The parent answers whether it took the channel: when its fd table is
+     full the kernel drops its end, and the request would meet a channel
+     with nobody at the other end. */
+  n = sbx__iso_recv (C.master, &r, sizeof r, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+  if (n == (ssize_t) sizeof r && nfds == 0 && r.status == 0)
+    C.total++;
   pthread_mutex_unlock (&C.lock);
+  if (n != (ssize_t) sizeof r || nfds != 0 || r.hdr.op != SBX_PRIV_REPLY || r.hdr.len != sizeof r
+      || r.payload != 0)
+    {
+      while (nfds > 0)
+        close (fds[--nfds]);
+      close (sv[0]);
+      if (n < 0 && errno == EMFILE)
+        return sbx_err_sys (err, EMFILE, "the parent's answer");
+      return n <= 0 ? sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone")
+                    : proto_error (err);
+    }
+  if (r.status < 0)
+    {
+      close (sv[0]);
+      return reply_error (&r, err);
+    }
   return sv[0];
 }
 
@@ -103,6 +149,7 @@ struct call
   int (*on_entry) (const struct sbx_fs_entry *e, void *arg); /* for LIST */
   void *arg;
   int entry_failed;
+  int fds_lost; /* a reply came, its descriptors could not be received */
   /* out */
   struct sbx_priv_reply reply;
   unsigned char payload[256];
@@ -197,7 +244,26 @@ call (const void *req, size_t len, struct call *cl, sbx_error_t **err)
   for (;;)
     {
       int fds[SBX_PRIV_MAX_FDS], nfds = 0;
-      ssize_t n = sbx__iso_recv (fd, m, sizeof *m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+      ssize_t n;
+
+      m->hdr.op = 0;
+      n = sbx__iso_recv (fd, m, sizeof *m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+      if (n < 0 && errno == EMFILE)
+        {
+          /* Our fd table is full: the kernel dropped the descriptors of
+             the message (its bytes are in m). A reply ends the request
+             and leaves the channel usable; the caller undoes what the
+             parent did for it (fds_lost). In the middle of a request the
+             channel is closed, which aborts it in the parent. */
+          if (m->hdr.op == SBX_PRIV_REPLY)
+            {
+              cl->reply = m->reply;
+              cl->fds_lost = 1;
+              broken = 0;
+            }
+          sbx_err_sys (err, EMFILE, "receive from the privileged process");
+          goto out;
+        }
       if (n <= 0)
         {
           sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
@@ -242,12 +308,9 @@ call (const void *req, size_t len, struct call *cl, sbx_error_t **err)
       broken = 0;
       if (m->reply.status < 0)
         {
-          enum sbx_error_kind k = m->reply.kind >= SBX_E_INVALID && m->reply.kind <= SBX_E_UNAVAILABLE
-                                      ? (enum sbx_error_kind) m->reply.kind
-                                      : SBX_E_SYSTEM;
           while (cl->nfds > 0)
             close (cl->fds[--cl->nfds]);
-          sbx_err_errno (err, k, m->reply.sys_errno, "%s", m->reply.msg);
+          reply_error (&m->reply, err);
           goto out;
         }
       rc = 0;
@@ -360,6 +423,8 @@ take_box (struct call *cl, struct sbx_iso_box *box, sbx_error_t **err)
   return 0;
 }
 
+static int slot_call (uint32_t op, uint32_t slot, struct call *cl, sbx_error_t **err);
+
 int
 sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box, sbx_error_t **err)
 {
@@ -378,7 +443,21 @@ sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box, sbx
   m.pids = req->limits.pids;
   m.disk_bytes = req->disk_bytes;
   if (call (&m, sizeof m, &cl, err) < 0)
-    return -1;
+    {
+      /* Made, but we could not take its control socket and pidfd: the
+         parent undoes it (nothing may be left of a failed create). */
+      if (cl.fds_lost && cl.reply.status == 0)
+        {
+          struct call undo = {0};
+          sbx_error_t *e = NULL;
+          if (slot_call (SBX_PRIV_DESTROY, req->slot, &undo, &e) < 0)
+            {
+              sbx_warn ("destroying sandbox %s, whose fds were lost: %s", req->id, e->msg);
+              sbx_error_free (e);
+            }
+        }
+      return -1;
+    }
   return take_box (&cl, box, err);
 }
 
@@ -429,9 +508,29 @@ slot_call (uint32_t op, uint32_t slot, struct call *cl, sbx_error_t **err)
 int
 sbx_host_destroy (uint32_t slot, struct sbx_iso_box *box, sbx_error_t **err)
 {
-  struct call cl = {0};
-  int rc = slot_call (SBX_PRIV_DESTROY, slot, &cl, err);
+  int rc, tries;
 
+  /* The front end frees the slot whatever happens: a destroy that never
+     reached the parent (no memory or fd for the request, its channel or
+     its answer, in either process) would leave the parent holding the slot
+     and refusing the next create in it ("slot is not free"). Such failures
+     pass; try again for a while. */
+  for (tries = 0;; tries++)
+    {
+      struct call cl = {0};
+      sbx_error_t *e = NULL;
+      rc = slot_call (SBX_PRIV_DESTROY, slot, &cl, &e);
+      if (rc == 0 || tries >= 100
+          || (e->sys_errno != ENOMEM && e->sys_errno != EMFILE && e->sys_errno != ENFILE
+              && e->sys_errno != EAGAIN))
+        {
+          if (rc < 0)
+            sbx_error_move (err, &e);
+          break;
+        }
+      sbx_error_free (e);
+      usleep (10000);
+    }
   close_and_reset (&box->ctl);
   close_and_reset (&box->pidfd);
   return rc;

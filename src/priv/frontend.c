@@ -4,6 +4,7 @@
 #include "priv/frontend.h"
 
 #include <errno.h>
+#include <openssl/sha.h>
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fd
   sbx_error_t *err = NULL;
   sigset_t mask;
   siginfo_t si;
+  unsigned char digest[SHA256_DIGEST_LENGTH];
 
   sigemptyset (&mask);
   sigaddset (&mask, SIGTERM);
@@ -31,6 +33,15 @@ sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fd
   pthread_sigmask (SIG_BLOCK, &mask, NULL);
   signal (SIGPIPE, SIG_IGN);
 
+  /* OpenSSL sets itself up at its first use (hashing an API key), and if
+     that fails for want of memory it keeps NULL locks that every later
+     SHA256 dereferences: a crash of the front end. Here a failure is a
+     start-up error, and Landlock does not yet hide OpenSSL's config. */
+  if (SHA256 ((const unsigned char *) "", 0, digest) == NULL)
+    {
+      sbx_err (&err, SBX_E_SYSTEM, "OpenSSL could not initialise");
+      goto fail;
+    }
   if (sbx_priv_drop (uid, gid, cfg->state_dir, &err) < 0
       || sbx_host_connect (master, &info, &err) < 0)
     goto fail;

@@ -31,7 +31,7 @@ enum sbx_priv_op
 {
   /* front end -> parent, on the first channel only */
   SBX_PRIV_HELLO = 1,   /* sbx_priv_hello -> sbx_priv_reply + sbx_priv_info */
-  SBX_PRIV_CHANNEL = 2, /* sbx_priv_hdr; SCM_RIGHTS: a new channel's parent end */
+  SBX_PRIV_CHANNEL = 2, /* sbx_priv_hdr; SCM_RIGHTS: a new channel's parent end -> reply */
   SBX_PRIV_READY = 3,   /* sbx_priv_hdr: serving; from now on a death is a crash */
   /* front end -> parent, on any channel */
   SBX_PRIV_CREATE = 10,     /* sbx_priv_create -> reply + box; SCM_RIGHTS: control socket, pidfd */

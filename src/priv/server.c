@@ -344,11 +344,12 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   out.landlock_abi = box.landlock_abi;
   fds[0] = box.ctl;
   fds[1] = box.pidfd;
-  /* In the table before the answer: the front end may use the sandbox the
-     moment it has it. The control socket is the front end's (not kept). */
+  /* Live before the front end hears of it: once it has the reply it may
+     destroy the sandbox at once (on another channel, if it could not use
+     it), which must not find a reserved slot and leave it to us. */
   pthread_mutex_lock (&P.lock);
   P.slots[m->slot].box = box;
-  P.slots[m->slot].box.ctl = -1;
+  P.slots[m->slot].box.ctl = -1; /* the control socket is the front end's */
   P.slots[m->slot].dying = 0;
   pthread_mutex_unlock (&P.lock);
   send_reply (c, NULL, 0, &out, sizeof out, fds, 2);
@@ -834,8 +835,9 @@ start_channel (int fd)
 
   if (c == NULL)
     {
-      close (fd); /* the front end's request on it fails: 503 */
-      return 0;
+      close (fd);
+      errno = ENOMEM;
+      return -1;
     }
   c->fd = fd;
   pthread_attr_init (&attr);
@@ -847,6 +849,7 @@ start_channel (int fd)
     {
       close (fd);
       free (c);
+      errno = rc;
       return -1;
     }
   return 0;
@@ -892,9 +895,26 @@ sbx_priv_serve_master (int fd)
   for (;;)
     {
       union request m;
-      int fds[SBX_PRIV_MAX_FDS], nfds = 0;
-      ssize_t n = sbx__iso_recv (fd, &m, sizeof m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+      int fds[SBX_PRIV_MAX_FDS], nfds = 0, rc;
+      ssize_t n;
 
+      m.hdr.op = 0;
+      n = sbx__iso_recv (fd, &m, sizeof m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
+      if (n < 0 && errno == EMFILE && m.hdr.op == SBX_PRIV_CHANNEL)
+        {
+          /* Our fd table is full: the kernel dropped the new channel's
+             end. The front end waits for this answer, and gets the reason
+             (its request fails with it) instead of a channel with nobody
+             at the other end; the session goes on. */
+          sbx_error_t *e = NULL;
+          struct chan c = {.fd = fd};
+          sbx_err_sys (&e, EMFILE, "the privileged process taking a channel");
+          n = send_reply (&c, e, 0, NULL, 0, NULL, 0);
+          sbx_error_free (e);
+          if (n < 0)
+            return 0;
+          continue;
+        }
       if (n <= 0)
         return 0; /* the front end is gone */
       if (m.hdr.op == SBX_PRIV_HELLO && n == (ssize_t) sizeof m.hello
@@ -920,11 +940,22 @@ sbx_priv_serve_master (int fd)
         {
           int type = 0;
           socklen_t len = sizeof type;
-          if (getsockopt (fds[0], SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET
-              && start_channel (fds[0]) == 0)
-            continue;
-          close (fds[0]);
-          return -1;
+          struct chan c = {.fd = fd};
+          sbx_error_t *e = NULL;
+          if (getsockopt (fds[0], SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_SEQPACKET)
+            {
+              close (fds[0]);
+              return -1;
+            }
+          /* No thread for it (out of memory or threads): an answer the
+             request fails with, not the end of the session. */
+          if (start_channel (fds[0]) < 0)
+            sbx_err_sys (&e, errno, "the privileged process starting a channel");
+          rc = send_reply (&c, e, 0, NULL, 0, NULL, 0);
+          sbx_error_free (e);
+          if (rc < 0)
+            return 0;
+          continue;
         }
       while (nfds > 0)
         close (fds[--nfds]);

@@ -230,10 +230,18 @@ sbx_reply_errorf (struct sbx_req *r, enum sbx_error_kind kind, const char *fmt, 
 void
 sbx_reply_empty (struct sbx_req *r, unsigned status)
 {
-  struct MHD_Response *resp = MHD_create_response_from_buffer (0, NULL, MHD_RESPMEM_PERSISTENT);
+  struct MHD_Response *resp = NULL;
+  int tries;
 
+  /* Whatever the handler did is done (a kill, a delete): worth a second
+     try at the few bytes that say so, before a 503 or a closed connection. */
+  for (tries = 0; tries < 3 && resp == NULL; tries++)
+    resp = MHD_create_response_from_buffer (0, NULL, MHD_RESPMEM_PERSISTENT);
   if (resp == NULL)
-    return; /* out of memory: on_request drops the connection */
+    {
+      r->out_of_memory = 1; /* on_request answers 503 or drops the connection */
+      return;
+    }
   sbx_reply_response (r, status, resp);
 }
 

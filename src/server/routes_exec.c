@@ -257,6 +257,13 @@ run_exec (struct sbx_req *r, int background)
   struct sbx_sandbox *sb = NULL;
   struct sbx_process *p = NULL;
 
+  memset (&e, 0, sizeof e);
+  if (r->body.failed)
+    {
+      /* Part of the body found no memory: what is left is no request. */
+      sbx_err_oom (&err);
+      goto fail;
+    }
   if (sbx_exec_request_parse (r->body.data, r->body.len, background, &e, &err) < 0)
     goto fail;
   sb = sbx_req_sandbox (r, 2, &err);

@@ -48,6 +48,7 @@ import http.client
 import json
 import mmap
 import os
+import pwd
 import resource
 import shlex
 import shutil
@@ -71,21 +72,97 @@ FAILALLOC = os.path.join(BUILD, "failalloc.so")
 
 # ---- the daemon's process ------------------------------------------------
 
+def frontend_pid(d):
+    """The daemon's front end: the child of the privileged parent that runs
+    as the front end's user (`sbx`), or None while there is not exactly one."""
+    uid = pwd.getpwnam("sbx").pw_uid
+    found = []
+    for p, state in children_of(d.proc.pid):
+        try:
+            with open("/proc/%d/status" % p) as f:
+                uids = [line.split()[1] for line in f if line.startswith("Uid:")]
+        except OSError:
+            continue
+        if uids == [str(uid)] and state != "Z":
+            found.append(p)
+    return found[0] if len(found) == 1 else None
+
+
 def http_pid(d):
     """The pid of the daemon process that serves HTTP and so holds the fds
-    and threads of requests. One process today; when sbxd becomes a
-    privileged parent and an unprivileged front end, the front end's."""
-    return d.proc.pid
+    and threads of requests: the unprivileged front end (sbxd is a
+    privileged parent and a front end it fork+execs)."""
+    return wait_until(lambda: frontend_pid(d), what="the front end")
 
 
 def parent_pid(d):
     """The pid of the daemon process whose children are the zygote and the
-    sandboxes' inits: the privileged parent, when there are two."""
+    sandboxes' inits (and the front end): the privileged parent, the
+    process the harness started."""
     return d.proc.pid
 
 
+def prlimit_nofile(pid, limits=None):
+    """resource.prlimit(pid, RLIMIT_NOFILE[, limits]), for the front end
+    too: the tests run without CAP_SYS_RESOURCE, so only a process with the
+    target's uids and gids may read or set its limits; for the front end
+    that is a helper running as its user."""
+    with open("/proc/%d/status" % pid) as f:
+        ids = {line.split(":")[0]: line.split()[1:] for line in f
+               if line.startswith(("Uid:", "Gid:"))}
+    uid, gid = int(ids["Uid"][0]), int(ids["Gid"][0])
+    if uid == os.geteuid():
+        return resource.prlimit(pid, resource.RLIMIT_NOFILE, *([limits] if limits else []))
+    code = ("import resource, sys\n"
+            "print(*resource.prlimit(%d, resource.RLIMIT_NOFILE%s))\n"
+            % (pid, ", (%d, %d)" % tuple(limits) if limits else ""))
+    out = subprocess.run(["/usr/bin/python3", "-c", code], user=uid, group=gid, extra_groups=[],
+                         check=True, capture_output=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def socket_inodes(pid):
+    out = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            out.add(target[8:-1])
+    return out
+
+
+def channels(pid):
+    """The front end's channels to the privileged parent: its unix sockets
+    whose peer the parent holds. The front end keeps those it opened for
+    concurrent requests, for reuse (at most 64): they are no leak."""
+    st = stat_of(pid)
+    if st is None:
+        return set()
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            if [line.split()[1] for line in f if line.startswith("Uid:")] == ["0"]:
+                return set()  # the parent itself
+        theirs = socket_inodes(st[1])
+    except OSError:
+        return set()
+    peers = {}
+    for line in subprocess.run(["ss", "-xaHn"], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        cols = line.split()
+        if len(cols) >= 8 and cols[0] == "u_seq":
+            peers[cols[5]] = cols[7]
+    return set(i for i in socket_inodes(pid) if peers.get(i) in theirs)
+
+
 def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
+    """The fds a process holds, the front end's pooled channels to the
+    parent apart (their number follows the peak of concurrent requests)."""
+    n = len(os.listdir("/proc/%d/fd" % pid))
+    chans = channels(pid)
+    assert len(chans) <= 64 + 1, chans  # the pool and the first channel
+    return n - len(chans)
 
 
 def task_count(pid):
@@ -113,12 +190,18 @@ def children_of(pid):
     return out
 
 
-def no_zombie_children(tc, d):
-    """The daemon's children are its zygote and sandbox inits: all alive,
-    none a zombie it forgot to reap."""
+def no_zombie_children(tc, d, fe=None):
+    """The privileged parent's children other than its front end are its
+    zygote and sandbox inits: all alive, none a zombie it forgot to reap.
+    The front end must be there too, and (given `fe`) still be that one: a
+    fault must not have crashed it into a restart."""
     kids = children_of(parent_pid(d))
     tc.assertFalse([k for k in kids if k[1] == "Z"], kids)
-    return kids
+    now = frontend_pid(d)
+    tc.assertIsNotNone(now, kids)
+    if fe is not None:
+        tc.assertEqual(now, fe, "the front end was restarted")
+    return [k for k in kids if k[0] != now]
 
 
 def settle(pid, what, count):
@@ -532,7 +615,9 @@ class SqliteCorrupt(FaultTest):
         self.assertEqual(rc, 1, err)
         self.assertIn("database `%s`" % path, err)
         # The operator restores it: the daemon starts, and the sandbox whose
-        # end could not be recorded is marked lost.
+        # end could not be recorded is marked lost. (Since sandboxes survive
+        # restarts, the new daemon tries to re-adopt every running record;
+        # the reason is why it could not: the sandbox's cgroup is gone.)
         with open(path, "wb") as f:
             f.write(good)
         for extra in ("-wal", "-shm"):
@@ -541,7 +626,7 @@ class SqliteCorrupt(FaultTest):
         self.same_state(d)
         with sqlite3.connect(path) as db:
             rows = db.execute("SELECT id, state, end_reason FROM sandboxes").fetchall()
-        self.assertIn((a, "lost", "daemon restarted"), rows)
+        self.assertIn((a, "lost", "open cgroup `%s`: No such file or directory" % a), rows)
 
 
 class CgroupWritesFail(FaultTest):
@@ -564,10 +649,13 @@ class CgroupWritesFail(FaultTest):
                   "sbxd"] + d.args
         d.start()
         pid = http_pid(d)
-        self.assertEqual(os.readlink("/proc/%d/exe" % pid), os.path.realpath(SBXD))
+        # The cgroups are written by the privileged parent: the read-only
+        # mount must be in its namespace (the front end shares it).
+        engine = parent_pid(d)
+        self.assertEqual(os.readlink("/proc/%d/exe" % engine), os.path.realpath(SBXD))
 
         def remount(mode):
-            subprocess.run(["nsenter", "--target", str(pid), "--mount", "mount", "-o",
+            subprocess.run(["nsenter", "--target", str(engine), "--mount", "mount", "-o",
                             "remount,bind," + mode, ro], check=True)
 
         a = d.create()
@@ -590,7 +678,7 @@ class CgroupWritesFail(FaultTest):
             # daemon's only children its zygote and a's init.
             self.assertEqual(sorted(p for p, _, _ in processes_with_uid_in(d.uid_base, d.uid_end)),
                              sorted(sandbox_pids(d, a)))
-            self.assertEqual(len(no_zombie_children(self, d)), 2)
+            self.assertEqual(len(no_zombie_children(self, d, pid)), 2)
             self.untouched(d, a)
             self.alive(d)
         finally:
@@ -610,12 +698,18 @@ class CgroupWritesFail(FaultTest):
 
 
 class OutOfFds(FaultTest):
-    """The daemon's RLIMIT_NOFILE lowered while it runs (prlimit)."""
+    """The daemon's RLIMIT_NOFILE lowered while it runs (prlimit). Two
+    processes open fds: the front end (connections, commands' pipes, the
+    channels to the parent, the fds the parent hands it) and the privileged
+    parent (cgroups, the new init's socket and pidfd, files opened in a
+    sandbox's root, metrics). Each is starved in turn, the other left alone."""
 
     def limit(self, pid, spare):
-        """Lower the limit so that exactly `spare` fd numbers are free
-        (once the last request's connection is closed)."""
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (self.soft, self.hard))
+        """Lower pid's limit so that exactly `spare` fd numbers are free
+        (once the last request's connection is closed); the other
+        process's limit back to what it was."""
+        for p in self.pids:
+            prlimit_nofile(p, self.limits[p])
         wait_until(lambda: open_connections(self.d) == 0, what="connections to close")
         used = set(int(x) for x in os.listdir("/proc/%d/fd" % pid))
         n, free = 0, 0
@@ -623,12 +717,26 @@ class OutOfFds(FaultTest):
             if n not in used:
                 free += 1
             n += 1
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (n, self.hard))
+        prlimit_nofile(pid, (n, self.limits[pid][1]))
+
+    def starved(self, d, a, emfile):
+        """Every request that needs an fd of the starved process: 429."""
+        self.assertEqual(d.api("GET", "/healthz").status, 200)
+        self.assertEqual(d.api("GET", "/v1/sandboxes/" + a).status, 200)
+        self.assertError(d.api("POST", "/v1/sandboxes", {}), 429, "resource_exhausted", emfile)
+        self.assertError(d.upload(a, "/tmp/new", b"x" * 100000), 429, "resource_exhausted",
+                         emfile)
+        self.assertError(d.api("GET", "/v1/sandboxes/%s/files?%s" % (a, q(path="/tmp/kept"))),
+                         429, "resource_exhausted", emfile)
+        self.assertError(d.api("GET", "/v1/sandboxes/%s/files/list?path=/tmp" % a), 429,
+                         "resource_exhausted", emfile)
 
     def test_no_fds_left(self):
         d = self.d = self.daemon(pool=0)
         d.start()
         pid = http_pid(d)
+        engine = parent_pid(d)
+        self.pids = (pid, engine)
         a = d.create()
         self.keep_file(d, a)
         # Something that keeps working inside, whatever the daemon lacks.
@@ -636,43 +744,43 @@ class OutOfFds(FaultTest):
                   {"cmd": "while true; do echo tick >> /tmp/ticks; sleep 0.05; done"})
         self.assertEqual(r.status, 201, r)
         base = baseline(d)
-        self.soft, self.hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        self.limits = {p: prlimit_nofile(p) for p in self.pids}
         emfile = "Too many open files"
         try:
-            # One fd: the connection's.
+            # The front end with one fd: the connection's.
             self.limit(pid, 1)
-            self.assertEqual(d.api("GET", "/healthz").status, 200)
-            self.assertEqual(d.api("GET", "/v1/sandboxes/" + a).status, 200)
-            self.assertError(d.api("POST", "/v1/sandboxes", {}), 429, "resource_exhausted", emfile)
+            self.starved(d, a, emfile)
             self.assertError(d.api("POST", "/v1/sandboxes/%s/exec" % a, {"argv": ["true"]}), 429,
-                             "resource_exhausted", emfile)
-            self.assertError(d.upload(a, "/tmp/new", b"x" * 100000), 429, "resource_exhausted",
-                             emfile)
-            self.assertError(d.api("GET", "/v1/sandboxes/%s/files?%s" % (a, q(path="/tmp/kept"))),
-                             429, "resource_exhausted", emfile)
-            self.assertError(d.api("GET", "/v1/sandboxes/%s/files/list?path=/tmp" % a), 429,
                              "resource_exhausted", emfile)
             # Metrics it cannot read are an error, not zeros.
             self.assertError(d.api("GET", "/v1/sandboxes/%s/metrics" % a), 429,
                              "resource_exhausted", emfile)
-            # A create with each fd budget in turn fails at each of its steps,
-            # always cleanly, until it has enough.
-            made = None
-            for spare in range(2, 40):
-                self.limit(pid, spare)
-                r = d.api("POST", "/v1/sandboxes", {})
-                if r.status == 201:
-                    made = r.json()["id"]
-                    break
-                self.assertError(r, 429, "resource_exhausted", emfile)
-                self.assertEqual(sandbox_ids(d), [a])
-                self.assertEqual(len(no_zombie_children(self, d)), 2)  # zygote and a's init
-                self.assertEqual(cgroup_names(d), {a})
-            self.assertIsNotNone(made, "no create succeeded with up to 40 fds to spare")
-            self.assertEqual(d.kill(made).status, 204)
+            # The parent with none: what it must open fails the same way
+            # (a command runs without it: the front end talks to init).
+            self.limit(engine, 0)
+            self.starved(d, a, emfile)
+            self.assertError(d.api("GET", "/v1/sandboxes/%s/metrics" % a), 429,
+                             "resource_exhausted", emfile)
+            # A create with each fd budget in turn, of each process, fails at
+            # each of its steps, always cleanly, until it has enough.
+            for starve in (engine, pid):
+                made = None
+                for spare in range(0 if starve == engine else 1, 40):
+                    self.limit(starve, spare)
+                    r = d.api("POST", "/v1/sandboxes", {})
+                    if r.status == 201:
+                        made = r.json()["id"]
+                        break
+                    self.assertError(r, 429, "resource_exhausted", emfile)
+                    self.assertEqual(sandbox_ids(d), [a])
+                    self.assertEqual(len(no_zombie_children(self, d, pid)), 2)  # zygote, a's init
+                    self.assertEqual(cgroup_names(d), {a})
+                self.assertIsNotNone(made, "no create succeeded with up to 40 fds to spare")
+                self.assertEqual(d.kill(made).status, 204)
             self.alive(d)
         finally:
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (self.soft, self.hard))
+            for p in self.pids:
+                prlimit_nofile(p, self.limits[p])
         self.untouched(d, a)
         ticks = d.exec(a, cmd="wc -l < /tmp/ticks")["stdout"]
         wait_until(lambda: d.exec(a, cmd="wc -l < /tmp/ticks")["stdout"] != ticks,
@@ -681,7 +789,7 @@ class OutOfFds(FaultTest):
         self.assertEqual(d.exec(b, argv=["echo", "ok"])["stdout"], "ok\n")
         self.assertEqual(d.upload(b, "/tmp/new", b"x" * 100000).status, 201)
         self.assertEqual(d.kill(b).status, 204)
-        self.assertEqual(len(no_zombie_children(self, d)), 2)
+        self.assertEqual(len(no_zombie_children(self, d, pid)), 2)
         settle(pid, "fds", base[0])
         settle(pid, "threads", base[1])
 
@@ -751,7 +859,8 @@ class AllocationFailures(FaultTest):
         if kind == "create":
             r = d.api("POST", "/v1/sandboxes", {"metadata": {"k": "v"}, "env": {"A": "b"}})
             if r.status == 201:
-                self.assertEqual(d.kill(r.json()["id"]).status, 204)
+                k = d.kill(r.json()["id"])
+                self.assertEqual(k.status, 204, k)
             return r
         if kind == "exec":
             r = d.api("POST", "/v1/sandboxes/%s/exec" % a, {"cmd": "seq 1 1000; echo err >&2"})
@@ -858,7 +967,7 @@ class AllocationFailures(FaultTest):
                 wait_until(lambda: info(d)["pool"] == 1, timeout=60, what="the pool to refill")
                 wait_until(lambda: cgroup_names(d) is not None and len(cgroup_names(d)) == 2,
                            timeout=30, what="only a's and the pool's cgroups")
-                self.assertEqual(len(no_zombie_children(self, d)), 3)
+                self.assertEqual(len(no_zombie_children(self, d, pid)), 3)
                 settle(pid, "fds", base[0])
                 settle(pid, "threads", base[1])
         self.assertNotIn("sbx: out of memory", d.read_log())
@@ -1020,7 +1129,7 @@ class InitKilled(FaultTest):
         self.untouched(d, b)
         self.assertEqual(sandbox_ids(d), [b])
         self.alive(d)
-        self.assertEqual(len(no_zombie_children(self, d)), 2)
+        self.assertEqual(len(no_zombie_children(self, d, pid)), 2)
         settle(pid, "fds", base[0])
         settle(pid, "threads", base[1])
 
@@ -1102,7 +1211,7 @@ class MemoryPressure(FaultTest):
             self.assertEqual(d.exec(h, argv=["echo", "alive"])["stdout"], "alive\n")
         self.untouched(d, bystander)
         self.alive(d)
-        self.assertEqual(len(no_zombie_children(self, d)), 1 + 4 + info(d)["pool"])
+        self.assertEqual(len(no_zombie_children(self, d, pid)), 1 + 4 + info(d)["pool"])
         settle(pid, "fds", base[0])
         settle(pid, "threads", base[1])
 

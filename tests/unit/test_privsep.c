@@ -169,9 +169,16 @@ open_channel (void)
 
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     return -1;
+  struct sbx_priv_reply r;
+  int fds[SBX_PRIV_MAX_FDS], nfds = 0;
+
   if (sbx__sendmsg (master[1], &m, sizeof m, &sv[1], 1, 0) < 0)
     return -1;
   close (sv[1]);
+  /* The parent answers that it took it. */
+  if (sbx__iso_recv (master[1], &r, sizeof r, fds, SBX_PRIV_MAX_FDS, &nfds, 0) != sizeof r
+      || nfds != 0 || r.hdr.op != SBX_PRIV_REPLY || r.status != 0)
+    return -1;
   return sv[0];
 }
 
