@@ -30,6 +30,7 @@
 
 #include "core/core.h"
 #include "iso/inuse.h"
+#include "iso/proto.h"
 #include "priv/frontend.h"
 #include "priv/server.h"
 #include "server/server.h"
@@ -145,7 +146,19 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
       else if (strcmp (name, "--cgroup-root") == 0)
         cfg->engine.cgroup_mount = val;
       else if (strcmp (name, "--cgroup-parent") == 0)
-        cfg->engine.cgroup_parent = val;
+        {
+          /* A relative path of plain components: "" or "/" would make the
+             hierarchy's root our parent, whose every child a start removes
+             as a leftover. */
+          if (!sbx_plan_path_ok (val, strlen (val)) || strspn (val, "abcdefghijklmnopqrstuvwxyz"
+                                                                    "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                    "0123456789._-/")
+                                                            != strlen (val))
+            return fail ("--cgroup-parent `%s` must be a relative path of letters, digits,"
+                         " `.`, `_`, `-` and `/`",
+                         val);
+          cfg->engine.cgroup_parent = val;
+        }
       else if (strcmp (name, "--max-timeout") == 0)
         {
           if (sbx_parse_duration_ms (val, &n, &err) < 0 || n < 1000)

@@ -155,7 +155,9 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   uint64_t span;
 
   sbx_core.cfg = *cfg;
-  span = (uint64_t) cfg->uid_base + (uint64_t) cfg->max_sandboxes * 2 * SBX_IDS_PER_SANDBOX;
+  /* Every slot there can be (running, pool, spare) needs its range. */
+  span = (uint64_t) cfg->uid_base
+         + (uint64_t) (cfg->max_sandboxes + cfg->pool_size + 16) * SBX_IDS_PER_SANDBOX;
   if (span > 0xfffffffeULL)
     return sbx_err (err, SBX_E_INVALID, "uid base %u leaves no room for %u sandboxes",
                     (unsigned) cfg->uid_base, cfg->max_sandboxes);

@@ -21,6 +21,7 @@
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
+#include "util/landlock.h"
 #include "util/log.h"
 
 #define MAX_UPLOADS 1024
@@ -920,8 +921,12 @@ sbx_priv_serve_master (int fd)
       if (m.hdr.op == SBX_PRIV_HELLO && n == (ssize_t) sizeof m.hello
           && m.hdr.len == sizeof m.hello && nfds == 0 && m.hello.version == SBX_PRIV_VERSION)
         {
+          /* The ABI inits enforce: what the kernel offers, capped by what
+             init knows (LL_MAX_ABI). */
           struct sbx_priv_info info = {SBX_PRIV_VERSION, P.eng->cgroups.mode,
-                                       P.eng->landlock_abi, 0};
+                                       P.eng->landlock_abi < LL_MAX_ABI ? P.eng->landlock_abi
+                                                                        : LL_MAX_ABI,
+                                       0};
           struct chan c = {.fd = fd};
           if (send_reply (&c, NULL, 0, &info, sizeof info, NULL, 0) < 0)
             return -1;

@@ -69,6 +69,22 @@ class Lifecycle(unittest.TestCase):
         for h in cgroup_hierarchies():
             self.assertFalse(os.path.exists(os.path.join(h, d.cgroup_parent + "-b")))
 
+    def test_cgroup_parent_must_be_a_plain_relative_path(self):
+        # "" or "/" would make the hierarchy's root the parent, whose every
+        # child a start would remove as a leftover sandbox.
+        d = Daemon(pool=0)
+        try:
+            for bad in ("", "/", "/sbx", "a/../b", "./x", "x//y", "sp ace", "x\ny"):
+                with self.subTest(parent=bad):
+                    args = list(d.args)
+                    args[args.index("--cgroup-parent") + 1] = bad
+                    p = subprocess.run(args, capture_output=True, timeout=30,
+                                       stdin=subprocess.DEVNULL)
+                    self.assertEqual(p.returncode, 2, p)
+                    self.assertIn("--cgroup-parent", p.stderr.decode())
+        finally:
+            self.assertEqual(d.cleanup(), [])
+
     def test_pool(self):
         d = self.daemon(pool=3)
         info = lambda: d.api("GET", "/v1/info").json()
