@@ -1108,7 +1108,7 @@ class Chaos(RestartTest):
         doomed = [d.create(timeout=600) for _ in range(4)]
         for sid in doomed:
             self.background(sid, argv=["sleep", "1000"])
-        created = []
+        created, cut = [], []
 
         def create():
             for _ in range(3):
@@ -1117,6 +1117,7 @@ class Chaos(RestartTest):
                     if r.status == 201:
                         created.append(r.json()["id"])
                 except (OSError, http.client.HTTPException):
+                    cut.append(1)  # its answer was lost: it may exist or not
                     return
 
         def delete(sid):
@@ -1135,7 +1136,10 @@ class Chaos(RestartTest):
             self.assertFalse(t.is_alive())
         d = self.restart()
         listed = list_ids(d)
-        self.assertTrue(set(listed) <= set(created + doomed), (listed, created, doomed))
+        # A create whose answer the kill cut off may have completed (like any
+        # request whose answer is lost): at most one per cut client.
+        unknown = set(listed) - set(created + doomed)
+        self.assertLessEqual(len(unknown), len(cut), (listed, created, doomed, len(cut)))
         for sid in listed:
             self.assertEqual(d.exec(sid, argv=["echo", sid])["stdout"], sid + "\n")
         wait_until(lambda: d.api("GET", "/v1/info").json()["pool"] == 2, timeout=60,
