@@ -108,6 +108,8 @@ def main():
     d.args = [valgrind, "--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite",
               "--errors-for-leak-kinds=definite", "--error-exitcode=99", "--track-origins=yes",
               "--num-callers=30", "--child-silent-after-fork=no",
+              # No gdbserver: its FIFOs would be left in /tmp for each process.
+              "--vgdb=no",
               # Exec'd children are traced (a front end the daemon would exec
               # of itself), but not sbx-init (argv[0] of the zygote): static,
               # from a memfd, and it becomes every sandbox.
