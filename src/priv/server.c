@@ -972,9 +972,10 @@ sbx_priv_serve_master (int fd)
 void
 sbx_priv_server_stop (void)
 {
-  /* The front end is gone: every sandbox it did not leave running for
-     the next start (kept sandboxes are in no slot of ours by now unless
-     they are) is killed; kept ones live on by themselves. */
+  /* The front end is gone for good (the daemon stops): end the uploads
+     it left (their temporaries are unnamed). The sandboxes are not ours
+     to kill here: with --kill-on-exit the front end destroyed them, and
+     kept ones live on by themselves for the next start. */
   pthread_mutex_lock (&P.lock);
   drop_uploads_locked (0, 1);
   pthread_mutex_unlock (&P.lock);
