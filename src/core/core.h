@@ -45,6 +45,10 @@ struct sbx_outbuf
   uint64_t watch;    /* loop handle, 0 when not watched */
   int paused;        /* BLOCK: not reading until the reader catches up */
   int64_t drain_left; /* after exit: bytes still to read, -1 before exit */
+  /* A terminal's master, not a pipe: EIO is its end of file (the slave
+     side is closed everywhere), and a drain after the exit reads until
+     the master has nothing more (see sbx__outbuf_start_drain). */
+  int tty;
 };
 
 /* ---- processes --------------------------------------------------------- */
@@ -107,6 +111,11 @@ struct sbx_process
   int oom_outside;       /* the OOM kill came from outside its limit (the host) */
   int64_t deadline_mono; /* 0: none */
   uint64_t timeout_ms;   /* as asked, for the reason */
+  /* On a terminal (sbx_exec_opts.pty): out[0] and stdin_fd are its master
+     (stdout and stderr are one stream there; out[1] stays empty). */
+  int pty;
+  uint64_t resize_sent, resize_acked; /* RESIZE requests and init's answers */
+  int resize_errno;                   /* of the last answer */
   pthread_cond_t cond;   /* any change: output, state, stdin space */
 };
 
@@ -174,6 +183,12 @@ struct sbx_exec_opts
   enum sbx_out_mode mode;
   size_t out_cap;    /* per stream */
   int background;
+  /* Run on a pseudo-terminal of pty_cols x pty_rows (each 1..1000) from
+     the sandbox's own devpts: the command's stdin, stdout, stderr and
+     controlling terminal. Its output (stdout and stderr together, as a
+     terminal shows them) goes to the stdout buffer; stdin is open. */
+  int pty;
+  unsigned pty_cols, pty_rows;
 };
 
 /* ---- the core's API ---------------------------------------------------- */
@@ -241,6 +256,11 @@ int sbx_process_signal (struct sbx_process *p, int signo, sbx_error_t **err);
    does not hold a thread forever. */
 int sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, int eof,
                              int (*gone) (void *arg), void *arg, sbx_error_t **err);
+/* Set the window size of a process's terminal (each 1..1000); returns
+   once init has applied it (the command gets SIGWINCH). SBX_E_INVALID when
+   the process has no terminal or the size is out of range, SBX_E_CONFLICT
+   when it has finished. */
+int sbx_process_resize (struct sbx_process *p, unsigned cols, unsigned rows, sbx_error_t **err);
 /* Mark a finished process as collected so it leaves the list. */
 void sbx_process_collect (struct sbx_process *p);
 /* The result object (exit_code, signal, timed_out, ...); with output when

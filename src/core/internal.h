@@ -107,7 +107,8 @@ const char *sbx__signal_name (int sig); /* "SIGKILL"; NULL when not in the table
 json_t *sbx__process_result_locked (struct sbx_process *p, int with_output, int base64);
 
 /* process.c */
-void sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
+/* Takes ev->fd (sets it to -1) when it keeps it. */
+void sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
 void sbx__process_on_output (struct sbx_process *p, int idx);
 void sbx__process_on_stdin (struct sbx_process *p);
 void sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason);
@@ -116,8 +117,14 @@ void sbx__expire_processes (struct sbx_sandbox *sb, int64_t now);
 void sbx__process_unref_locked (struct sbx_process *p);
 /* A process whose exit and output are all in moves to DONE. */
 void sbx__process_maybe_done (struct sbx_process *p);
-/* After the command exited: read what is in the pipe now, then stop. */
+/* After the command exited: read what is in the pipe now, then stop.
+   A terminal's drain needs a first read from the caller (it ends at the
+   first read that finds nothing): sbx__process_drain_tty, which ends
+   with sbx__process_maybe_done. */
 void sbx__outbuf_start_drain (struct sbx_outbuf *o);
+void sbx__process_drain_tty (struct sbx_process *p);
+/* Read a paused buffer again (its reader caught up). */
+void sbx__outbuf_resume (struct sbx_process *p, int idx);
 
 /* adopt.c: at start, take over the sandboxes a previous daemon left. */
 void sbx__adopt_all (void);

@@ -154,6 +154,9 @@ sbx__handle_init_event (struct sbx_sandbox *sb)
           return;
         }
       sbx__process_on_event (sb, &ev);
+      /* A master nobody took (its process is gone or never asked). */
+      if (ev.fd >= 0)
+        close (ev.fd);
     }
 }
 

@@ -125,8 +125,16 @@ struct sbx_iso_spawn
   int keep[3];  /* borrowed: our ends, for init to hold across restarts; -1: none */
   const void *tag; /* what a new daemon needs to know of it (opaque to init) */
   size_t tag_len;  /* <= SBX_TAG_MAX */
+  /* On a terminal of pty_cols x pty_rows (1..SBX_PTY_MAX) that init makes:
+     stdio and keep are then unused, and SPAWNED brings the master. */
+  int pty;
+  uint16_t pty_cols, pty_rows;
 };
 int sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_error_t **err);
+/* Set the window size of a terminal command (SBX_MSG_RESIZE); init answers
+   with an SBX_ISO_RESIZED event for req_id. */
+int sbx_iso_resize (struct sbx_iso_box *box, uint64_t req_id, unsigned cols, unsigned rows,
+                    sbx_error_t **err);
 /* flags: SBX_SIGNAL_* (the process group; why, which init keeps). */
 int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, uint32_t flags,
                     sbx_error_t **err);
@@ -157,6 +165,7 @@ struct sbx_iso_attached
   int64_t exited_ms; /* wall clock, when exited */
   uint32_t causes;   /* SBX_SIGNAL_TIMEOUT | SBX_SIGNAL_API we sent it */
   int fds[3]; /* owned: our ends of stdin, stdout, stderr, -1 when none */
+  int pty_fd; /* owned: the master of a command on a terminal (fds all -1), or -1 */
   size_t tag_len;
   char tag[SBX_TAG_MAX + 1]; /* NUL-terminated */
 };
@@ -168,6 +177,7 @@ enum sbx_iso_event_type
   SBX_ISO_SPAWNED = 1,
   SBX_ISO_SPAWN_FAILED,
   SBX_ISO_EXITED,
+  SBX_ISO_RESIZED, /* sys_errno: 0, or why the size did not change */
 };
 struct sbx_iso_event
 {
@@ -177,6 +187,12 @@ struct sbx_iso_event
   int wait_status;
   int sys_errno;
   uint32_t stage;
+  /* SPAWNED of a command on a terminal: its master (checked to be one), or
+     -1 when our descriptor table was full (the command then has no way
+     to us; the caller ends it). Owned by the event: whoever handles it
+     takes it (sets -1) or closes it. */
+  int fd;
+  int pty; /* SPAWNED: the command is on a terminal */
 };
 /* Read one event from init without blocking: 1 with *ev filled, 0 when
    none is waiting, -1 when init broke the protocol or went away (the

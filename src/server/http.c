@@ -63,6 +63,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/sandboxes/*/processes/*", SBX_BODY_NONE, 0, sbx_route_process_get},
     {"POST", "v1/sandboxes/*/processes/*/stdin", SBX_BODY_RAW, 0, sbx_route_process_stdin},
     {"POST", "v1/sandboxes/*/processes/*/signal", SBX_BODY_JSON, 0, sbx_route_process_signal},
+    {"POST", "v1/sandboxes/*/processes/*/resize", SBX_BODY_JSON, 0, sbx_route_process_resize},
     {"GET", "v1/sandboxes/*/processes/*/wait", SBX_BODY_NONE, 0, sbx_route_process_wait},
     {"GET", "v1/sandboxes/*/processes/*/attach", SBX_BODY_NONE, 0, sbx_route_process_attach},
     {"GET", "v1/sandboxes/*/files", SBX_BODY_NONE, 0, sbx_route_file_get},
