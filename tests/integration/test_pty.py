@@ -476,8 +476,12 @@ class PtyRestart(RestartTest):
         self.assertEqual(d.api("POST", "/v1/sandboxes/%s/processes/%d/stdin" % (sid, pid),
                                b"one\n", raw=True).status, 204)
         self.attach_until(sid, pid, r"got:one")
-        # A second one that ends while no daemon runs.
+        # A second one that ends while no daemon runs, and one on pipes.
         late = self.start(sid, "sleep 1; echo LATE; exit 9")
+        r = d.api("POST", "/v1/sandboxes/%s/processes" % sid,
+                  {"cmd": "read -r x; echo plain-$x", "stdin_open": True})
+        plain = r.json()["pid"]
+        self.assertIs(r.json()["pty"], False)
         hp = host_pid(d, sid, pid)
         self.kill9()
         time.sleep(1.5)  # `late` ends, the loop ticks into the kept master
@@ -487,6 +491,11 @@ class PtyRestart(RestartTest):
         self.assertEqual((listed[pid]["running"], listed[pid]["pty"], listed[pid]["stdin_open"]),
                          (True, True, True), listed[pid])
         self.assertIs(listed[late]["pty"], True)
+        self.assertIs(listed[plain]["pty"], False)
+        self.assertEqual(d.api("POST", "/v1/sandboxes/%s/processes/%d/stdin?eof=1" % (sid, plain),
+                               b"ok\n", raw=True).status, 204)
+        r = d.api("GET", "/v1/sandboxes/%s/processes/%d/wait?timeout=30s" % (sid, plain))
+        self.assertEqual((r.json()["exit_code"], r.json()["stdout"]), (0, "plain-ok\n"), r)
         # Ticks written while no daemon ran are there.
         self.assertRegex(self.attach_until(sid, pid, r"tick"), r"tick")
         # Input and resize reach the same terminal.
