@@ -362,6 +362,28 @@ class PtyTest(DaemonTest):
         r = self.d.api("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": "test -t 1", "pty": None})
         self.assertEqual(r.json()["exit_code"], 1, r)
 
+    def test_terminals_per_sandbox_are_capped(self):
+        # The host's terminals are shared by all sandboxes: one sandbox holds
+        # at most 256 (its devpts max), and then a terminal command cannot
+        # start, with a reason; the others are not affected.
+        a, b = self.d.create(), self.d.create()
+        pid = self.start(a, "python3 -c 'import os, errno, sys\n"
+                            "fds = []\n"
+                            "try:\n"
+                            " while len(fds) < 400: fds.append(os.openpty())\n"
+                            "except OSError as e: print(len(fds), errno.errorcode[e.errno])\n"
+                            "sys.stdout.flush(); sys.stdin.read()'")
+        text, _ = self.output(a, pid, r"\d+ \w+")
+        # Its own terminal is the first of the 256.
+        self.assertIn("255 ENOSPC", text)
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % a,
+                       {"cmd": "true", "pty": {"cols": 80, "rows": 24}})
+        res = r.json()
+        self.assertEqual((res["pid"], res["exit_code"]), (None, 126), res)
+        self.assertEqual(res["reason"], "cannot open a terminal: No space left on device")
+        res = self.d.exec(b, cmd="tty", pty={"cols": 80, "rows": 24})
+        self.assertEqual((res["exit_code"], res["stdout"]), (0, "/dev/pts/0\r\n"), res)
+
     # ---- isolation ---------------------------------------------------------
 
     def test_terminal_not_visible_to_other_sandboxes(self):
