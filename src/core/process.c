@@ -256,10 +256,14 @@ sbx__process_on_output (struct sbx_process *p, int idx)
     return;
   if (p->mode == SBX_OUT_BLOCK)
     {
-      size_t room;
-      if (p->unpaced)
-        o->start = o->end; /* nobody will read it: keep nothing */
-      room = o->cap - (size_t) (o->end - o->start);
+      size_t room = o->cap - (size_t) (o->end - o->start);
+      if (p->unpaced && room == 0)
+        {
+          /* Nobody paces it any more: the newest output stays (for a
+             reader that attaches later), the oldest makes room. */
+          o->start = o->end;
+          room = o->cap;
+        }
       if (room == 0)
         {
           /* Lossless mode: let the pipe fill, so the writer in the
