@@ -100,6 +100,44 @@ sbx_e2b_user (struct sbx_req *r)
   return r->e2b_user[0] ? r->e2b_user : "user";
 }
 
+/* Collapse "//", "." and ".." of an absolute path in place, ".." stopping
+   at "/" (as the in-root resolver would): the path an answer reports is
+   the one written. Resolution itself stays the parent's, inside the
+   sandbox's root. */
+static void
+lexical_clean (char *path)
+{
+  char *out = path, *p = path;
+
+  while (*p)
+    {
+      char *seg, *end;
+      size_t n;
+      while (*p == '/')
+        p++;
+      if (*p == '\0')
+        break;
+      seg = p;
+      end = strchr (seg, '/');
+      n = end ? (size_t) (end - seg) : strlen (seg);
+      p = seg + n;
+      if (n == 1 && seg[0] == '.')
+        continue;
+      if (n == 2 && seg[0] == '.' && seg[1] == '.')
+        {
+          while (out > path && *--out != '/')
+            ;
+          continue;
+        }
+      *out++ = '/';
+      memmove (out, seg, n);
+      out += n;
+    }
+  if (out == path)
+    *out++ = '/';
+  *out = '\0';
+}
+
 int
 sbx_e2b_path (struct sbx_req *r, const char *user, const char *in, char *out, sbx_error_t **err)
 {
@@ -117,7 +155,10 @@ sbx_e2b_path (struct sbx_req *r, const char *user, const char *in, char *out, sb
         return sbx_err (err, SBX_E_INVALID, "the path is too long");
       in = joined;
     }
-  return sbx_fs_normalize (in, out, SBX_FS_PATH_MAX, err);
+  if (sbx_fs_normalize (in, out, SBX_FS_PATH_MAX, err) < 0)
+    return -1;
+  lexical_clean (out);
+  return 0;
 }
 
 static void
