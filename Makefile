@@ -66,7 +66,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CLI_LIBS    := -Wl,-Bstatic -ljansson -lhttp_parser -Wl,-Bdynamic -lpthread
 DAEMON_LIBS := $(shell pkg-config --libs libmicrohttpd jansson libseccomp sqlite3 libcrypto) -lpthread -lm
 
-.PHONY: all clean test test-unit test-integration test-asan test-e2b bench soak valgrind install lint
+.PHONY: all clean test test-unit test-integration test-asan test-e2b bench bench-e2b soak valgrind install lint
 # failalloc.so (allocation failures on demand, for tests/integration/
 # test_faults.py) is LD_PRELOADed into the daemon: plain builds only, as
 # ASan brings an allocator of its own.
@@ -132,6 +132,12 @@ test-integration: all
 test-e2b: all
 	cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error
 	SBX_BUILD=$(BUILD) $(PYTHON) tests/e2b/run.py
+
+# sandbox.commands.run('true') through the SDK, beside the native API and
+# bubblewrap (docs/benchmarks.md).
+bench-e2b: all
+	cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error
+	SBX_BUILD=$(BUILD) $(PYTHON) tests/e2b/run.py --bench 300
 
 test: all lint
 	$(MAKE) test-unit

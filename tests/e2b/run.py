@@ -2,6 +2,7 @@
 """Run the E2B SDK scenarios (tests/e2b/*.test.mjs) against a private sbx.
 
     SBX_BUILD=build /usr/bin/python3 tests/e2b/run.py [NAME...]
+    SBX_BUILD=build /usr/bin/python3 tests/e2b/run.py --bench [N]   (make bench-e2b)
 
 The official `e2b` and `@e2b/code-interpreter` packages (pinned in
 package-lock.json, installed by `npm ci`) run unchanged: only E2B_API_URL,
@@ -46,6 +47,9 @@ def main():
         print("e2b: the SDK is not installed (make test-e2b runs npm ci)")
         return 1
     names = sys.argv[1:]
+    bench = bool(names) and names[0] == "--bench"
+    if bench:
+        names = names[1:]
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".test.mjs")
                    and (not names or any(n in f for n in names)))
     port = harness.free_port()
@@ -66,8 +70,11 @@ def main():
         })
         for k in ("E2B_DOMAIN", "E2B_DEBUG", "E2B_ACCESS_TOKEN"):
             env.pop(k, None)
-        rc = subprocess.run([node, "--test", "--test-concurrency=2"] + files,
-                            cwd=HERE, env=env, timeout=1200).returncode
+        if bench:
+            cmd = [node, "bench.mjs"] + (names or ["200"])
+        else:
+            cmd = [node, "--test", "--test-concurrency=2"] + files
+        rc = subprocess.run(cmd, cwd=HERE, env=env, timeout=1200).returncode
     finally:
         d.stop()
         problems = d.cleanup()
