@@ -460,3 +460,43 @@ class E2BWire(DaemonTest):
         self.assertEqual(st, 501, data)
         self.assertIn("not supported", json.loads(data)["message"])
         self.assertAlive(sb)
+
+    # ---- many streams ------------------------------------------------------
+
+    def test_a_stalled_reader_blocks_nobody_else(self):
+        a, b = self.new_sandbox(), self.new_sandbox()
+        # A stream of endless output that its client never reads.
+        stalled = self.conn()
+        stalled.request("POST", "/process.Process/Start", body=envelope(
+            {"process": {"cmd": "/usr/bin/yes", "args": ["x" * 1000]}, "stdin": False}),
+            headers={"E2b-Sandbox-Id": a["sandboxID"], "E2b-Sandbox-Port": ENVD,
+                     "X-Access-Token": a["envdAccessToken"],
+                     "Content-Type": "application/connect+json"})
+        stalled.getresponse()  # headers only; the body is never read
+        # Forty more streams at once, in both sandboxes, all complete.
+        import threading
+        results = []
+
+        def one(sb, i):
+            st, _, data = self.stream(sb, "process.Process/Start", envelope(
+                {"process": {"cmd": "/bin/echo", "args": ["n%d" % i]}, "stdin": False}))
+            env = parse_envelopes(data)
+            out = b"".join(base64.b64decode(e["event"]["data"]["stdout"])
+                           for f, e in env if f == 0 and "data" in e.get("event", {}))
+            results.append(out == b"n%d\n" % i)
+
+        threads = [threading.Thread(target=one, args=(a if i % 2 else b, i)) for i in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(results, [True] * 40)
+        # The stalled command is paced by its own reader (it waits), and
+        # nothing else is.
+        st, body = self.unary(a, "process.Process/List", {})
+        self.assertEqual(len(body["processes"]), 1)
+        stalled.close()
+        pid = body["processes"][0]["pid"]
+        st, body = self.unary(a, "process.Process/SendSignal",
+                              {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+        self.assertEqual(st, 200, body)
