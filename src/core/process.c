@@ -245,8 +245,8 @@ attach_tty (struct sbx_process *p, struct sbx_iso_event *ev)
   sbx__watch_del (&p->stdin_watch);
   close_and_reset (&p->stdin_fd);
   p->stdin_open = 0;
-  snprintf (p->reason, sizeof p->reason, "the daemon could not take its terminal (%s)",
-            "too many open files or out of memory");
+  snprintf (p->reason, sizeof p->reason,
+            "killed: the daemon could not take its terminal (out of descriptors or memory)");
   if (sbx_iso_signal (&p->sb->box, p->req_id, SIGKILL, SBX_SIGNAL_GROUP, &err) < 0)
     {
       sbx_warn ("sandbox %s: kill of a command cut off: %s", p->sb->id, err->msg);

@@ -13,16 +13,36 @@ import time
 
 from harness import DaemonTest
 from sbx_helpers import open_stream, read_event, wait_until
+from test_faults import http_pid, open_connections, prlimit_nofile
 from test_restart import RestartTest, alive, find_init, host_pid, processes
 
 ASAN_SUBSET = True
 
-# Prints one line per SIGWINCH with the new size, and "got:LINE" for each
-# line it reads; "READY" once the trap is set. The read has a timeout: bash
-# runs a trap between commands, and a signal that comes just before a read
-# blocks would otherwise wait for the next line.
-WINCH_LOOP = ("trap 'echo \"WINCH $(stty size)\"' WINCH; echo READY; "
-              "while :; do if read -r -t 0.1 line; then echo \"got:$line\"; fi; done")
+# Prints its terminal's name and "READY", then one line per SIGWINCH with
+# the new size ("WINCH rows cols") and "got:LINE" for each line it reads;
+# with an argument, "tick" every 0.2 s without input. (Not bash: its `read`
+# loses trapped signals that come while it waits.)
+WINCH_CODE = r"""
+import os, select, signal, sys
+def winch(*_):
+    c, r = os.get_terminal_size(0)
+    os.write(1, b"WINCH %d %d\n" % (r, c))
+signal.signal(signal.SIGWINCH, winch)
+os.write(1, ("%s\nREADY\n" % os.ttyname(0)).encode())
+tick, buf = len(sys.argv) > 1, b""
+while True:
+    if tick and not select.select([0], [], [], 0.2)[0]:
+        os.write(1, b"tick\n")
+        continue
+    data = os.read(0, 4096)
+    if not data:
+        break
+    buf += data
+    while b"\n" in buf:
+        line, buf = buf.split(b"\n", 1)
+        os.write(1, b"got:" + line + b"\n")
+"""
+WINCH_PROG = ["python3", "-c", WINCH_CODE]
 
 
 class PtyTest(DaemonTest):
@@ -139,7 +159,7 @@ class PtyTest(DaemonTest):
 
     def test_resize_sends_sigwinch(self):
         sid = self.d.create()
-        pid = self.start(sid, WINCH_LOOP, cols=80, rows=24)
+        pid = self.start(sid, argv=WINCH_PROG, cols=80, rows=24)
         self.output(sid, pid, r"READY")
         r = self.resize(sid, pid, {"cols": 120, "rows": 40})
         self.assertEqual((r.status, r.body), (204, b""), r)
@@ -293,7 +313,7 @@ class PtyTest(DaemonTest):
         self.assertEqual(res["stderr"], "")
         # A stream, resized while it runs.
         conn, resp = open_stream(self.d, "POST", "/v1/sandboxes/%s/exec" % sid,
-                                 {"cmd": WINCH_LOOP, "stream": True,
+                                 {"argv": WINCH_PROG, "stream": True,
                                   "pty": {"cols": 80, "rows": 24}}, timeout=30)
         try:
             self.assertEqual(resp.status, 200)
@@ -335,6 +355,36 @@ class PtyTest(DaemonTest):
         # Every terminal is gone with its command (init let go of the master).
         wait_until(lambda: self.d.sh(sid, "ls /dev/pts")["stdout"].split() == ["ptmx"],
                    what="the terminals to be released")
+
+    def test_daemon_out_of_fds(self):
+        # The front end cannot take the terminal's master (or its second
+        # descriptor): the command is killed with a reason, not left running
+        # unseen; the sandbox and the daemon carry on.
+        sid = self.d.create()
+        fe = http_pid(self.d)
+        saved = prlimit_nofile(fe)
+        try:
+            for spare in (1, 2):
+                wait_until(lambda: open_connections(self.d) == 0, what="connections to close")
+                used = set(int(x) for x in os.listdir("/proc/%d/fd" % fe))
+                n, free = 0, 0
+                while free < spare:  # the request's connection takes one
+                    if n not in used:
+                        free += 1
+                    n += 1
+                prlimit_nofile(fe, (n, saved[1]))
+                r = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid,
+                               {"cmd": "sleep 60", "pty": {"cols": 80, "rows": 24}})
+                prlimit_nofile(fe, saved)
+                self.assertEqual(r.status, 201, r)
+                pid = r.json()["pid"]
+                res = self.wait(sid, pid)
+                self.assertEqual(res["signal"], "SIGKILL", res)
+                self.assertIn("could not take its terminal", res["reason"])
+        finally:
+            prlimit_nofile(fe, saved)
+        res = self.d.exec(sid, cmd="tty", pty={"cols": 80, "rows": 24})
+        self.assertEqual(res["exit_code"], 0, res)
 
     # ---- hostile input -----------------------------------------------------
 
@@ -465,9 +515,10 @@ class PtyRestart(RestartTest):
 
     pool = 0
 
-    def start(self, sid, cmd, cols=80, rows=24):
-        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid,
-                       {"cmd": cmd, "pty": {"cols": cols, "rows": rows}})
+    def start(self, sid, cmd=None, argv=None, cols=80, rows=24):
+        body = {"cmd": cmd} if cmd is not None else {"argv": argv}
+        body["pty"] = {"cols": cols, "rows": rows}
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid, body)
         self.assertEqual(r.status, 201, r)
         return r.json()["pid"]
 
@@ -490,9 +541,7 @@ class PtyRestart(RestartTest):
     def test_terminal_command_is_readopted(self):
         d = self.d
         sid = d.create()
-        loop = WINCH_LOOP.replace("fi; done", "else echo tick; fi; done")
-        self.assertNotEqual(loop, WINCH_LOOP)
-        pid = self.start(sid, "tty; " + loop)
+        pid = self.start(sid, argv=WINCH_PROG + ["tick"])
         text = self.attach_until(sid, pid, r"READY")
         tty = re.search(r"/dev/pts/\d+", text).group(0)
         self.assertEqual(d.api("POST", "/v1/sandboxes/%s/processes/%d/stdin" % (sid, pid),
