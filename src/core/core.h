@@ -61,6 +61,7 @@ enum sbx_proc_state
 };
 
 struct sbx_sandbox;
+struct sbx_watch; /* a directory watch (watch.c) */
 
 /* A copy that a helper in the sandbox makes for the files API. */
 struct sbx_pump
@@ -160,6 +161,8 @@ struct sbx_sandbox
   uint64_t next_req_id;
   struct sbx_process *procs;
   struct sbx_pump *pumps; /* copies in flight (core/pump.c) */
+  struct sbx_watch *watches; /* directory watches whose helper may run (core/watch.c) */
+  unsigned nwatches;
   int kill_queued;
   int in_pool;
   char end_reason[64];
@@ -284,6 +287,47 @@ json_t *sbx_process_info_json (struct sbx_process *p);
 json_t *sbx_process_list_json (struct sbx_sandbox *sb);
 /* "SIGTERM" or "TERM" -> 15; -1 when unknown. */
 int sbx_signal_from_name (const char *name);
+
+/* Directory watches (inotify), run inside the sandbox by a helper that
+   init forks as `user` ("user", "root", NULL: the sandbox's), so the path
+   resolves in the sandbox's root with that user's permissions. Names are
+   relative to the watched directory ("sub/a.txt"); "" is the directory
+   itself (REMOVE when it is deleted, RENAME when moved, CHMOD) and the
+   name of OVERFLOW. At most SBX_WATCHES_PER_SANDBOX per sandbox; events
+   wait in a bounded queue per watch, and what does not fit is dropped and
+   reported as one OVERFLOW where it happened (as is the kernel's own
+   IN_Q_OVERFLOW, and a directory a recursive watch could not add). */
+#define SBX_WATCHES_PER_SANDBOX 64
+enum sbx_watch_event_type
+{
+  SBX_WATCH_CREATE = 1, /* created, or moved in */
+  SBX_WATCH_WRITE = 2,
+  SBX_WATCH_REMOVE = 3,
+  SBX_WATCH_RENAME = 4, /* moved away (its new name comes as a CREATE if inside) */
+  SBX_WATCH_CHMOD = 5,  /* attributes: mode, owner, times */
+  SBX_WATCH_OVERFLOW = 6,
+};
+struct sbx_watch_event
+{
+  int type; /* enum sbx_watch_event_type */
+  char name[4096]; /* NUL-terminated; bytes as the file system has them */
+};
+/* Start watching the directory `path` (absolute). Returns once every watch
+   is in place (a recursive watch covers every subdirectory, at most 4096,
+   without crossing mount points, and those made later). Errors: NOT_FOUND
+   (no such directory, or no such sandbox), INVALID (not a directory, bad
+   path or user), FORBIDDEN (permission), LIMIT (watches per sandbox,
+   directories, the sandbox's pids or the kernel's inotify limits). */
+struct sbx_watch *sbx_watch_start (struct sbx_sandbox *sb, const char *path, int recursive,
+                                   const char *user, sbx_error_t **err);
+/* Thread-safe. The next event: 1 with *ev filled, 0 when none came within
+   wait_ms (-1: wait as long as it takes), -1 when the watch has ended (the
+   directory is gone, the helper died, the sandbox is gone, or it was
+   stopped) and every event before that was taken. */
+int sbx_watch_next (struct sbx_watch *w, struct sbx_watch_event *ev, int64_t wait_ms);
+/* End the watch (its helper is killed) and release the caller's hold on
+   it; a thread inside sbx_watch_next returns -1. w is invalid afterwards. */
+void sbx_watch_stop (struct sbx_watch *w);
 
 /* Streaming readers (one per HTTP stream). */
 struct sbx_reader

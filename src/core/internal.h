@@ -14,9 +14,10 @@ enum sbx_watch_kind
   SBX_W_PIDFD, /* obj: sandbox */
   SBX_W_OUT,   /* obj: process, idx: stream */
   SBX_W_IN,    /* obj: process */
+  SBX_W_DIRWATCH, /* obj: a directory watch (watch.c) */
 };
 
-struct sbx_watch
+struct sbx_loop_watch
 {
   enum sbx_watch_kind kind;
   uint32_t gen;
@@ -40,7 +41,7 @@ struct sbx_core_state
   unsigned char *slots;
   unsigned nslots;
   int epfd, wakefd;
-  struct sbx_watch *watches;
+  struct sbx_loop_watch *watches;
   uint32_t nwatches, free_watch; /* free list head is index+1, 0 = none */
   pthread_t loop_thread, pool_thread, janitor_thread;
   int threads_started;
@@ -94,6 +95,12 @@ void sbx__handle_init_death (struct sbx_sandbox *sb);
 /* pump.c */
 int sbx__pump_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 void sbx__pump_cancel_all (struct sbx_sandbox *sb);
+
+/* watch.c: a watch's pipe is readable; init reported on its helper (1 when
+   req_id was a watch's); the sandbox is going away (every watch ends). */
+void sbx__dirwatch_on_readable (struct sbx_watch *w);
+int sbx__dirwatch_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
+void sbx__dirwatch_end_all (struct sbx_sandbox *sb);
 
 /* outbuf.c */
 void sbx__outbuf_init (struct sbx_outbuf *o, size_t cap, int fd);

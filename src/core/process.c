@@ -262,8 +262,10 @@ sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
 
   if (p == NULL)
     {
-      /* A files-API copy, or a collected process nothing waits for. */
-      sbx__pump_on_event (sb, ev);
+      /* A files-API copy, a directory watch, or a collected process
+         nothing waits for. */
+      if (!sbx__pump_on_event (sb, ev))
+        sbx__dirwatch_on_event (sb, ev);
       return;
     }
   switch (ev->type)
@@ -475,6 +477,7 @@ void
 sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
 {
   sbx__pump_cancel_all (sb);
+  sbx__dirwatch_end_all (sb);
   while (sb->procs)
     {
       struct sbx_process *p = sb->procs;

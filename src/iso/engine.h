@@ -143,6 +143,34 @@ int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, uint32_
 int sbx_iso_pump (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t gid, int in_fd,
                   int out_fd, sbx_error_t **err);
 
+/* Directory watches (watch.c; see SBX_MSG_WATCH in proto.h). Ask init to
+   watch `path` (absolute, resolved inside the sandbox as uid/gid) in a
+   helper that writes records into write_fd (borrowed: send, then close
+   ours). Ends with an EXITED (or SPAWN_FAILED) event for req_id. */
+int sbx_iso_watch (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t gid,
+                   int recursive, const char *path, int write_fd, sbx_error_t **err);
+
+/* The helper's records, checked as hostile input: READY or FAILED first,
+   then only events with well-formed relative names, nothing after FAILED.
+   A record may arrive split across reads; the parser holds the part. */
+struct sbx_iso_watch_parser
+{
+  unsigned char hold[sizeof (struct sbx_watch_rec) + SBX_WATCH_NAME_MAX];
+  size_t hold_len;
+  int state; /* 0 before the first record, 1 after READY, 2 after FAILED */
+};
+struct sbx_iso_watch_rec
+{
+  int type;        /* enum sbx_watch_rec_type */
+  int sys_errno;   /* FAILED: why (> 0) */
+  const char *name; /* events: the name's bytes, not NUL-terminated */
+  size_t len;
+};
+/* Feed n bytes: calls cb for every complete record, in order. Returns 0,
+   or -1 when the bytes break the format (the watch must end then). */
+int sbx_iso_watch_feed (struct sbx_iso_watch_parser *p, const void *data, size_t n,
+                        void (*cb) (void *arg, const struct sbx_iso_watch_rec *rec), void *arg);
+
 /* Restart survival (attach.c). A sandbox handed out to a tenant is kept:
    init holds our end of its control socket and our ends of its commands'
    pipes, and ends the sandbox itself at deadline_ms (wall clock, 0: never)

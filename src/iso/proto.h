@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 /* 2: terminals (SPAWN's flags and size, SPAWNED's master, RESIZE, RESIZED,
-   SBX_KEEP_PTY). */
+   SBX_KEEP_PTY) and WATCH. */
 #define SBX_PROTO_VERSION 2
 #define SBX_INIT_CTL_FD 3 /* where init finds its control socket */
 /* Where init keeps the daemon's end of its control socket once the sandbox
@@ -47,7 +47,8 @@ enum sbx_msg_type
   SBX_MSG_DEADLINE = 6, /* sbx_msg_deadline */
   SBX_MSG_RELEASE = 7,  /* sbx_msg_release */
   SBX_MSG_ATTACH = 8,   /* sbx_msg_hdr only: "a new daemon; tell me everything" */
-  SBX_MSG_RESIZE = 9,   /* sbx_msg_resize */
+  SBX_MSG_WATCH = 9,    /* sbx_msg_watch + path; SCM_RIGHTS: the event pipe's write end */
+  SBX_MSG_RESIZE = 10,  /* sbx_msg_resize */
   /* init -> daemon */
   SBX_MSG_READY = 16,        /* sbx_msg_ready; SCM_RIGHTS: root dir, disk dir (O_PATH) */
   SBX_MSG_SETUP_FAILED = 17, /* sbx_msg_failure */
@@ -208,6 +209,57 @@ struct sbx_msg_pump
   struct sbx_msg_hdr hdr;
   uint64_t req_id;
   uint32_t uid, gid; /* in-sandbox ids the helper runs as */
+};
+
+/* ---- WATCH -------------------------------------------------------------
+ *
+ * Watch a directory (inotify) in a helper forked by init, as the given
+ * user, with no capabilities, under the sandbox's filter and limits: the
+ * path is resolved by the kernel inside the sandbox's root with that
+ * user's permissions, never by the daemon (a path resolved on the host side
+ * could be led out of the sandbox by a symlink). The helper writes records
+ * (struct sbx_watch_rec + name bytes) into the pipe: first READY once
+ * every watch is in place, or FAILED (an int32 errno) and exit; then
+ * events until the watched directory is gone (exit status 0), the pipe's
+ * reader goes away, or the daemon SIGNALs it by req_id. Like a PUMP it
+ * ends with EXITED (or SPAWN_FAILED when init could not fork); init
+ * forgets it once reaped, and kills every watcher on ATTACH (its reader
+ * was the daemon that went away). */
+
+#define SBX_WATCH_RECURSIVE 0x1 /* every subdirectory too, also those made later */
+#define SBX_WATCH_FLAGS 0x1
+#define SBX_WATCH_PATH_MAX 4096 /* a path's bytes, NUL included */
+#define SBX_WATCH_NAME_MAX 4095 /* bytes of the name in one record */
+#define SBX_WATCH_MAX_DIRS 4096 /* directories one recursive watch covers */
+
+struct sbx_msg_watch
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  uint32_t uid, gid;  /* in-sandbox ids the helper runs as */
+  uint32_t flags;     /* SBX_WATCH_* */
+  uint32_t path_len;  /* bytes after this struct: an absolute path, no NUL */
+};
+
+enum sbx_watch_rec_type
+{
+  /* events; the name is relative to the watched directory ("sub/a.txt"),
+     empty for the directory itself and for OVERFLOW */
+  SBX_WREC_CREATE = 1,   /* IN_CREATE, IN_MOVED_TO */
+  SBX_WREC_WRITE = 2,    /* IN_MODIFY */
+  SBX_WREC_REMOVE = 3,   /* IN_DELETE, IN_DELETE_SELF */
+  SBX_WREC_RENAME = 4,   /* IN_MOVED_FROM, IN_MOVE_SELF */
+  SBX_WREC_CHMOD = 5,    /* IN_ATTRIB */
+  SBX_WREC_OVERFLOW = 6, /* events were lost (IN_Q_OVERFLOW, limits) */
+  /* the first record, exactly one of: */
+  SBX_WREC_READY = 16,   /* len 0 */
+  SBX_WREC_FAILED = 17,  /* len 4: int32 errno; the helper then exits */
+};
+
+struct sbx_watch_rec
+{
+  uint16_t type; /* enum sbx_watch_rec_type */
+  uint16_t len;  /* bytes that follow, at most SBX_WATCH_NAME_MAX, no NUL */
 };
 
 /* ---- KEEP, DEADLINE, RELEASE, ATTACH -------------------------------------

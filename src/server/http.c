@@ -76,6 +76,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/sandboxes/*/files/list", SBX_BODY_NONE, 0, sbx_route_file_list},
     {"POST", "v1/sandboxes/*/files/mkdir", SBX_BODY_JSON, 0, sbx_route_file_mkdir},
     {"POST", "v1/sandboxes/*/files/move", SBX_BODY_JSON, 0, sbx_route_file_move},
+    {"GET", "v1/sandboxes/*/files/watch", SBX_BODY_NONE, 0, sbx_route_file_watch},
     {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},

@@ -142,6 +142,7 @@ void sbx_route_file_stat (struct sbx_req *r);
 void sbx_route_file_list (struct sbx_req *r);
 void sbx_route_file_mkdir (struct sbx_req *r);
 void sbx_route_file_move (struct sbx_req *r);
+void sbx_route_file_watch (struct sbx_req *r);
 void sbx_route_key_create (struct sbx_req *r);
 void sbx_route_key_list (struct sbx_req *r);
 void sbx_route_key_delete (struct sbx_req *r);
@@ -180,6 +181,9 @@ int sbx_move_request_parse (json_t *body, const char **from, const char **to, ch
 
 /* routes_files.c: open the upload on the first body chunk's call. */
 int sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err);
+
+/* routes_watch.c: one NDJSON line for a watch event (appended to out). */
+void sbx_watch_event_line (struct sbx_buf *out, const struct sbx_watch_event *ev);
 
 /* The sandbox named by segment i, for this request's tenant. */
 struct sbx_sandbox *sbx_req_sandbox (struct sbx_req *r, int seg, sbx_error_t **err);

@@ -75,6 +75,11 @@ void init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, i
 void init_handle_signal (const struct sbx_msg_signal *msg, size_t len);
 void init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, int nfds);
 void init_handle_resize (const struct sbx_msg_resize *msg, size_t len);
+/* Tell the daemon a request could not start (SPAWN_FAILED). */
+void init_send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage);
+
+/* watch.c: a directory watch in a helper (SBX_MSG_WATCH). */
+void init_handle_watch (const struct sbx_msg_watch *msg, size_t len, const int *fds, int nfds);
 
 /* procs.c: what init started, until the daemon releases it. */
 struct init_proc
@@ -82,6 +87,7 @@ struct init_proc
   pid_t pid; /* 0: free */
   uint64_t req_id;
   int is_pump;   /* a files-API helper: forgotten once reaped */
+  int is_watch;  /* a directory watcher (is_pump too): killed on ATTACH */
   int exited;
   int wait_status;
   int keep[3];   /* the daemon's ends (SBX_KEEP_* order), -1 when none */

@@ -156,6 +156,9 @@ serve (int sigfd)
             case SBX_MSG_PUMP:
               init_handle_pump ((const struct sbx_msg_pump *) packet, n, fds, nfds);
               break;
+            case SBX_MSG_WATCH:
+              init_handle_watch ((const struct sbx_msg_watch *) packet, n, fds, nfds);
+              break;
             case SBX_MSG_KEEP:
               handle_keep ((const struct sbx_msg_keep *) packet, n, fds, nfds);
               break;

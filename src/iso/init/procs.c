@@ -136,6 +136,12 @@ init_handle_attach (size_t len, int nfds)
     init_protocol_violation ();
   /* Whatever was waiting for the old daemon is in the answer. */
   init_drop_events ();
+  /* A watcher's only reader was the daemon that went away: nobody can
+     take its stream over, so it ends (its EXITED goes to the new daemon,
+     which knows no such request and ignores it). */
+  for (i = 0; i < MAX_TRACKED; i++)
+    if (procs[i].pid != 0 && procs[i].is_watch && !procs[i].exited)
+      kill (procs[i].pid, SIGKILL);
   memset (&roots, 0, sizeof roots);
   roots.hdr.type = SBX_MSG_ROOTS;
   roots.hdr.len = sizeof roots;

@@ -39,8 +39,8 @@ static volatile struct
   uint32_t stage;
 } child_failure;
 
-static void
-send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage)
+void
+init_send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage)
 {
   struct sbx_msg_spawn_failed m;
 
@@ -275,7 +275,7 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
       r = open_pty (msg->uid, msg->pty_cols, msg->pty_rows, &m, &s);
       if (r < 0)
         {
-          send_spawn_failed (msg->req_id, -r, SBX_STAGE_PTY);
+          init_send_spawn_failed (msg->req_id, -r, SBX_STAGE_PTY);
           return;
         }
       master = m;
@@ -292,7 +292,7 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
     run_child (msg, cwd, argv, envp, pty ? pty_stdio : fds);
   if (pid < 0)
     {
-      send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
+      init_send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
       goto out;
     }
   if (child_failure.stage != 0)
@@ -300,7 +300,7 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
       /* It never ran user code; reap it now so it is not reported twice. */
       while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
         ;
-      send_spawn_failed (msg->req_id, child_failure.sys_errno, child_failure.stage);
+      init_send_spawn_failed (msg->req_id, child_failure.sys_errno, child_failure.stage);
       goto out;
     }
   proc = init_proc_add (pid, msg->req_id, 0);
@@ -312,7 +312,7 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
         ;
       if (proc)
         init_proc_forget (proc);
-      send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
+      init_send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
       goto out;
     }
   if (msg->tag_len)
@@ -398,11 +398,11 @@ init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, in
   if (pid == 0)
     run_pump (msg, fds[0], fds[1]);
   if (pid < 0)
-    send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
+    init_send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
   else if (init_proc_add (pid, msg->req_id, 1) == NULL)
     {
       kill (pid, SIGKILL);
-      send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
+      init_send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
     }
   close (fds[0]);
   close (fds[1]);
