@@ -838,6 +838,7 @@ sbx_server_stop (void)
           ls[i]->fd = -1;
         }
     }
+  sbx_e2b_watchers_free (); /* no request can use one now */
   if (socket_path[0])
     unlink (socket_path);
 }
