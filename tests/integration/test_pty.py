@@ -290,6 +290,45 @@ class PtyTest(DaemonTest):
         ps = self.d.sh(sid, "readlink /proc/$(pgrep -xf 'sleep 300')/fd/1")
         self.assertRegex(ps["stdout"], r"^/dev/pts/\d+( \(deleted\))?\n$")
 
+    def test_lossless_stream_of_a_terminal(self):
+        # A stream paces the command (its buffer fills while the client does
+        # not read, the terminal fills, the command blocks), and the end is
+        # complete even with a leftover holding the terminal: the last read
+        # after the exit happens when the client catches up.
+        sid = self.d.create()
+        size = 2000000
+        conn, resp = open_stream(self.d, "POST", "/v1/sandboxes/%s/exec" % sid,
+                                 {"cmd": "setsid sleep 300 & head -c %d /dev/zero | "
+                                         "tr '\\0' x; echo; echo END; exit 6" % size,
+                                  "stream": True, "pty": {"cols": 80, "rows": 24}},
+                                 timeout=60)
+        try:
+            self.assertEqual(resp.status, 200)
+            start = read_event(resp)
+            pid = start["pid"]
+            # Not reading: it blocks (the stream's buffer, the socket's and
+            # the terminal's are full), it does not finish.
+            time.sleep(2)
+            info = self.d.api("GET", "/v1/sandboxes/%s/processes/%d" % (sid, pid)).json()
+            self.assertIs(info["running"], True, info)
+            there = self.d.sh(sid, "test -d /proc/%d && echo there" % pid)["stdout"]
+            self.assertEqual(there, "there\n")
+            text, end = "", None
+            while end is None:
+                ev = read_event(resp)
+                self.assertIsNotNone(ev, text[-200:])
+                if ev["type"] == "stdout":
+                    text += ev["data"]
+                elif ev["type"] == "exit":
+                    end = ev
+                else:
+                    self.assertEqual(ev["type"], "keepalive", ev)
+        finally:
+            conn.close()
+        self.assertEqual(end["exit_code"], 6, end)
+        self.assertEqual(text.count("x"), size)
+        self.assertTrue(text.endswith("END\r\n"), text[-100:])
+
     def test_a_terminal_command_that_cannot_start(self):
         sid = self.d.create()
         r = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid,
