@@ -549,3 +549,34 @@ class E2BWire(DaemonTest):
             made.append(body["watcherId"])
         self.assertConnectError(st, body, 429, "resource_exhausted")
         self.assertLessEqual(len(made), 64)
+
+    # ---- terminals -----------------------------------------------------------
+
+    def test_pty_sizes_and_updates(self):
+        sb = self.new_sandbox()
+        for pty in ({}, {"size": {}}, {"size": {"cols": 0, "rows": 24}},
+                    {"size": {"cols": 80, "rows": 70000}}, {"size": {"cols": "80", "rows": 24}},
+                    {"size": {"cols": -1, "rows": 24}}, "x"):
+            st, _, data = self.stream(sb, "process.Process/Start", envelope(
+                {"process": {"cmd": "/bin/true"}, "pty": pty}))
+            self.assertStreamError(st, data, "invalid_argument")
+        c = self.conn()
+        c.request("POST", "/process.Process/Start", body=envelope(
+            {"process": {"cmd": "/bin/cat"}, "stdin": True}),
+            headers={"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": ENVD,
+                     "X-Access-Token": sb["envdAccessToken"],
+                     "Content-Type": "application/connect+json"})
+        self.assertEqual(c.getresponse().status, 200)
+        st, body = self.unary(sb, "process.Process/List", {})
+        pid = body["processes"][0]["pid"]
+        st, body = self.unary(sb, "process.Process/Update",
+                              {"process": {"pid": pid}, "pty": {"size": {"cols": 10, "rows": 10}}})
+        self.assertConnectError(st, body, 400, "invalid_argument")  # no terminal
+        st, body = self.unary(sb, "process.Process/Update",
+                              {"process": {"pid": pid}, "pty": {"size": {"cols": 0, "rows": 10}}})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(sb, "process.Process/Update",
+                              {"process": {"pid": 99999}, "pty": {"size": {"cols": 9, "rows": 9}}})
+        self.assertConnectError(st, body, 404, "not_found")
+        c.close()
+        self.unary(sb, "process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
