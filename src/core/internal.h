@@ -95,6 +95,11 @@ void sbx__handle_init_death (struct sbx_sandbox *sb);
 int sbx__pump_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 void sbx__pump_cancel_all (struct sbx_sandbox *sb);
 
+/* ports.c */
+/* 1 when ev was a connect's answer (its socket then taken or closed). */
+int sbx__connect_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
+void sbx__connect_cancel_all (struct sbx_sandbox *sb);
+
 /* outbuf.c */
 void sbx__outbuf_init (struct sbx_outbuf *o, size_t cap, int fd);
 void sbx__outbuf_copy (const struct sbx_outbuf *o, enum sbx_out_mode mode, uint64_t from, char *dst,

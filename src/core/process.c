@@ -181,6 +181,11 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
   struct sbx_process *p = by_req (sb, ev->req_id);
   int i;
 
+  if (ev->type == SBX_ISO_CONNECTED || ev->type == SBX_ISO_CONNECT_FAILED)
+    {
+      sbx__connect_on_event (sb, ev);
+      return;
+    }
   if (p == NULL)
     {
       /* A files-API copy, or a collected process nothing waits for. */
@@ -236,6 +241,8 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       for (i = 0; i < 2; i++)
         sbx__outbuf_start_drain (&p->out[i]);
       break;
+    case SBX_ISO_CONNECTED:
+    case SBX_ISO_CONNECT_FAILED: /* taken above */
     default:
       break;
     }
@@ -364,6 +371,7 @@ void
 sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
 {
   sbx__pump_cancel_all (sb);
+  sbx__connect_cancel_all (sb);
   while (sb->procs)
     {
       struct sbx_process *p = sb->procs;

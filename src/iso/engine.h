@@ -135,6 +135,11 @@ int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, uint32_
 int sbx_iso_pump (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t gid, int in_fd,
                   int out_fd, sbx_error_t **err);
 
+/* Ask init to connect a TCP socket to port on the sandbox's own loopback
+   (SBX_MSG_CONNECT): answered by a CONNECTED event for req_id carrying the
+   socket, or CONNECT_FAILED with the errno. */
+int sbx_iso_connect (struct sbx_iso_box *box, uint64_t req_id, uint32_t port, sbx_error_t **err);
+
 /* Restart survival (attach.c). A sandbox handed out to a tenant is kept:
    init holds our end of its control socket and our ends of its commands'
    pipes, and ends the sandbox itself at deadline_ms (wall clock, 0: never)
@@ -168,6 +173,8 @@ enum sbx_iso_event_type
   SBX_ISO_SPAWNED = 1,
   SBX_ISO_SPAWN_FAILED,
   SBX_ISO_EXITED,
+  SBX_ISO_CONNECTED,      /* fd: the connected socket */
+  SBX_ISO_CONNECT_FAILED, /* sys_errno */
 };
 struct sbx_iso_event
 {
@@ -177,10 +184,13 @@ struct sbx_iso_event
   int wait_status;
   int sys_errno;
   uint32_t stage;
+  int fd; /* CONNECTED: a TCP stream socket, close-on-exec, owned by the
+             receiver of the event; -1 otherwise */
 };
 /* Read one event from init without blocking: 1 with *ev filled, 0 when
    none is waiting, -1 when init broke the protocol or went away (the
-   caller then destroys the sandbox). */
+   caller then destroys the sandbox). A CONNECTED whose socket we could not
+   take (our fd table is full) comes as CONNECT_FAILED EMFILE. */
 int sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err);
 
 #endif

@@ -75,6 +75,8 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
+    /* Any method; routed from the raw URI in begin_request (proxy.c). */
+    {"*", "v1/sandboxes/*/ports/*", SBX_BODY_PROXY, 0, sbx_route_port_proxy},
     {NULL, NULL, SBX_BODY_NONE, 0, NULL},
 };
 
@@ -88,11 +90,15 @@ sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *res
       MHD_destroy_response (resp);
       return;
     }
-  MHD_add_response_header (resp, "Cache-Control", "no-store");
-  MHD_add_response_header (resp, "X-Content-Type-Options", "nosniff");
-  /* RFC 9110 15.5.6: a 405 says which methods the resource takes. */
-  if (status == 405 && r->allow[0])
-    MHD_add_response_header (resp, "Allow", r->allow);
+  /* A proxied answer is the server's own: its caching, its types. */
+  if (!r->raw_response)
+    {
+      MHD_add_response_header (resp, "Cache-Control", "no-store");
+      MHD_add_response_header (resp, "X-Content-Type-Options", "nosniff");
+      /* RFC 9110 15.5.6: a 405 says which methods the resource takes. */
+      if (status == 405 && r->allow[0])
+        MHD_add_response_header (resp, "Allow", r->allow);
+    }
   if (r->defer_replies)
     {
       r->deferred = resp;
@@ -200,7 +206,9 @@ sbx_reply_error (struct sbx_req *r, sbx_error_t *err)
     }
   status = (unsigned) sbx_error_kind_http_status (err->kind);
 
-  if (status >= 500)
+  /* A server in a sandbox that is down or broken is its tenant's
+     business, not the daemon's: not worth a warning. */
+  if (status >= 500 && err->kind != SBX_E_BAD_GATEWAY && err->kind != SBX_E_GATEWAY_TIMEOUT)
     {
       /* r->path was cut into segments: join them again for the log. */
       char path[sizeof r->path];
@@ -318,6 +326,8 @@ free_request (struct sbx_req *r)
 {
   if (r->deferred)
     MHD_destroy_response (r->deferred);
+  sbx_proxy_free (r->proxy);
+  free (r->raw_uri);
   if (r->upload_open)
     sbx_host_fs_upload_abort (&r->up);
   sbx_sandbox_fs_close (&r->fs);
@@ -342,12 +352,25 @@ on_completed (void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* First call for a request: everything that can be decided from the
    request line and headers, before any body arrives. */
+/* The table's port-proxy entry (method "*"), or NULL. */
+static const struct sbx_route *
+proxy_route (const struct sbx_route *table)
+{
+  int i;
+
+  for (i = 0; table[i].method; i++)
+    if (strcmp (table[i].method, "*") == 0)
+      return &table[i];
+  return NULL;
+}
+
 static void
 begin_request (struct sbx_req *r, struct listener *l, const char *url, const char *method)
 {
+  const struct sbx_route *proxy = proxy_route (l->routes);
   const char *cl;
   sbx_error_t *err = NULL;
-  int rc;
+  int rc, had_nul = url_had_nul;
 
   r->admin = l->admin;
   r->fs.root = -1;
@@ -361,19 +384,30 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
      sending it would see a reset connection instead of the answer); a
      large or chunked one is not read for nothing. */
   r->defer_replies = r->content_length > 0 && r->content_length <= SBX_JSON_BODY_MAX;
-  if (url_had_nul)
+  url_had_nul = 0;
+  /* The port proxy is routed from the URI as sent: what follows the port
+     goes to the server in the sandbox exactly as the client wrote it
+     (a %00 there is just three characters, never a cut C string). */
+  if (proxy != NULL && r->raw_uri != NULL
+      && sbx_route_port_split (r->raw_uri, r->path, sizeof r->path, r->segs, SBX_MAX_SEGS,
+                               &r->nsegs, &r->proxy_target))
     {
-      url_had_nul = 0;
+      r->route = proxy;
+      rc = 0;
+    }
+  else if (had_nul)
+    {
       reply_error_kind (r, 400, "invalid_argument", "the URL contains a NUL character (%00)");
       return;
     }
-  if (sbx_route_split (url, r->path, sizeof r->path, r->segs, SBX_MAX_SEGS, &r->nsegs) < 0)
+  else if (sbx_route_split (url, r->path, sizeof r->path, r->segs, SBX_MAX_SEGS, &r->nsegs) < 0)
     {
       reply_error_kind (r, 404, "not_found", "no such route");
       return;
     }
-  rc = sbx_route_find (l->routes, r->segs, r->nsegs, method, &r->route, r->allow,
-                       sizeof r->allow);
+  else
+    rc = sbx_route_find (l->routes, r->segs, r->nsegs, method, &r->route, r->allow,
+                         sizeof r->allow);
   if (rc == 404)
     {
       char msg[200];
@@ -409,6 +443,11 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
       sbx_reply_error (r, err);
       return;
     }
+  if (r->route->body == SBX_BODY_PROXY && sbx_route_port_begin (r, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
   r->refused = 0;
 }
 
@@ -429,6 +468,9 @@ take_body (struct sbx_req *r, const char *data, size_t len)
           sbx_host_fs_upload_abort (&r->up);
           r->upload_open = 0;
         }
+      break;
+    case SBX_BODY_PROXY:
+      sbx_proxy_body (r, data, len);
       break;
     case SBX_BODY_JSON:
     case SBX_BODY_RAW:
@@ -451,13 +493,19 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
   struct sbx_req *r = *con_cls;
 
   (void) version;
-  if (r == NULL)
+  if (r == NULL || !r->begun)
     {
-      r = calloc (1, sizeof *r);
       if (r == NULL)
-        return MHD_NO;
-      r->conn = c;
-      *con_cls = r;
+        {
+          /* uri_log found no memory for it */
+          r = calloc (1, sizeof *r);
+          if (r == NULL)
+            return MHD_NO;
+          r->conn = c;
+          *con_cls = r;
+        }
+      r->begun = 1;
+      r->method = method;
       sbx_json_alloc_reset (); /* a note left by this thread's last request */
       begin_request (r, l, url, method);
       r->defer_replies = 0;
@@ -501,6 +549,22 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
   /* No answer could be made or queued (out of memory): close the
      connection, the one thing left to tell the client. */
   return r->responded && !r->queue_failed ? MHD_YES : MHD_NO;
+}
+
+/* libmicrohttpd's first call for a request, with the URI as the client
+   sent it (before unescaping, with the query): the request's state starts
+   here, so that the port proxy can send that URI on unchanged. */
+static void *
+uri_log (void *cls, const char *uri, struct MHD_Connection *c)
+{
+  struct sbx_req *r = calloc (1, sizeof *r);
+
+  (void) cls;
+  if (r == NULL)
+    return NULL;
+  r->conn = c;
+  r->raw_uri = strdup (uri); /* NULL: no proxying (begin_request routes as usual) */
+  return r;
 }
 
 static void __attribute__ ((format (printf, 2, 0)))
@@ -612,6 +676,7 @@ start_mhd (struct listener *l, sbx_error_t **err)
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) IDLE_TIMEOUT_S,
                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, NULL,
                              MHD_OPTION_THREAD_STACK_SIZE, (size_t) (512 * 1024),
                              MHD_OPTION_END);
   if (l->mhd == NULL)
@@ -708,7 +773,8 @@ sbx__server_start_detached (const struct sbx_route *table, sbx_error_t **err)
   detached_listener.mhd = MHD_start_daemon (
       MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, &detached_listener,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-      MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+      MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_log, NULL,
+      MHD_OPTION_END);
   if (detached_listener.mhd == NULL)
     return sbx_err (err, SBX_E_SYSTEM, "cannot start the HTTP server"), NULL;
   return detached_listener.mhd;

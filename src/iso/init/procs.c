@@ -130,8 +130,10 @@ init_handle_attach (size_t len, int nfds)
 
   if (len != sizeof (struct sbx_msg_hdr) || nfds != 0)
     init_protocol_violation ();
-  /* Whatever was waiting for the old daemon is in the answer. */
+  /* Whatever was waiting for the old daemon is in the answer; its
+     connects in flight are nobody's now. */
   init_drop_events ();
+  init_connect_drop_all ();
   memset (&roots, 0, sizeof roots);
   roots.hdr.type = SBX_MSG_ROOTS;
   roots.hdr.len = sizeof roots;
