@@ -4,6 +4,7 @@
 #   make test         unit tests (plain and ASan+UBSan) and the integration suites
 #   make test-unit    C unit tests only
 #   make test-asan    the integration suites again, against an ASan+UBSan daemon
+#   make test-e2b     the official E2B SDKs, unchanged, against sbx (npm ci first)
 #   make fuzz         libFuzzer harnesses (clang), FUZZ_SECONDS each (docs/fuzzing.md)
 #   make fuzz-ci      replay the fuzz regressions and seeds, then 10 s per harness
 #   make bench        side-by-side benchmark against bubblewrap
@@ -65,7 +66,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CLI_LIBS    := -Wl,-Bstatic -ljansson -lhttp_parser -Wl,-Bdynamic -lpthread
 DAEMON_LIBS := $(shell pkg-config --libs libmicrohttpd jansson libseccomp sqlite3 libcrypto) -lhttp_parser -lpthread -lm
 
-.PHONY: all clean test test-unit test-integration test-asan bench soak valgrind install lint
+.PHONY: all clean test test-unit test-integration test-asan test-e2b bench bench-e2b soak valgrind install lint
 # failalloc.so (allocation failures on demand, for tests/integration/
 # test_faults.py) is LD_PRELOADed into the daemon: plain builds only, as
 # ASan brings an allocator of its own.
@@ -126,11 +127,24 @@ test-unit: $(UNIT_BIN)
 test-integration: all
 	SBX_BUILD=$(BUILD) $(PYTHON) tests/integration/run.py
 
+# The official E2B SDKs (pinned in tests/e2b/package-lock.json) against a
+# private daemon (docs/e2b.md).
+test-e2b: all
+	cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error
+	SBX_BUILD=$(BUILD) $(PYTHON) tests/e2b/run.py
+
+# sandbox.commands.run('true') through the SDK, beside the native API and
+# bubblewrap (docs/benchmarks.md).
+bench-e2b: all
+	cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error
+	SBX_BUILD=$(BUILD) $(PYTHON) tests/e2b/run.py --bench 300
+
 test: all lint
 	$(MAKE) test-unit
 	$(MAKE) BUILD=build-asan SAN=1 test-unit
 	$(MAKE) fuzz-ci
 	$(MAKE) test-integration
+	$(MAKE) test-e2b
 	$(MAKE) test-asan
 	$(MAKE) valgrind
 

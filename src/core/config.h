@@ -31,6 +31,9 @@ struct sbx_config
   int verbose;
   int kill_on_exit; /* a clean stop kills running sandboxes (default: they live on) */
   char frontend_user[64]; /* the account the HTTP front end runs as */
+  /* E2B's sandbox domain: Host "PORT-ID.DOMAIN" reaches a sandbox's port
+     (server/e2b_route.h); "" = by headers only. */
+  char domain[256];
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);

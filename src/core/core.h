@@ -89,6 +89,8 @@ struct sbx_process
   int background;      /* listed until collected by wait */
   int collected;
   json_t *argv;        /* owned, for listing */
+  json_t *env;         /* owned: the request's own variables, for listing */
+  char user_tag[64];   /* the client's name for it (E2B's tag), "" when none */
   char *cwd;
   char user[16];
   int64_t started_ms;  /* wall clock */
@@ -139,6 +141,12 @@ struct sbx_sandbox
   char tenant[80];
   char template_name[32];
   char user[16];
+  /* Secrets of the E2B data plane (server/e2b_*.c): the access token every
+     envd call carries, and the token that lets a request through to the
+     sandbox's ports. 40 hex digits each; fixed once the sandbox is handed
+     out. */
+  char access_token[41];
+  char traffic_token[41];
   int64_t created_ms, expires_ms; /* wall clock */
   int64_t expires_mono;
   uint64_t timeout_ms;
@@ -186,6 +194,7 @@ struct sbx_exec_opts
   enum sbx_out_mode mode;
   size_t out_cap;    /* per stream */
   int background;
+  const char *user_tag; /* NULL or a name (<= 63 bytes) to find it by */
 };
 
 /* ---- the core's API ---------------------------------------------------- */
@@ -220,6 +229,8 @@ int64_t sbx_mono_ms (void);
 struct sbx_sandbox *sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts,
                                         sbx_error_t **err);
 struct sbx_sandbox *sbx_sandbox_get (const char *tenant, const char *id, sbx_error_t **err);
+/* When the sandbox's lifetime ends (wall clock, ms). */
+int64_t sbx_sandbox_expires_ms (struct sbx_sandbox *sb);
 void sbx_sandbox_ref (struct sbx_sandbox *sb);
 void sbx_sandbox_unref (struct sbx_sandbox *sb);
 json_t *sbx_sandbox_json (struct sbx_sandbox *sb);
@@ -259,6 +270,9 @@ int sbx_sandbox_connect_port (struct sbx_sandbox *sb, unsigned port, sbx_error_t
 struct sbx_process *sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts,
                                        sbx_error_t **err);
 struct sbx_process *sbx_process_find (struct sbx_sandbox *sb, int pid, sbx_error_t **err);
+/* The running process with this user tag (the newest when several). */
+struct sbx_process *sbx_process_find_tag (struct sbx_sandbox *sb, const char *tag,
+                                          sbx_error_t **err);
 void sbx_process_unref (struct sbx_process *p);
 /* Block until done or timeout_ms passes (-1: forever); 1 done, 0 timeout. */
 int sbx_process_wait (struct sbx_process *p, int64_t timeout_ms);

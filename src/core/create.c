@@ -263,9 +263,14 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
 
   snprintf (sb->tenant, sizeof sb->tenant, "%s", tenant ? tenant : "default");
+  /* The name asked for (an alias of the template it runs on). */
+  snprintf (sb->template_name, sizeof sb->template_name, "%s",
+            opts->template_name ? opts->template_name : "base");
   snprintf (sb->user, sizeof sb->user, "%s", user);
   sb->env = opts->env ? json_deep_copy (opts->env) : json_object ();
   sb->metadata = opts->metadata ? json_deep_copy (opts->metadata) : json_object ();
+  sbx_random_hex (sb->access_token, 20);
+  sbx_random_hex (sb->traffic_token, 20);
   sb->created_ms = sbx_now_ms ();
   sb->timeout_ms = timeout;
   sb->expires_ms = sb->created_ms + (int64_t) timeout;
@@ -295,6 +300,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.uid_base = (int64_t) sb->box.uid_base;
   rec.init_pid = sb->box.pid;
   rec.timeout_ms = (int64_t) sb->timeout_ms;
+  rec.access_token = sb->access_token;
+  rec.traffic_token = sb->traffic_token;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next

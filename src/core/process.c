@@ -39,6 +39,7 @@ process_free (struct sbx_process *p)
   close_and_reset (&p->stdin_fd);
   sbx_buf_free (&p->stdin_pending);
   json_decref (p->argv);
+  json_decref (p->env);
   free (p->cwd);
   pthread_cond_destroy (&p->cond);
   sbx__sandbox_unref_locked (p->sb);
@@ -262,10 +263,14 @@ sbx__process_on_output (struct sbx_process *p, int idx)
     return;
   if (p->mode == SBX_OUT_BLOCK)
     {
-      size_t room;
-      if (p->unpaced)
-        o->start = o->end; /* nobody will read it: keep nothing */
-      room = o->cap - (size_t) (o->end - o->start);
+      size_t room = o->cap - (size_t) (o->end - o->start);
+      if (p->unpaced && room == 0)
+        {
+          /* Nobody paces it any more: the newest output stays (for a
+             reader that attaches later), the oldest makes room. */
+          o->start = o->end;
+          room = o->cap;
+        }
       if (room == 0)
         {
           /* Lossless mode: let the pipe fill, so the writer in the
@@ -520,10 +525,10 @@ build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *
 static char *
 process_tag (const struct sbx_process *p)
 {
-  json_t *o = json_pack ("{s:O, s:s, s:s, s:I, s:i, s:I, s:I}", "argv", p->argv, "cwd", p->cwd,
-                         "user", p->user, "started_ms", (json_int_t) p->started_ms, "background",
-                         p->background, "cap", (json_int_t) p->out[0].cap, "timeout_ms",
-                         (json_int_t) p->timeout_ms);
+  json_t *o = json_pack ("{s:O, s:s, s:s, s:I, s:i, s:I, s:I, s:s}", "argv", p->argv, "cwd",
+                         p->cwd, "user", p->user, "started_ms", (json_int_t) p->started_ms,
+                         "background", p->background, "cap", (json_int_t) p->out[0].cap,
+                         "timeout_ms", (json_int_t) p->timeout_ms, "user_tag", p->user_tag);
   char *s;
 
   if (o == NULL)
@@ -616,7 +621,10 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
         p->argv = NULL;
       }
   p->cwd = strdup (opts->cwd ? opts->cwd : home);
-  if (p->cwd == NULL || p->argv == NULL || p->stdin_pending.failed
+  p->env = opts->env ? json_deep_copy (opts->env) : json_object ();
+  if (opts->user_tag)
+    snprintf (p->user_tag, sizeof p->user_tag, "%s", opts->user_tag);
+  if (p->cwd == NULL || p->argv == NULL || p->env == NULL || p->stdin_pending.failed
       || (p->mode == SBX_OUT_BLOCK && (p->out[0].data == NULL || p->out[1].data == NULL)))
     {
       sbx_err_oom (err);
@@ -767,6 +775,24 @@ sbx_process_find (struct sbx_sandbox *sb, int pid, sbx_error_t **err)
         }
   pthread_mutex_unlock (&sbx_core.lock);
   return sbx_err (err, SBX_E_NOT_FOUND, "process %d not found", pid), NULL;
+}
+
+struct sbx_process *
+sbx_process_find_tag (struct sbx_sandbox *sb, const char *tag, sbx_error_t **err)
+{
+  struct sbx_process *p;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  if (sb->state == SBX_SB_RUNNING && tag[0] != '\0')
+    for (p = sb->procs; p; p = p->next)
+      if (p->pid > 0 && p->state != SBX_PROC_DONE && strcmp (p->user_tag, tag) == 0)
+        {
+          p->refs++;
+          pthread_mutex_unlock (&sbx_core.lock);
+          return p;
+        }
+  pthread_mutex_unlock (&sbx_core.lock);
+  return sbx_err (err, SBX_E_NOT_FOUND, "process with tag `%.64s` not found", tag), NULL;
 }
 
 int

@@ -118,6 +118,17 @@ sbx_sandbox_get (const char *tenant, const char *id, sbx_error_t **err)
   return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%.64s` not found", id), NULL;
 }
 
+int64_t
+sbx_sandbox_expires_ms (struct sbx_sandbox *sb)
+{
+  int64_t ms;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  ms = sb->expires_ms;
+  pthread_mutex_unlock (&sbx_core.lock);
+  return ms;
+}
+
 static json_t *
 sandbox_json_locked (struct sbx_sandbox *sb)
 {

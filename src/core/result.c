@@ -211,6 +211,8 @@ info_locked (struct sbx_process *p)
   json_object_set_new (o, "started_at", sbx_json_time (p->started_ms));
   json_object_set_new (o, "stdin_open", json_boolean (p->stdin_open));
   json_object_set_new (o, "background", json_boolean (p->background));
+  json_object_set_new (o, "tag", p->user_tag[0] ? json_string (p->user_tag) : json_null ());
+  json_object_set (o, "env", p->env ? p->env : json_object ());
   if (p->state == SBX_PROC_DONE)
     {
       json_t *r = sbx__process_result_locked (p, 0, 0);

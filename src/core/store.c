@@ -40,7 +40,9 @@ static const char schema[]
       "  slot INTEGER NOT NULL,"
       "  uid_base INTEGER NOT NULL,"
       "  init_pid INTEGER NOT NULL,"
-      "  timeout_ms INTEGER NOT NULL DEFAULT 0);"
+      "  timeout_ms INTEGER NOT NULL DEFAULT 0,"
+      "  access_token TEXT NOT NULL DEFAULT '',"
+      "  traffic_token TEXT NOT NULL DEFAULT '');"
       "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
       "CREATE TABLE IF NOT EXISTS api_keys ("
       "  id TEXT PRIMARY KEY,"
@@ -130,6 +132,15 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
        daemon shows it): the column, with 0 meaning expires - created. */
     sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN timeout_ms INTEGER NOT NULL DEFAULT 0",
                   NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT access_token FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* A database from before the E2B data plane: records without tokens
+       (an adopted one gets new ones, see core/adopt.c). */
+    sqlite3_exec (st->db,
+                  "ALTER TABLE sandboxes ADD COLUMN access_token TEXT NOT NULL DEFAULT '';"
+                  "ALTER TABLE sandboxes ADD COLUMN traffic_token TEXT NOT NULL DEFAULT ''",
+                  NULL, NULL, &msg);
   if (msg != NULL || sqlite3_errcode (st->db) != SQLITE_OK)
     {
       sbx_err (err, SBX_E_SYSTEM, "database `%s`: %s", path, msg ? msg : "schema failed");
@@ -204,6 +215,8 @@ bind_insert (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_int64 (s, 14, r->uid_base);
   sqlite3_bind_int64 (s, 15, r->init_pid);
   sqlite3_bind_int64 (s, 16, r->timeout_ms);
+  sqlite3_bind_text (s, 17, r->access_token ? r->access_token : "", -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 18, r->traffic_token ? r->traffic_token : "", -1, SQLITE_STATIC);
 }
 
 int
@@ -212,9 +225,10 @@ sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record 
 {
   return run (st,
               "INSERT INTO sandboxes (id, tenant, template, user, state, created_ms, expires_ms,"
-              " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid, timeout_ms)"
+              " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid, timeout_ms,"
+              " access_token, traffic_token)"
               " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-              " ?16)",
+              " ?16, ?17, ?18)",
               bind_insert, r, NULL, err);
 }
 
@@ -425,7 +439,7 @@ sbx_store_sandbox_running (struct sbx_store *st,
   if (sqlite3_prepare_v2 (st->db,
                           "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
                           " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid,"
-                          " timeout_ms"
+                          " timeout_ms, access_token, traffic_token"
                           " FROM sandboxes WHERE state = 'running' ORDER BY created_ms",
                           -1, &stmt, NULL)
       != SQLITE_OK)
@@ -457,7 +471,10 @@ sbx_store_sandbox_running (struct sbx_store *st,
       r.uid_base = sqlite3_column_int64 (stmt, 13);
       r.init_pid = sqlite3_column_int64 (stmt, 14);
       r.timeout_ms = sqlite3_column_int64 (stmt, 15);
-      if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json)
+      r.access_token = (const char *) sqlite3_column_text (stmt, 16);
+      r.traffic_token = (const char *) sqlite3_column_text (stmt, 17);
+      if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json
+          && r.access_token && r.traffic_token)
         fn (&r, arg);
     }
   if (rc != SQLITE_DONE)
@@ -465,6 +482,29 @@ sbx_store_sandbox_running (struct sbx_store *st,
   sqlite3_finalize (stmt);
   pthread_mutex_unlock (&st->lock);
   return rc == SQLITE_DONE ? 0 : -1;
+}
+
+struct tokens
+{
+  const char *id, *access, *traffic;
+};
+
+static void
+bind_tokens (sqlite3_stmt *s, const void *arg)
+{
+  const struct tokens *a = arg;
+  sqlite3_bind_text (s, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, a->access, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 3, a->traffic, -1, SQLITE_STATIC);
+}
+
+int
+sbx_store_sandbox_set_tokens (struct sbx_store *st, const char *id, const char *access_token,
+                              const char *traffic_token, sbx_error_t **err)
+{
+  struct tokens a = {id, access_token, traffic_token};
+  return run (st, "UPDATE sandboxes SET access_token = ?2, traffic_token = ?3 WHERE id = ?1",
+              bind_tokens, &a, NULL, err);
 }
 
 static void

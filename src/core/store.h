@@ -21,6 +21,9 @@ struct sbx_sandbox_record
   int64_t uid_base;
   int64_t init_pid;
   int64_t timeout_ms; /* the lifetime as last set (0 in old records) */
+  /* The data plane's secrets (E2B's envdAccessToken and
+     trafficAccessToken): "" in records from before them. */
+  const char *access_token, *traffic_token;
 };
 
 int sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err);
@@ -30,6 +33,8 @@ int sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_rec
                               sbx_error_t **err);
 int sbx_store_sandbox_set_expiry (struct sbx_store *st, const char *id, int64_t expires_ms,
                                   int64_t timeout_ms, sbx_error_t **err);
+int sbx_store_sandbox_set_tokens (struct sbx_store *st, const char *id, const char *access_token,
+                                  const char *traffic_token, sbx_error_t **err);
 int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
                            const char *reason, int64_t ended_ms, sbx_error_t **err);
 /* Call fn for every record still "running" (what a restarted daemon

@@ -121,7 +121,9 @@ sbx_templates_free (void)
 const struct sbx_template *
 sbx_template_find (const char *name)
 {
-  if (name == NULL || strcmp (name, "base") == 0)
+  /* E2B's code interpreter template runs on base until sbx has its own
+     (the code interpreter is a later piece of work). */
+  if (name == NULL || strcmp (name, "base") == 0 || strcmp (name, "code-interpreter-v1") == 0)
     return &base;
   return NULL;
 }

@@ -24,8 +24,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "core/keys.h"
 #include "priv/host.h"
+#include "server/e2b.h"
 #include "server/request.h"
 #include "server/route_match.h"
 #include "util/cleanup.h"
@@ -75,6 +78,26 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
+    /* E2B's control plane (e2b_control.c): E2B_API_URL points here. */
+    {"GET", "health", SBX_BODY_NONE, 0, sbx_route_e2b_health},
+    {"POST", "sandboxes", SBX_BODY_JSON, 0, sbx_route_e2b_create},
+    {"POST", "v2/sandboxes", SBX_BODY_JSON, 0, sbx_route_e2b_create},
+    {"GET", "sandboxes", SBX_BODY_NONE, 0, sbx_route_e2b_list},
+    {"GET", "v2/sandboxes", SBX_BODY_NONE, 0, sbx_route_e2b_list},
+    {"GET", "sandboxes/*", SBX_BODY_NONE, 0, sbx_route_e2b_get},
+    {"DELETE", "sandboxes/*", SBX_BODY_NONE, 0, sbx_route_e2b_kill},
+    {"POST", "sandboxes/*/timeout", SBX_BODY_JSON, 0, sbx_route_e2b_timeout},
+    {"POST", "sandboxes/*/refreshes", SBX_BODY_JSON, 0, sbx_route_e2b_refresh},
+    {"POST", "sandboxes/*/connect", SBX_BODY_JSON, 0, sbx_route_e2b_connect},
+    {"POST", "v2/sandboxes/*/connect", SBX_BODY_JSON, 0, sbx_route_e2b_connect},
+    {"GET", "sandboxes/*/metrics", SBX_BODY_NONE, 0, sbx_route_e2b_metrics},
+    {"POST", "sandboxes/*/pause", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
+    {"POST", "sandboxes/*/resume", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
+    {"POST", "sandboxes/*/fork", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
+    {"POST", "sandboxes/*/snapshots", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
+    {"PUT", "sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
+    {"GET", "snapshots", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
+    {"DELETE", "templates/*", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
     /* Any method; routed from the raw URI in begin_request (proxy.c). */
     {"*", "v1/sandboxes/*/ports/*", SBX_BODY_PROXY, 0, sbx_route_port_proxy},
     {NULL, NULL, SBX_BODY_NONE, 0, NULL},
@@ -328,6 +351,8 @@ free_request (struct sbx_req *r)
     MHD_destroy_response (r->deferred);
   sbx_proxy_free (r->proxy);
   free (r->raw_uri);
+  if (r->e2b_files)
+    sbx_e2b_files_free (r);
   if (r->upload_open)
     sbx_host_fs_upload_abort (&r->up);
   sbx_sandbox_fs_close (&r->fs);
@@ -348,6 +373,119 @@ on_completed (void *cls, struct MHD_Connection *c, void **con_cls,
   if (*con_cls)
     free_request (*con_cls);
   *con_cls = NULL;
+}
+
+/* E2B's answer for a sandbox that does not exist (or no longer): the SDK
+   reads a 502 as "gone" (isRunning() false, TimeoutError). */
+static void
+reply_sandbox_gone (struct sbx_req *r)
+{
+  json_t *o = json_object ();
+
+  json_object_set_new (o, "sandboxId", json_string (r->e2b.sandbox_id));
+  json_object_set_new (o, "message", json_string ("The sandbox was not found"));
+  json_object_set_new (o, "code", json_integer (502));
+  sbx_reply_json (r, 502, o);
+}
+
+/* 1 when the request carries this sandbox's access token. The compare
+   takes the same time wherever the first wrong byte is. */
+static int
+has_access_token (struct sbx_req *r)
+{
+  const char *t = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "X-Access-Token");
+
+  return t != NULL && strlen (t) == strlen (r->sb->access_token)
+         && CRYPTO_memcmp (t, r->sb->access_token, strlen (t)) == 0;
+}
+
+/* A request for a sandbox's data plane: envd's routes, the code
+   interpreter, or one of the sandbox's own ports. Its credential is the
+   sandbox's access token, not an API key (as in E2B). */
+static void
+begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const char *method)
+{
+  sbx_error_t *err = NULL;
+  int rc;
+
+  (void) l;
+  r->sb = sbx_sandbox_get (NULL, r->e2b.sandbox_id, NULL);
+  if (r->sb == NULL)
+    {
+      reply_sandbox_gone (r);
+      return;
+    }
+  if (r->e2b.plane == SBX_PLANE_CODE)
+    {
+      reply_error_kind (r, 501, "unimplemented",
+                        "the code interpreter (port 49999) is not available in this sbx yet");
+      return;
+    }
+  if (r->e2b.plane == SBX_PLANE_PORT)
+    {
+      /* A sandbox's own port (E2B's getHost(port) URLs): proxied with the
+         URI as the client sent it (server/proxy.c). Like E2B's default
+         (allowPublicTraffic), no credential is asked: the sandbox id in
+         the Host (or E2b-Sandbox-Id) is the capability. The request's
+         credentials never reach the sandbox (the proxy drops them). */
+      if (r->raw_uri == NULL)
+        {
+          reply_out_of_memory (r);
+          return;
+        }
+      if (sbx_proxy_begin (r, r->sb, r->e2b.port, r->raw_uri, &err) < 0)
+        {
+          sbx_reply_error (r, err);
+          return;
+        }
+      r->refused = 0;
+      return;
+    }
+  if (sbx_route_split (url, r->path, sizeof r->path, r->segs, SBX_MAX_SEGS, &r->nsegs) < 0)
+    {
+      sbx_connect_reply_code (r, "unimplemented", "no such envd route");
+      return;
+    }
+  rc = sbx_route_find (sbx_envd_routes, r->segs, r->nsegs, method, &r->route, r->allow,
+                       sizeof r->allow);
+  if (rc != 0)
+    {
+      char msg[200];
+      snprintf (msg, sizeof msg, "envd has no %s %.100s", method, url);
+      if (rc == 405)
+        reply_error_kind (r, 405, "method_not_allowed", msg);
+      else
+        sbx_connect_reply_code (r, "unimplemented", msg);
+      return;
+    }
+  if (r->route->auth == SBX_AUTH_TOKEN && !r->admin && !has_access_token (r))
+    {
+      reply_error_kind (r, 401, "unauthenticated",
+                        "unauthorized access, please provide a valid access token"
+                        " (X-Access-Token)");
+      return;
+    }
+  if (sbx_e2b_basic_user (MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND,
+                                                       "Authorization"),
+                          r->e2b_user)
+      < 0)
+    {
+      sbx_connect_reply_code (r, "unauthenticated",
+                              "the user must be `user` or `root` (Authorization: Basic)");
+      return;
+    }
+  if ((r->route->body == SBX_BODY_JSON || r->route->body == SBX_BODY_RAW)
+      && r->content_length != UINT64_MAX && r->content_length > SBX_JSON_BODY_MAX)
+    {
+      sbx_connect_reply_code (r, "resource_exhausted", "request body larger than 1 MiB");
+      return;
+    }
+  if (r->route->body == SBX_BODY_E2B_FILES && sbx_e2b_files_begin (r, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  r->refused = 0;
 }
 
 /* First call for a request: everything that can be decided from the
@@ -385,6 +523,30 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
      large or chunked one is not read for nothing. */
   r->defer_replies = r->content_length > 0 && r->content_length <= SBX_JSON_BODY_MAX;
   url_had_nul = 0;
+  {
+    const char *why = NULL;
+    if (sbx_e2b_route (MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Host"),
+                       MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Id"),
+                       MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Port"),
+                       sbx_core_config () ? sbx_core_config ()->domain : NULL, &r->e2b, &why)
+        < 0)
+      {
+        reply_error_kind (r, 400, "invalid_argument", why);
+        return;
+      }
+    /* A sandbox's own port gets the URI as sent, %00 and all (proxy.c);
+       envd's routes are decoded, and must not be cut by a NUL. */
+    if (had_nul && r->e2b.plane != SBX_PLANE_API && r->e2b.plane != SBX_PLANE_PORT)
+      {
+        reply_error_kind (r, 400, "invalid_argument", "the URL contains a NUL character (%00)");
+        return;
+      }
+    if (r->e2b.plane != SBX_PLANE_API)
+      {
+        begin_data_plane (r, l, url, method);
+        return;
+      }
+  }
   /* The port proxy is routed from the URI as sent: what follows the port
      goes to the server in the sandbox exactly as the client wrote it
      (a %00 there is just three characters, never a cut C string). */
@@ -422,7 +584,8 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
       reply_error_kind (r, 405, "method_not_allowed", msg);
       return;
     }
-  if (!r->admin && strcmp (r->route->pattern, "healthz") != 0 && authenticate (r, &err) < 0)
+  if (!r->admin && strcmp (r->route->pattern, "healthz") != 0
+      && strcmp (r->route->pattern, "health") != 0 && authenticate (r, &err) < 0)
     {
       sbx_reply_error (r, err);
       return;
@@ -460,6 +623,9 @@ take_body (struct sbx_req *r, const char *data, size_t len)
     return; /* an early answer was queued; the rest is discarded */
   switch (r->route->body)
     {
+    case SBX_BODY_E2B_FILES:
+      sbx_e2b_files_body (r, data, len);
+      break;
     case SBX_BODY_UPLOAD:
       if (r->upload_open && r->upload_err == NULL
           && sbx_host_fs_upload_write (&r->up, data, len, &err) < 0)

@@ -8,6 +8,7 @@
 
 #include "core/core.h"
 #include "iso/fs.h"
+#include "server/e2b_route.h"
 #include "util/buf.h"
 #include "util/error.h"
 
@@ -20,7 +21,16 @@ enum sbx_body_kind
   SBX_BODY_JSON,   /* buffered, <= SBX_JSON_BODY_MAX, parsed by the handler */
   SBX_BODY_RAW,    /* buffered raw bytes, <= SBX_JSON_BODY_MAX */
   SBX_BODY_UPLOAD, /* streamed into a file in the sandbox */
+  SBX_BODY_E2B_FILES, /* E2B's POST /files: multipart or raw, streamed (e2b_files.c) */
   SBX_BODY_PROXY,  /* streamed to a server in the sandbox (server/proxy.c) */
+};
+
+/* How a data-plane (envd) route is authorized; API routes ignore it. */
+enum sbx_route_auth
+{
+  SBX_AUTH_TOKEN = 0,      /* X-Access-Token: the sandbox's access token */
+  SBX_AUTH_NONE,           /* GET /health, as envd */
+  SBX_AUTH_TOKEN_OR_SIGNED, /* /files: the token, or a URL signed with it (handler checks) */
 };
 
 struct sbx_req;
@@ -35,6 +45,7 @@ struct sbx_route
   enum sbx_body_kind body;
   int admin_only;
   sbx_handler handler;
+  enum sbx_route_auth auth;
 };
 
 struct sbx_proxy;
@@ -65,6 +76,11 @@ struct sbx_req
   char allow[64]; /* for a 405: the methods the path takes */
   struct MHD_Response *deferred;
   unsigned deferred_status;
+  /* E2B's data plane: which sandbox and port the request is for, and the
+     acting user; sb then holds that sandbox. */
+  struct sbx_e2b_target e2b;
+  char e2b_user[16];
+  void *e2b_files; /* POST /files in progress (e2b_files.c) */
   /* uploads */
   struct sbx_sandbox *sb;
   struct sbx_fs_ctx fs;

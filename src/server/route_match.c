@@ -129,7 +129,8 @@ sbx_route_port_number (const char *s, unsigned *port)
   unsigned v = 0;
   size_t i, n = strlen (s);
 
-  if (n == 0 || n > 5)
+  /* No leading zero: one port, one spelling (as the E2B router wants). */
+  if (n == 0 || n > 5 || s[0] == '0')
     return 0;
   for (i = 0; i < n; i++)
     {

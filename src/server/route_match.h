@@ -49,7 +49,7 @@ int sbx_route_find (const struct sbx_route *table, char *const *segs, int nsegs,
 int sbx_route_port_split (const char *raw, char *path, size_t cap, char **segs, int max_segs,
                           int *nsegs, const char **target);
 
-/* A port number: decimal digits only (at most 5), 1 to 65535. */
+/* A port number: decimal digits only, no leading zero, 1 to 65535. */
 int sbx_route_port_number (const char *s, unsigned *port);
 
 /* 1 when s is an HTTP token (RFC 9110 5.6.2: a method or a field name). */

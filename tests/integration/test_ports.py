@@ -509,7 +509,7 @@ class Errors(PortsTest):
         self.assertEqual(body["message"], "nothing listens on port 8999 in sandbox %s" % self.sid)
 
     def test_bad_ports(self):
-        for port in ("0", "70000", "65536", "abc", "-1", "1e3", "%38100", "080000"):
+        for port in ("0", "70000", "65536", "abc", "-1", "1e3", "%38100", "08100", "080000"):
             with self.subTest(port=port):
                 self.assertError(self.req("GET", self.url(port, "/")), 400, "invalid_argument")
         self.assertEqual(self.echo("/ok")["target"], "/ok")
@@ -642,6 +642,61 @@ class Limits(PortsTest):
             t.join()
         wait_until(lambda: nfds() == before, timeout=10, what="init's fds to settle")
         self.assertEqual(sorted(sandbox_host_pids(self.d, self.sid)), sorted(pids))
+
+
+class E2BRouting(PortsTest):
+    """E2B's preview URLs reach the same proxy: Host PORT-ID.DOMAIN (with
+    --domain), or the SDK's E2b-Sandbox-Id and E2b-Sandbox-Port headers."""
+
+    extra_args = PortsTest.extra_args + ("--domain", "sbx.test")
+
+    def test_host_and_headers(self):
+        for tcp in (False, True):
+            for headers in ({"Host": "%d-%s.sbx.test" % (ECHO, self.sid)},
+                            {"Host": "%d-%s.SBX.test:8443" % (ECHO, self.sid.upper())},
+                            {"E2b-Sandbox-Id": self.sid, "E2b-Sandbox-Port": str(ECHO)}):
+                with self.subTest(tcp=tcp, headers=headers):
+                    r = self.req("POST", "/app/x%2Fy?q=%00&r", body=b"e2b", headers=headers,
+                                 tcp=tcp)
+                    self.assertEqual(r.status, 200, r)
+                    got = r.json()
+                    self.assertEqual((got["method"], got["target"], got["length"]),
+                                     ("POST", "/app/x%2Fy?q=%00&r", 3))
+                    names = [k.lower() for k, _ in got["headers"]]
+                    self.assertNotIn("e2b-sandbox-id", names)
+                    self.assertNotIn("e2b-sandbox-port", names)
+                    if "Host" in headers:
+                        self.assertIn(["Host", headers["Host"]], got["headers"])
+        # Streaming and errors are the proxy's.
+        n = 5 * 1000 * 1000
+        r = self.req("GET", "/big?n=%d" % n, headers={"Host": "%d-%s.sbx.test" % (ECHO, self.sid)})
+        self.assertEqual((r.status, len(r.body)), (200, n))
+        self.assertEqual(hashlib.sha256(r.body).hexdigest(), pattern_digest(n))
+        r = self.req("GET", "/", headers={"Host": "8999-%s.sbx.test" % self.sid})
+        self.assertError(r, 502, "bad_gateway")
+        r = self.req("GET", "/", headers={"Host": "%d-%s.sbx.test" % (MISBEHAVING["stall"],
+                                                                     self.sid)})
+        self.assertError(r, 504, "gateway_timeout")
+        r = self.req("GET", "/", headers={"Host": "%d-%s.sbx.test" % (ECHO, self.sid),
+                                          "Upgrade": "websocket", "Connection": "Upgrade"})
+        self.assertError(r, 501, "not_implemented")
+        # An unknown sandbox is E2B's "gone".
+        r = self.req("GET", "/", headers={"Host": "%d-%s.sbx.test" % (ECHO, "a" * 20)})
+        self.assertEqual(r.status, 502, r)
+        self.assertEqual(r.json()["sandboxId"], "a" * 20)
+        self.assertServing()
+
+    def test_credentials_dropped(self):
+        r = self.req("GET", "/c", tcp=True, headers={
+            "Host": "%d-%s.sbx.test" % (ECHO, self.sid), "X-API-Key": self.key,
+            "X-Access-Token": "tok", "E2b-Traffic-Access-Token": "tt",
+            "Authorization": "Bearer " + self.key})
+        self.assertEqual(r.status, 200, r)
+        got = r.json()
+        self.assertNotIn(self.key, json.dumps(got))
+        names = [k.lower() for k, _ in got["headers"]]
+        for n in ("x-api-key", "x-access-token", "e2b-traffic-access-token", "authorization"):
+            self.assertNotIn(n, names)
 
 
 class Restart(unittest.TestCase):

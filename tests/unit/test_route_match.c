@@ -159,7 +159,7 @@ test_port_proxy_values (void)
   CHECK (sbx_route_port_number ("1", &port) == 1 && port == 1);
   CHECK (sbx_route_port_number ("8000", &port) == 1 && port == 8000);
   CHECK (sbx_route_port_number ("65535", &port) == 1 && port == 65535);
-  CHECK (sbx_route_port_number ("08000", &port) == 1 && port == 8000);
+  CHECK (sbx_route_port_number ("08000", &port) == 0);
   CHECK (sbx_route_port_number ("0", &port) == 0);
   CHECK (sbx_route_port_number ("65536", &port) == 0);
   CHECK (sbx_route_port_number ("99999", &port) == 0);

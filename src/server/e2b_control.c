@@ -1,0 +1,667 @@
+/* sbx: E2B's control plane (E2B_API_URL): create, list, inspect, extend
+ * and kill sandboxes, in the shapes the SDK reads (spec/openapi.yml of
+ * e2b-dev/E2B; ../shared/docs/e2b-protocol.md section 3). Authenticated
+ * with the same API keys as the native API (X-API-Key), scoped to the
+ * key's tenant. Errors are {code, message} with a numeric code, which the
+ * SDK turns into its error classes (404 NotFoundError, 401
+ * AuthenticationError, ...). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/template.h"
+#include "server/e2b.h"
+
+#define TIMEOUT_V1_DEFAULT_S 15  /* infra: SandboxTimeoutDefault for POST /sandboxes */
+#define TIMEOUT_V2_DEFAULT_S 300 /* and for POST /v2/sandboxes */
+#define LIST_LIMIT_DEFAULT 100
+#define LIST_LIMIT_MAX 1000
+
+static const char *
+tenant_of (struct sbx_req *r)
+{
+  return sbx_req_tenant (r) ? sbx_req_tenant (r) : "default";
+}
+
+static json_t *
+domain_json (void)
+{
+  const struct sbx_config *cfg = sbx_core_config ();
+  return cfg && cfg->domain[0] ? json_string (cfg->domain) : json_null ();
+}
+
+/* The Sandbox object of create and connect answers. */
+static json_t *
+sandbox_json (struct sbx_sandbox *sb)
+{
+  json_t *o = json_object ();
+
+  json_object_set_new (o, "sandboxID", json_string (sb->id));
+  json_object_set_new (o, "templateID", json_string (sb->template_name));
+  json_object_set_new (o, "alias", json_string (sb->template_name));
+  /* Deprecated, still "required" by the schema. */
+  json_object_set_new (o, "clientID", json_string ("sbx"));
+  json_object_set_new (o, "envdVersion", json_string (SBX_E2B_ENVD_VERSION));
+  json_object_set_new (o, "envdAccessToken", json_string (sb->access_token));
+  json_object_set_new (o, "trafficAccessToken", json_string (sb->traffic_token));
+  json_object_set_new (o, "domain", domain_json ());
+  return o;
+}
+
+/* ListedSandbox, from the native description (which is taken under the
+   core's lock, so the fields agree with each other); SandboxDetail adds
+   the tokens and settings when detail. */
+static json_t *
+listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
+{
+  json_t *o = json_object (), *limits = json_object_get (native, "limits");
+  double cpus = json_real_value (json_object_get (limits, "cpus"));
+  json_int_t mem = json_integer_value (json_object_get (limits, "memory"));
+  json_int_t disk = json_integer_value (json_object_get (limits, "disk"));
+  int cpu_count = (int) (cpus + 0.999);
+
+  json_object_set (o, "sandboxID", json_object_get (native, "id"));
+  json_object_set (o, "templateID", json_object_get (native, "template"));
+  json_object_set (o, "alias", json_object_get (native, "template"));
+  json_object_set_new (o, "clientID", json_string ("sbx"));
+  json_object_set (o, "startedAt", json_object_get (native, "created_at"));
+  json_object_set (o, "endAt", json_object_get (native, "expires_at"));
+  json_object_set_new (o, "state", json_string ("running"));
+  json_object_set_new (o, "cpuCount", json_integer (cpu_count < 1 ? 1 : cpu_count));
+  json_object_set_new (o, "memoryMB", json_integer (mem / (1024 * 1024)));
+  json_object_set_new (o, "diskSizeMB", json_integer (disk / (1024 * 1024)));
+  json_object_set_new (o, "envdVersion", json_string (SBX_E2B_ENVD_VERSION));
+  json_object_set (o, "metadata", json_object_get (native, "metadata"));
+  if (sb_or_null)
+    {
+      json_object_set_new (o, "envdAccessToken", json_string (sb_or_null->access_token));
+      json_object_set_new (o, "domain", domain_json ());
+      /* No network yet in this engine: the sandbox has loopback only. */
+      json_object_set_new (o, "allowInternetAccess", json_false ());
+      json_object_set_new (o, "lifecycle",
+                           json_pack ("{s:s, s:b}", "onTimeout", "kill", "autoResume", 0));
+    }
+  return o;
+}
+
+/* An integer number of seconds in 1..max, or absent (0). */
+static int
+seconds_param (json_t *o, const char *key, uint64_t *out_s, sbx_error_t **err)
+{
+  json_t *v = json_object_get (o, key);
+
+  *out_s = 0;
+  if (v == NULL || json_is_null (v))
+    return 0;
+  if (!json_is_integer (v) || json_integer_value (v) <= 0
+      || json_integer_value (v) > 10 * 365 * 24 * 3600)
+    return sbx_err (err, SBX_E_INVALID, "`%s` must be a whole number of seconds above 0", key);
+  *out_s = (uint64_t) json_integer_value (v);
+  return 0;
+}
+
+/* Options sbx cannot honour yet are refused, naming them, rather than
+   accepted and quietly ignored. */
+static int
+refuse_unsupported (json_t *body, sbx_error_t **err)
+{
+  json_t *v, *network = json_object_get (body, "network");
+  int b = 0;
+
+  if (sbx_param_bool (body, "autoPause", &b, err) < 0)
+    return -1;
+  if (b)
+    return sbx_err (err, SBX_E_INVALID,
+                    "autoPause: pausing sandboxes is not supported by this sbx yet");
+  v = json_object_get (body, "autoResume");
+  if (v != NULL && !json_is_null (v)
+      && !(json_is_object (v) && !json_is_true (json_object_get (v, "enabled"))))
+    return sbx_err (err, SBX_E_INVALID,
+                    "autoResume: pausing sandboxes is not supported by this sbx yet");
+  v = json_object_get (body, "mcp");
+  if (v != NULL && !json_is_null (v))
+    return sbx_err (err, SBX_E_INVALID, "mcp: MCP gateways are not supported by sbx");
+  v = json_object_get (body, "volumeMounts");
+  if (v != NULL && !json_is_null (v) && !(json_is_array (v) && json_array_size (v) == 0))
+    return sbx_err (err, SBX_E_INVALID, "volumeMounts: volumes are not supported by sbx");
+  v = json_object_get (body, "iam");
+  if (v != NULL && !json_is_null (v))
+    return sbx_err (err, SBX_E_INVALID, "iam: workload identity is not supported by sbx");
+  if (network != NULL && !json_is_null (network))
+    {
+      json_t *allow = json_object_get (network, "allowOut");
+      if (!json_is_object (network))
+        return sbx_err (err, SBX_E_INVALID, "`network` must be an object");
+      if ((allow != NULL && !(json_is_array (allow) && json_array_size (allow) == 0))
+          || json_object_get (network, "rules") != NULL
+          || (json_object_get (network, "egressProxy") != NULL
+              && !json_is_null (json_object_get (network, "egressProxy"))))
+        return sbx_err (err, SBX_E_INVALID,
+                        "network: egress rules are not supported by this sbx yet (its sandboxes"
+                        " have no network)");
+    }
+  return 0;
+}
+
+void
+sbx_route_e2b_create (struct sbx_req *r)
+{
+  static const char *const allowed[]
+      = {"templateID", "timeout",   "metadata",     "envVars", "allow_internet_access",
+         "autoPause",  "autoPauseMemory", "autoResume", "mcp",  "network",
+         "secure",     "volumeMounts", "iam",        NULL};
+  struct sbx_create_opts opts;
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb;
+  json_t *body = NULL;
+  uint64_t timeout_s = 0;
+  int v2 = strcmp (r->segs[0], "v2") == 0, flag = 0;
+
+  memset (&opts, 0, sizeof opts);
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_string (body, "templateID", &opts.template_name, &err) < 0
+      || seconds_param (body, "timeout", &timeout_s, &err) < 0
+      || sbx_param_string_map (body, "metadata", 64, 128, 1024, 64 * 1024, 0, &opts.metadata,
+                               &err)
+             < 0
+      || sbx_param_string_map (body, "envVars", 256, 256, 128 * 1024, 128 * 1024, 1, &opts.env,
+                               &err)
+             < 0
+      || sbx_param_bool (body, "allow_internet_access", &flag, &err) < 0
+      || sbx_param_bool (body, "secure", &flag, &err) < 0
+      || sbx_param_bool (body, "autoPauseMemory", &flag, &err) < 0
+      || refuse_unsupported (body, &err) < 0)
+    goto fail;
+  if (opts.template_name == NULL)
+    {
+      sbx_err (&err, SBX_E_INVALID, "`templateID` is required");
+      goto fail;
+    }
+  if (sbx_template_find (opts.template_name) == NULL)
+    {
+      sbx_err (&err, SBX_E_NOT_FOUND,
+               "template `%.64s` not found (this sbx has `base` and `code-interpreter-v1`)",
+               opts.template_name);
+      goto fail;
+    }
+  opts.timeout_ms
+      = (timeout_s ? timeout_s : (v2 ? TIMEOUT_V2_DEFAULT_S : TIMEOUT_V1_DEFAULT_S)) * 1000;
+  sb = sbx_sandbox_create (tenant_of (r), &opts, &err);
+  if (sb == NULL)
+    goto fail;
+  sbx_reply_json (r, 201, sandbox_json (sb));
+  if (r->out_of_memory || r->queue_failed)
+    sbx_sandbox_kill (sb, "sandbox killed", NULL); /* nobody learnt its id */
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+/* ---- list ---------------------------------------------------------------- */
+
+/* Undo application/x-www-form-urlencoded ('+' and %XX) in place; -1 on a
+   bad escape or a NUL. */
+static int
+form_decode (char *s)
+{
+  char *o = s;
+
+  for (; *s; s++)
+    {
+      if (*s == '+')
+        *o++ = ' ';
+      else if (*s == '%')
+        {
+          unsigned v = 0;
+          int i;
+          for (i = 1; i <= 2; i++)
+            {
+              char c = s[i];
+              v <<= 4;
+              if (c >= '0' && c <= '9')
+                v |= (unsigned) (c - '0');
+              else if (c >= 'a' && c <= 'f')
+                v |= (unsigned) (c - 'a' + 10);
+              else if (c >= 'A' && c <= 'F')
+                v |= (unsigned) (c - 'A' + 10);
+              else
+                return -1;
+            }
+          if (v == 0)
+            return -1;
+          *o++ = (char) v;
+          s += 2;
+        }
+      else
+        *o++ = *s;
+    }
+  *o = '\0';
+  return 0;
+}
+
+/* The SDK's metadata filter: "k=v&k2=v2", itself form-encoded. */
+static int
+parse_metadata_filter (const char *q, json_t *filter, sbx_error_t **err)
+{
+  char *copy, *save = NULL, *pair;
+  int rc = 0;
+
+  if (strlen (q) > 64 * 1024)
+    return sbx_err (err, SBX_E_INVALID, "the metadata filter is too long");
+  copy = strdup (q);
+  if (copy == NULL)
+    return sbx_err_oom (err);
+  for (pair = strtok_r (copy, "&", &save); pair; pair = strtok_r (NULL, "&", &save))
+    {
+      char *eq = strchr (pair, '=');
+      json_t *v;
+      if (eq == NULL)
+        {
+          rc = sbx_err (err, SBX_E_INVALID, "metadata filters look like key=value");
+          break;
+        }
+      *eq = '\0';
+      if (form_decode (pair) < 0 || form_decode (eq + 1) < 0 || pair[0] == '\0'
+          || (v = json_string (eq + 1)) == NULL)
+        {
+          rc = sbx_err (err, SBX_E_INVALID, "a metadata filter is not valid UTF-8 key=value");
+          break;
+        }
+      json_object_set_new (filter, pair, v);
+    }
+  free (copy);
+  return rc;
+}
+
+/* The page token: "STARTED_S.ID" of the last sandbox of the previous
+   page (sandboxes are listed by start time, ids break ties). */
+static int
+parse_page_token (const char *t, int64_t *created, char *id, sbx_error_t **err)
+{
+  char *end;
+  long long ms;
+
+  if (t == NULL || t[0] == '\0')
+    return 0;
+  ms = strtoll (t, &end, 10);
+  if (end == t || *end != '.' || ms < 0 || !sbx_id_valid (end + 1))
+    return sbx_err (err, SBX_E_INVALID, "`nextToken` is not a token this server gave");
+  *created = ms;
+  memcpy (id, end + 1, SBX_ID_LEN + 1);
+  return 0;
+}
+
+/* When a listed sandbox started, in whole seconds (the native
+   description's created_at). */
+static int64_t
+started_s (json_t *native)
+{
+  const char *t = json_string_value (json_object_get (native, "created_at"));
+  struct tm tm;
+  char *end;
+
+  memset (&tm, 0, sizeof tm);
+  if (t == NULL || (end = strptime (t, "%Y-%m-%dT%H:%M:%SZ", &tm)) == NULL || *end != '\0')
+    return 0;
+  return (int64_t) timegm (&tm);
+}
+
+/* Listing order: start time, then id (stable across pages). */
+static int
+compare_listed (const void *a, const void *b)
+{
+  json_t *x = *(json_t *const *) a, *y = *(json_t *const *) b;
+  int64_t sx = started_s (x), sy = started_s (y);
+
+  if (sx != sy)
+    return sx < sy ? -1 : 1;
+  return strcmp (json_string_value (json_object_get (x, "id")),
+                 json_string_value (json_object_get (y, "id")));
+}
+
+static int
+after_token (json_t *native, int64_t started, const char *id, int desc)
+{
+  int64_t s = started_s (native);
+  int cmp = s < started ? -1 : s > started ? 1 : strcmp (json_string_value (json_object_get (native, "id")), id);
+  return desc ? cmp < 0 : cmp > 0;
+}
+
+void
+sbx_route_e2b_list (struct sbx_req *r)
+{
+  int v2 = strcmp (r->segs[0], "v2") == 0;
+  const char *q_meta = sbx_req_query (r, "metadata"), *q_state = sbx_req_query (r, "state");
+  const char *q_limit = sbx_req_query (r, "limit"), *q_order = sbx_req_query (r, "order");
+  const char *q_template = sbx_req_query (r, "template");
+  json_t *filter = json_object (), *all = NULL, *out = json_array (), *native, **sorted = NULL;
+  sbx_error_t *err = NULL;
+  char token_id[SBX_ID_LEN + 1] = "", next[64] = "";
+  int64_t token_started = -1;
+  long limit = v2 ? LIST_LIMIT_DEFAULT : LIST_LIMIT_MAX;
+  int desc = 0, want_running = 1;
+  size_t i, n, count = 0;
+
+  if (q_meta && parse_metadata_filter (q_meta, filter, &err) < 0)
+    goto fail;
+  if (q_state)
+    {
+      /* "running,paused": sbx has no paused sandboxes. */
+      char copy[64], *save = NULL, *s;
+      if (strlen (q_state) >= sizeof copy)
+        {
+          sbx_err (&err, SBX_E_INVALID, "`state` must be running and/or paused");
+          goto fail;
+        }
+      snprintf (copy, sizeof copy, "%s", q_state);
+      want_running = 0;
+      for (s = strtok_r (copy, ",", &save); s; s = strtok_r (NULL, ",", &save))
+        if (strcmp (s, "running") == 0)
+          want_running = 1;
+        else if (strcmp (s, "paused") != 0)
+          {
+            sbx_err (&err, SBX_E_INVALID, "`state` must be running and/or paused, not `%.32s`", s);
+            goto fail;
+          }
+    }
+  if (q_limit)
+    {
+      char *end;
+      limit = strtol (q_limit, &end, 10);
+      if (*q_limit == '\0' || *end != '\0' || limit < 1 || limit > LIST_LIMIT_MAX)
+        {
+          sbx_err (&err, SBX_E_INVALID, "`limit` must be 1..%d", LIST_LIMIT_MAX);
+          goto fail;
+        }
+    }
+  if (q_order && strcmp (q_order, "asc") != 0 && strcmp (q_order, "desc") != 0)
+    {
+      sbx_err (&err, SBX_E_INVALID, "`order` must be asc or desc");
+      goto fail;
+    }
+  desc = q_order && strcmp (q_order, "desc") == 0;
+  if (parse_page_token (sbx_req_query (r, "nextToken"), &token_started, token_id, &err) < 0)
+    goto fail;
+
+  all = sbx_sandbox_list (sbx_req_tenant (r), filter);
+  n = want_running ? json_array_size (all) : 0;
+  sorted = n ? calloc (n, sizeof *sorted) : NULL;
+  if (n && sorted == NULL)
+    {
+      json_decref (all);
+      sbx_err_oom (&err);
+      goto fail;
+    }
+  for (i = 0; i < n; i++)
+    sorted[i] = json_array_get (all, i);
+  if (n)
+    qsort (sorted, n, sizeof *sorted, compare_listed);
+  for (i = 0; i < n && (long) count < limit; i++)
+    {
+      native = sorted[desc ? n - 1 - i : i];
+      if (q_template && !json_equal (json_object_get (native, "template"), json_string (q_template)))
+        continue;
+      if (token_id[0] && !after_token (native, token_started, token_id, desc))
+        continue;
+      json_array_append_new (out, listed_json (native, NULL));
+      count++;
+      if ((long) count == limit)
+        {
+          /* A next page exists when anything is left after this one. */
+          size_t j;
+          for (j = i + 1; j < n; j++)
+            {
+              json_t *rest = sorted[desc ? n - 1 - j : j];
+              if (!q_template || json_equal (json_object_get (rest, "template"), json_string (q_template)))
+                {
+                  snprintf (next, sizeof next, "%lld.%s", (long long) started_s (native),
+                            json_string_value (json_object_get (native, "id")));
+                  break;
+                }
+            }
+        }
+    }
+  free (sorted);
+  json_decref (all);
+  json_decref (filter);
+  if (!v2)
+    {
+      sbx_reply_json (r, 200, out);
+      return;
+    }
+  {
+    char *text = json_dumps (out, JSON_COMPACT);
+    struct MHD_Response *resp;
+    json_decref (out);
+    if (text == NULL)
+      {
+        sbx_reply_error (r, NULL);
+        return;
+      }
+    resp = MHD_create_response_from_buffer (strlen (text), text, MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL)
+      {
+        free (text);
+        sbx_reply_error (r, NULL);
+        return;
+      }
+    MHD_add_response_header (resp, "Content-Type", "application/json");
+    if (next[0])
+      MHD_add_response_header (resp, "X-Next-Token", next);
+    sbx_reply_response (r, 200, resp);
+  }
+  return;
+fail:
+  json_decref (filter);
+  json_decref (out);
+  sbx_reply_error (r, err);
+}
+
+/* ---- one sandbox ---------------------------------------------------------- */
+
+void
+sbx_route_e2b_get (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
+  json_t *native;
+
+  if (sb == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  native = sbx_sandbox_json (sb);
+  sbx_reply_json (r, 200, listed_json (native, sb));
+  json_decref (native);
+  sbx_sandbox_unref (sb);
+}
+
+void
+sbx_route_e2b_kill (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
+
+  if (sb == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  sbx_sandbox_kill (sb, "sandbox killed", NULL);
+  sbx_sandbox_unref (sb);
+  sbx_reply_empty (r, 204);
+}
+
+/* The sandbox of segment seg and the seconds of a body field. */
+static struct sbx_sandbox *
+sandbox_and_seconds (struct sbx_req *r, int seg, const char *field, int required,
+                     uint64_t *seconds, sbx_error_t **err)
+{
+  static const char *const allowed[] = {"timeout", "duration", "memory", NULL};
+  json_t *body = NULL;
+  struct sbx_sandbox *sb = NULL;
+
+  if (sbx_req_json (r, &body, err) < 0 || sbx_params_only (body, allowed, err) < 0
+      || seconds_param (body, field, seconds, err) < 0)
+    goto out;
+  if (*seconds == 0 && required)
+    {
+      sbx_err (err, SBX_E_INVALID, "`%s` is required", field);
+      goto out;
+    }
+  sb = sbx_req_sandbox (r, seg, err);
+out:
+  json_decref (body);
+  return sb;
+}
+
+void
+sbx_route_e2b_timeout (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  uint64_t s = 0;
+  struct sbx_sandbox *sb = sandbox_and_seconds (r, 1, "timeout", 1, &s, &err);
+
+  /* E2B's setTimeout replaces the deadline, measured from now (it may
+     shorten it). */
+  if (sb == NULL || sbx_sandbox_set_timeout (sb, s * 1000, &err) < 0)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_empty (r, 204);
+  if (sb)
+    sbx_sandbox_unref (sb);
+}
+
+/* Connect and refresh only ever extend the deadline. */
+static int
+extend (struct sbx_sandbox *sb, uint64_t seconds, sbx_error_t **err)
+{
+  if ((int64_t) seconds * 1000 > sbx_sandbox_expires_ms (sb) - sbx_now_ms ())
+    return sbx_sandbox_set_timeout (sb, seconds * 1000, err);
+  return 0;
+}
+
+void
+sbx_route_e2b_connect (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  uint64_t s = 0;
+  int v2 = strcmp (r->segs[0], "v2") == 0;
+  struct sbx_sandbox *sb = sandbox_and_seconds (r, v2 ? 2 : 1, "timeout", !v2, &s, &err);
+
+  if (sb == NULL || (s > 0 && extend (sb, s, &err) < 0))
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_json (r, 200, sandbox_json (sb)); /* 200: it was running */
+  if (sb)
+    sbx_sandbox_unref (sb);
+}
+
+void
+sbx_route_e2b_refresh (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  uint64_t s = 0;
+  struct sbx_sandbox *sb = sandbox_and_seconds (r, 1, "duration", 0, &s, &err);
+
+  if (sb == NULL || (s > 0 && extend (sb, s, &err) < 0))
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_empty (r, 204);
+  if (sb)
+    sbx_sandbox_unref (sb);
+}
+
+void
+sbx_route_e2b_metrics (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
+  json_t *m, *native, *o, *arr;
+  double cpus, cpu_s, elapsed_s;
+  int64_t now = sbx_now_ms ();
+  int cpu_count;
+
+  if (sb == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  m = sbx_sandbox_metrics (sb, &err);
+  native = sbx_sandbox_json (sb);
+  elapsed_s = (double) (now - sb->created_ms) / 1000.0;
+  sbx_sandbox_unref (sb);
+  if (m == NULL)
+    {
+      json_decref (native);
+      sbx_reply_error (r, err);
+      return;
+    }
+  cpus = json_real_value (json_object_get (m, "cpus"));
+  cpu_s = json_real_value (json_object_get (m, "cpu_seconds"));
+  cpu_count = (int) (cpus + 0.999);
+  if (cpu_count < 1)
+    cpu_count = 1;
+  o = json_object ();
+  json_object_set_new (o, "timestamp", sbx_json_time (now));
+  json_object_set_new (o, "timestampUnix", json_integer (now / 1000));
+  json_object_set_new (o, "cpuCount", json_integer (cpu_count));
+  /* The average since the start: the sandbox's CPU time over what its
+     CPUs could have given it. */
+  json_object_set_new (o, "cpuUsedPct",
+                       json_real (elapsed_s > 0 && cpus > 0 ? 100.0 * cpu_s / (elapsed_s * cpus)
+                                                            : 0.0));
+  json_object_set (o, "memUsed", json_object_get (m, "memory_bytes"));
+  json_object_set (o, "memTotal", json_object_get (m, "memory_limit"));
+  json_object_set_new (o, "memCache", json_integer (0));
+  json_object_set (o, "diskUsed", json_object_get (m, "disk_bytes"));
+  json_object_set (o, "diskTotal", json_object_get (m, "disk_limit"));
+  arr = json_array ();
+  json_array_append_new (arr, o);
+  json_decref (m);
+  json_decref (native);
+  sbx_reply_json (r, 200, arr);
+}
+
+void
+sbx_route_e2b_health (struct sbx_req *r)
+{
+  sbx_reply_json (r, 200, json_pack ("{s:s}", "status", "ok"));
+}
+
+void
+sbx_route_e2b_not_yet (struct sbx_req *r)
+{
+  const char *what = r->nsegs >= 3 ? r->segs[2] : r->segs[0];
+  sbx_error_t *err = NULL;
+
+  if (r->nsegs >= 2 && strcmp (r->segs[0], "sandboxes") == 0)
+    {
+      /* An unknown sandbox is a 404 first, as E2B answers. */
+      struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
+      if (sb == NULL)
+        {
+          sbx_reply_error (r, err);
+          return;
+        }
+      sbx_sandbox_unref (sb);
+    }
+  if (strcmp (what, "templates") == 0 || strcmp (what, "snapshots") == 0)
+    what = "snapshots";
+  {
+    json_t *o = json_object ();
+    char msg[200];
+    snprintf (msg, sizeof msg,
+              "%s is not supported by this sbx yet (pause, resume, fork, snapshots and network"
+              " rules come in a later release; see docs/e2b.md)",
+              what);
+    json_object_set_new (o, "code", json_integer (501));
+    json_object_set_new (o, "message", json_string (msg));
+    sbx_reply_json (r, 501, o);
+  }
+}

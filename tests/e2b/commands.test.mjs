@@ -1,0 +1,119 @@
+// process.Process through the SDK: streaming callbacks, exit codes,
+// background commands, stdin, kill, list, connect, timeouts, users.
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox, CommandExitError, TimeoutError } from 'e2b'
+import { tracker, until } from './lib.mjs'
+
+const t = tracker(Sandbox)
+after(() => t.cleanup())
+const sbxP = t.create({ timeoutMs: 600_000 })
+
+test('run streams stdout and stderr to callbacks as produced', async () => {
+  const sbx = await sbxP
+  const out = [], err = []
+  const r = await sbx.commands.run(
+    'for i in 1 2 3; do echo out$i; echo err$i >&2; sleep 0.1; done',
+    { onStdout: (d) => out.push(d), onStderr: (d) => err.push(d) },
+  )
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'out1\nout2\nout3\n')
+  assert.equal(r.stderr, 'err1\nerr2\nerr3\n')
+  assert.equal(out.join(''), r.stdout)
+  assert.ok(out.length >= 2, 'output arrived in several pieces')
+  assert.equal(err.join(''), r.stderr)
+})
+
+test('a non-zero exit is a CommandExitError with the code and output', async () => {
+  const sbx = await sbxP
+  await assert.rejects(sbx.commands.run('echo partial; exit 42'), (e) => {
+    assert.ok(e instanceof CommandExitError)
+    assert.equal(e.exitCode, 42)
+    assert.equal(e.stdout, 'partial\n')
+    assert.match(e.error, /exit status 42/)
+    return true
+  })
+})
+
+test('a command killed by a signal reports it', async () => {
+  const sbx = await sbxP
+  await assert.rejects(sbx.commands.run('kill -9 $$'), (e) => {
+    assert.ok(e instanceof CommandExitError)
+    assert.equal(e.exitCode, -1)
+    return true
+  })
+})
+
+test('cwd, envs and user are honoured; root on request', async () => {
+  const sbx = await sbxP
+  const r = await sbx.commands.run('pwd; echo $FOO; id -u; echo $HOME', {
+    cwd: '/tmp', envs: { FOO: 'bar baz' },
+  })
+  assert.equal(r.stdout, '/tmp\nbar baz\n1000\n/home/user\n')
+  const root = await sbx.commands.run('id -u; echo $HOME', { user: 'root' })
+  assert.equal(root.stdout, '0\n/root\n')
+  await assert.rejects(sbx.commands.run('true', { cwd: '/no/such/dir' }))
+})
+
+test('background commands: list, stdin, closeStdin, wait', async () => {
+  const sbx = await sbxP
+  const h = await sbx.commands.run('cat', { background: true, stdin: true })
+  assert.ok(h.pid > 0)
+  const listed = await sbx.commands.list()
+  const me = listed.find((p) => p.pid === h.pid)
+  assert.ok(me, 'the background command is listed')
+  assert.equal(me.cmd, '/bin/bash')
+  await sbx.commands.sendStdin(h.pid, 'line one\n')
+  await sbx.commands.sendStdin(h.pid, 'line two\n')
+  await sbx.commands.closeStdin(h.pid)
+  const r = await h.wait()
+  assert.equal(r.stdout, 'line one\nline two\n')
+  assert.equal(r.exitCode, 0)
+  assert.ok(!(await sbx.commands.list()).some((p) => p.pid === h.pid))
+})
+
+test('kill a background command; killing it again says false', async () => {
+  const sbx = await sbxP
+  const h = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 })
+  assert.equal(await sbx.commands.kill(h.pid), true)
+  await assert.rejects(h.wait(), CommandExitError)
+  assert.equal(await sbx.commands.kill(h.pid), false)
+  assert.equal(await sbx.commands.kill(999999), false)
+})
+
+test('disconnect leaves the command running; connect reattaches and gets the end', async () => {
+  const sbx = await sbxP
+  const h = await sbx.commands.run('sleep 1; echo done-after-reconnect', {
+    background: true, timeoutMs: 0,
+  })
+  await h.disconnect()
+  assert.ok((await sbx.commands.list()).some((p) => p.pid === h.pid))
+  const again = await sbx.commands.connect(h.pid)
+  const r = await again.wait()
+  assert.equal(r.exitCode, 0)
+  assert.match(r.stdout, /done-after-reconnect/)
+})
+
+test('the command timeout kills the command', async () => {
+  const sbx = await sbxP
+  const t0 = Date.now()
+  await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1500 }), (e) =>
+    e instanceof TimeoutError || e instanceof CommandExitError)
+  assert.ok(Date.now() - t0 < 15_000)
+  await until(async () => !(await sbx.commands.list()).some((p) => p.cmd === '/bin/bash'
+    && p.args.join(' ').includes('sleep 30')), 'the timed-out command to be gone')
+})
+
+test('large output arrives whole', async () => {
+  const sbx = await sbxP
+  const r = await sbx.commands.run('head -c 3000000 /dev/zero | tr "\\0" a')
+  assert.equal(r.stdout.length, 3_000_000)
+})
+
+test('many commands at once', async () => {
+  const sbx = await sbxP
+  const rs = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => sbx.commands.run(`echo ${i}`)),
+  )
+  rs.forEach((r, i) => assert.equal(r.stdout, `${i}\n`))
+})

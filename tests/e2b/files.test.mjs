@@ -1,0 +1,101 @@
+// filesystem.Filesystem and /files through the SDK.
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox, FileType, NotFoundError } from 'e2b'
+import { tracker } from './lib.mjs'
+
+const t = tracker(Sandbox)
+after(() => t.cleanup())
+const sbxP = t.create({ timeoutMs: 600_000 })
+
+test('text and binary files round trip, also as root', async () => {
+  const sbx = await sbxP
+  await sbx.files.write('/tmp/t.txt', 'héllo\n')
+  assert.equal(await sbx.files.read('/tmp/t.txt'), 'héllo\n')
+  const bytes = new Uint8Array(70000).map((_, i) => (i * 7) & 0xff)
+  await sbx.files.write('/home/user/bin.dat', bytes.buffer)
+  const back = new Uint8Array(await sbx.files.read('/home/user/bin.dat', { format: 'bytes' }))
+  assert.deepEqual(back, bytes)
+  const r = await sbx.commands.run('sha256sum /home/user/bin.dat; stat -c %U /home/user/bin.dat')
+  assert.match(r.stdout, /user\n$/)
+  // As root: the file is root's; a root-only directory is closed to user.
+  await sbx.commands.run('mkdir -m 700 /tmp/rootonly', { user: 'root' })
+  await sbx.files.write('/tmp/rootonly/secret.txt', 'r', { user: 'root' })
+  assert.equal(await sbx.files.read('/tmp/rootonly/secret.txt', { user: 'root' }), 'r')
+  assert.equal((await sbx.commands.run('stat -c %U /tmp/rootonly/secret.txt', { user: 'root' })).stdout, 'root\n')
+  await assert.rejects(sbx.files.read('/tmp/rootonly/secret.txt'))
+  await assert.rejects(sbx.files.write('/tmp/rootonly/x', 'x'))
+  // Outside the writable disk even root cannot write.
+  await assert.rejects(sbx.files.write('/usr/bin/evil', 'x', { user: 'root' }))
+  assert.equal(await sbx.files.read('/tmp/empty-later.txt').catch((e) => e.constructor.name), 'FileNotFoundError')
+  await sbx.files.write('/tmp/empty.txt', '')
+  assert.equal(await sbx.files.read('/tmp/empty.txt'), '')
+})
+
+test('relative paths are under the home directory; parents are created', async () => {
+  const sbx = await sbxP
+  await sbx.files.write('rel/dir/f.txt', 'x')
+  assert.equal((await sbx.commands.run('cat /home/user/rel/dir/f.txt')).stdout, 'x')
+})
+
+test('several files in one write', async () => {
+  const sbx = await sbxP
+  const info = await sbx.files.write([
+    { path: '/tmp/m1', data: 'one' },
+    { path: 'm2', data: 'two' },
+  ])
+  assert.deepEqual(info.map((i) => i.path).sort(), ['/home/user/m2', '/tmp/m1'])
+  assert.equal(await sbx.files.read('/tmp/m1'), 'one')
+  assert.equal(await sbx.files.read('/home/user/m2'), 'two')
+})
+
+test('makeDir, list with depth, getInfo, exists, rename, remove', async () => {
+  const sbx = await sbxP
+  assert.equal(await sbx.files.makeDir('/tmp/d/e'), true)
+  assert.equal(await sbx.files.makeDir('/tmp/d/e'), false)
+  await sbx.files.write('/tmp/d/e/f.txt', '12345')
+  await sbx.files.write('/tmp/d/top.txt', 'x')
+  const one = await sbx.files.list('/tmp/d')
+  assert.deepEqual(one.map((e) => e.name).sort(), ['e', 'top.txt'])
+  assert.equal(one.find((e) => e.name === 'e').type, FileType.DIR)
+  const deep = await sbx.files.list('/tmp/d', { depth: 2 })
+  assert.ok(deep.some((e) => e.path === '/tmp/d/e/f.txt'))
+  const info = await sbx.files.getInfo('/tmp/d/e/f.txt')
+  assert.equal(info.size, 5)
+  assert.equal(info.type, FileType.FILE)
+  assert.equal(info.owner, 'user')
+  assert.equal(info.permissions, '-rw-r--r--')
+  assert.equal(await sbx.files.exists('/tmp/d/e/f.txt'), true)
+  assert.equal(await sbx.files.exists('/tmp/d/nope'), false)
+  const moved = await sbx.files.rename('/tmp/d/e/f.txt', '/tmp/d/g.txt')
+  assert.equal(moved.path, '/tmp/d/g.txt')
+  assert.equal(await sbx.files.read('/tmp/d/g.txt'), '12345')
+  await sbx.files.remove('/tmp/d')
+  assert.equal(await sbx.files.exists('/tmp/d'), false)
+  await assert.rejects(sbx.files.list('/tmp/nope'), NotFoundError)
+})
+
+test('paths cannot leave the sandbox', async () => {
+  const sbx = await sbxP
+  await sbx.commands.run('ln -s / /tmp/rootlink; ln -s /proc/1/root /tmp/p1')
+  // /etc/shadow of the host does not exist inside; the sandbox's /etc is its own.
+  await assert.rejects(sbx.files.read('/tmp/rootlink/etc/shadow'))
+  await assert.rejects(sbx.files.read('/../../../../etc/shadow'))
+  const hosts = await sbx.files.read('/../../etc/hostname').catch(() => null)
+  assert.notEqual(hosts, (await import('node:fs')).readFileSync('/etc/hostname', 'utf8'))
+  await assert.rejects(sbx.files.write('/proc/1/environ', 'x'))
+  await assert.rejects(sbx.files.read('/tmp/p1/etc/passwd'))
+})
+
+test('signed upload and download URLs work without the token header', async () => {
+  const sbx = await sbxP
+  await sbx.files.write('/tmp/signed.txt', 'signed content')
+  const url = await sbx.downloadUrl('/tmp/signed.txt', { useSignatureExpiration: 60_000 })
+  const res = await fetch(url, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' } })
+  assert.equal(res.status, 200)
+  assert.equal(await res.text(), 'signed content')
+  const bad = new URL(url)
+  bad.searchParams.set('signature', 'v1_' + 'A'.repeat(43))
+  const denied = await fetch(bad, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' } })
+  assert.equal(denied.status, 401)
+})

