@@ -43,8 +43,6 @@ sbx_connect_code (enum sbx_error_kind kind)
       return "unavailable";
     case SBX_E_GATEWAY_TIMEOUT:
       return "deadline_exceeded";
-    case SBX_E_UNSUPPORTED:
-      return "unimplemented";
     case SBX_E_SYSTEM:
     default:
       return "internal";

@@ -672,6 +672,7 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
         }
       r->begun = 1;
       r->method = method;
+      r->http_version = version;
       sbx_json_alloc_reset (); /* a note left by this thread's last request */
       begin_request (r, l, url, method);
       r->defer_replies = 0;
@@ -829,8 +830,9 @@ listen_tcp (const char *spec, sbx_error_t **err)
 static int
 start_mhd (struct listener *l, sbx_error_t **err)
 {
+  /* MHD_ALLOW_UPGRADE: WebSockets through the port proxy (proxy.c). */
   l->mhd = MHD_start_daemon (MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD
-                                 | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+                                 | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
                              0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, l->fd,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned) CONNECTION_LIMIT,
@@ -909,6 +911,7 @@ sbx_server_stop (void)
   struct listener *ls[] = {&tcp_listener, &unix_listener};
   size_t i;
 
+  sbx_proxy_stop_all ();
   for (i = 0; i < 2; i++)
     {
       if (ls[i]->mhd)

@@ -5,7 +5,10 @@
  * connect anywhere), we send the request head as soon as the client's head
  * is in, stream the body through as libmicrohttpd hands it to us, then
  * parse the answer's status line and headers with http-parser and stream
- * its body back (chunked when the server gave no length).
+ * its body back (chunked when the server gave no length). A WebSocket
+ * handshake the server accepts (101) turns the connection into a byte
+ * relay in both directions, in the connection's own thread, until either
+ * side closes or stays silent for the idle timeout.
  *
  * Everything from the sandbox is hostile: its head is bounded (64 KiB,
  * within the idle timeout), every wait is bounded (--proxy-timeout, 60 s by
@@ -32,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -43,6 +48,7 @@
 #define HEAD_MAX (64 * 1024) /* the server's status line and headers */
 #define READ_CHUNK 16384
 #define CONN_TOKENS_MAX 1024 /* bytes of header names listed in Connection */
+#define RELAY_PENDING_MAX (64 * 1024) /* bytes read ahead of the other side, per direction */
 
 const struct sbx_route sbx_port_proxy_route
     = {"*", "v1/sandboxes/*/ports/*", SBX_BODY_PROXY, 0, sbx_route_port_proxy};
@@ -57,6 +63,8 @@ struct sbx_proxy
   int idle_ms;
   int chunked_out;  /* the request body goes on chunked */
   int head_request; /* HEAD: the answer has no body */
+  int ws;           /* a WebSocket handshake was sent on */
+  int upgraded;     /* and the server accepted it (101) */
   sbx_error_t *send_err; /* sending the request failed; the rest of the body is dropped */
   /* the answer */
   http_parser parser;
@@ -67,10 +75,56 @@ struct sbx_proxy
   int switched;        /* a 101 nobody asked for */
   int headers_done, message_done, failed;
   uint64_t length;     /* of the body, MHD_SIZE_UNKNOWN when not given */
-  struct sbx_buf body; /* decoded body bytes not yet handed to libmicrohttpd */
+  struct sbx_buf body; /* decoded body bytes not yet handed to libmicrohttpd
+                          (after a 101: the server's first WebSocket bytes) */
   size_t body_off;
+  size_t parsed;       /* what the last http_parser_execute consumed */
   char rbuf[READ_CHUNK];
 };
+
+/* ---- stopping --------------------------------------------------------------
+
+   A stop must not wait for idle timeouts, nor let libmicrohttpd close a
+   WebSocket's socket under its relay: sbx_proxy_stop_all wakes every wait
+   (an eventfd that stays readable) and waits for the relays to end. */
+
+static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
+static int stop_fd = -1;
+static pthread_mutex_t relay_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t relay_cond = PTHREAD_COND_INITIALIZER;
+static unsigned relays;
+
+static void
+make_stop_fd (void)
+{
+  /* Without it (no memory), waits end at their timeouts instead. */
+  stop_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+static int
+get_stop_fd (void)
+{
+  pthread_once (&stop_once, make_stop_fd);
+  return stop_fd;
+}
+
+void
+sbx_proxy_stop_all (void)
+{
+  uint64_t one = 1;
+  struct timespec ts;
+  int fd = get_stop_fd ();
+
+  if (fd >= 0 && write (fd, &one, sizeof one) < 0)
+    sbx_debug ("proxy: cannot signal the stop: %s", strerror (errno));
+  clock_gettime (CLOCK_REALTIME, &ts);
+  ts.tv_sec += 10;
+  pthread_mutex_lock (&relay_lock);
+  while (relays > 0)
+    if (pthread_cond_timedwait (&relay_cond, &relay_lock, &ts) == ETIMEDOUT)
+      break;
+  pthread_mutex_unlock (&relay_lock);
+}
 
 /* ---- waiting on the server ---------------------------------------------- */
 
@@ -82,8 +136,10 @@ wait_up (struct sbx_proxy *p, short events, int ms)
 {
   for (;;)
     {
-      struct pollfd pfd[2] = {{p->up, events, 0}, {p->client_fd, POLLRDHUP, 0}};
-      int n = poll (pfd, p->client_fd >= 0 ? 2 : 1, ms);
+      /* poll skips negative fds: no client fd, no stop fd. */
+      struct pollfd pfd[3] = {
+          {p->up, events, 0}, {p->client_fd, POLLRDHUP, 0}, {get_stop_fd (), POLLIN, 0}};
+      int n = poll (pfd, 3, ms);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
@@ -93,6 +149,8 @@ wait_up (struct sbx_proxy *p, short events, int ms)
       /* Only a hang-up counts: POLLIN may be the client's next request. */
       if (p->client_fd >= 0 && (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
         return -ECONNABORTED;
+      if (pfd[2].revents)
+        return -ECONNABORTED; /* the daemon stops */
       if (pfd[0].revents)
         return 0;
     }
@@ -211,9 +269,18 @@ on_headers_complete (http_parser *hp)
     return -1;
   if (hp->status_code == 101)
     {
-      /* We never ask for an upgrade (Upgrade requests are refused). */
-      p->switched = 1;
-      return -1;
+      /* Only the WebSocket handshake we sent on may be accepted, and
+         properly (Upgrade and Connection: upgrade, which set hp->upgrade):
+         http-parser then stops at the end of the head. */
+      if (!p->ws || !hp->upgrade)
+        {
+          p->switched = 1;
+          return -1;
+        }
+      p->headers_done = 1;
+      p->upgraded = 1;
+      p->length = 0;
+      return 0;
     }
   if (hp->status_code >= 100 && hp->status_code < 200)
     {
@@ -276,7 +343,7 @@ parse (struct sbx_proxy *p, size_t n, sbx_error_t **err)
 {
   enum http_errno e;
 
-  http_parser_execute (&p->parser, &parser_settings, n ? p->rbuf : NULL, n);
+  p->parsed = http_parser_execute (&p->parser, &parser_settings, n ? p->rbuf : NULL, n);
   e = HTTP_PARSER_ERRNO (&p->parser);
   if (e == HPE_OK || (e == HPE_PAUSED && p->message_done))
     return 0;
@@ -334,6 +401,13 @@ read_head (struct sbx_proxy *p, sbx_error_t **err)
       p->head_bytes += (size_t) n;
       if (parse (p, (size_t) n, err) < 0)
         return -1;
+      if (p->upgraded && p->parsed < (size_t) n)
+        {
+          /* The server's first WebSocket bytes came with its head. */
+          sbx_buf_append (&p->body, p->rbuf + p->parsed, (size_t) n - p->parsed);
+          if (p->body.failed)
+            return sbx_err_oom (err);
+        }
       if (p->headers_done)
         break;
       if (p->head_bytes > HEAD_MAX)
@@ -486,7 +560,8 @@ struct head_ctx
   size_t conn_len;
   const char *bad;            /* the first header that cannot go on */
   const char *host;
-  int upgrade, chunked, proto;
+  const char *upgrade;        /* the client's Upgrade, if any */
+  int chunked, proto;
   struct sbx_buf xff;
 };
 
@@ -513,8 +588,8 @@ scan_header (void *cls, enum MHD_ValueKind kind, const char *name, const char *v
           h->conn[h->conn_len] = '\0';
         }
     }
-  else if (strcasecmp (name, "Upgrade") == 0)
-    h->upgrade = 1;
+  else if (strcasecmp (name, "Upgrade") == 0 && h->upgrade == NULL)
+    h->upgrade = value;
   else if (strcasecmp (name, "Transfer-Encoding") == 0)
     h->chunked = 1; /* libmicrohttpd took the body out of its chunks */
   else if (strcasecmp (name, "Host") == 0 && h->host == NULL)
@@ -577,11 +652,20 @@ build_head (struct sbx_req *r, struct sbx_proxy *p, const char *method, const ch
       rc = sbx_err (err, SBX_E_INVALID, "the header `%.64s` cannot be sent on", h->bad);
       goto out;
     }
-  if (h->upgrade)
+  /* A WebSocket handshake (RFC 6455 4.1) goes on as one; any other
+     upgrade (h2c...) is an offer a server may ignore (RFC 9110 7.8): it is
+     dropped with the hop-by-hop headers and the request goes on as plain
+     HTTP. */
+  if (h->upgrade != NULL && listed (h->upgrade, "websocket") && listed (h->conn, "upgrade")
+      && strcmp (method, "GET") == 0 && r->http_version != NULL
+      && strcmp (r->http_version, "HTTP/1.1") == 0)
     {
-      rc = sbx_err (err, SBX_E_UNSUPPORTED,
-                    "the port proxy does not support WebSocket or other protocol upgrades");
-      goto out;
+      if (h->chunked || (r->content_length != UINT64_MAX && r->content_length > 0))
+        {
+          rc = sbx_err (err, SBX_E_INVALID, "a WebSocket handshake has no body");
+          goto out;
+        }
+      p->ws = 1;
     }
   sbx_buf_printf (out, "%s %s HTTP/1.1\r\n", method, target);
   /* E2B keeps the client's Host; without one, say which port was asked. */
@@ -597,16 +681,23 @@ build_head (struct sbx_req *r, struct sbx_proxy *p, const char *method, const ch
     sbx_buf_printf (out, "X-Forwarded-For: %s\r\n", h->xff.data);
   if (!h->proto)
     sbx_buf_printf (out, "X-Forwarded-Proto: http\r\n");
-  if (h->chunked)
+  if (p->ws)
+    /* The connection is the WebSocket's if the server says 101. */
+    sbx_buf_printf (out, "Upgrade: %s\r\nConnection: Upgrade\r\n\r\n", h->upgrade);
+  else
     {
-      p->chunked_out = 1;
-      sbx_buf_printf (out, "Transfer-Encoding: chunked\r\n");
+      if (h->chunked)
+        {
+          p->chunked_out = 1;
+          sbx_buf_printf (out, "Transfer-Encoding: chunked\r\n");
+        }
+      else if (r->content_length != UINT64_MAX)
+        sbx_buf_printf (out, "Content-Length: %llu\r\n",
+                        (unsigned long long) r->content_length);
+      /* One request per connection: the answer ends at the latest when
+         the server closes. */
+      sbx_buf_printf (out, "Connection: close\r\n\r\n");
     }
-  else if (r->content_length != UINT64_MAX)
-    sbx_buf_printf (out, "Content-Length: %llu\r\n", (unsigned long long) r->content_length);
-  /* One request per connection: the answer ends at the latest when the
-     server closes. */
-  sbx_buf_printf (out, "Connection: close\r\n\r\n");
   if (out->failed || h->xff.failed)
     rc = sbx_err_oom (err);
 out:
@@ -765,6 +856,152 @@ copy_headers (struct sbx_proxy *p, struct MHD_Response *resp)
     }
 }
 
+/* ---- WebSockets ------------------------------------------------------------ */
+
+/* Send what pending holds without blocking; -1 when the socket broke. */
+static int
+flush_some (int fd, struct sbx_buf *pending)
+{
+  while (pending->len > 0)
+    {
+      ssize_t n = send (fd, pending->data, pending->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return errno == EAGAIN ? 0 : -1;
+      sbx_buf_consume (pending, (size_t) n);
+    }
+  return 0;
+}
+
+/* Read what fd has into pending: 0, 1 at its end, -1 when it broke. */
+static int
+fill_some (int fd, struct sbx_buf *pending, char *buf, size_t cap)
+{
+  ssize_t n;
+
+  do
+    n = recv (fd, buf, cap, MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n == 0)
+    return 1;
+  if (n < 0)
+    return errno == EAGAIN ? 0 : -1;
+  sbx_buf_append (pending, buf, (size_t) n);
+  return pending->failed ? -1 : 0;
+}
+
+/* Bytes both ways between the client and the server until both have
+   ended (each end passed on as a shutdown), either breaks, both stay
+   silent for the idle timeout, or the daemon stops. At most
+   RELAY_PENDING_MAX bytes wait per direction: a side that does not read
+   stops the other from being read. */
+static void
+relay (struct sbx_proxy *p, int client, const char *extra, size_t extra_len)
+{
+  struct sbx_buf to_up = SBX_BUF_INIT, to_client = SBX_BUF_INIT;
+  int client_eof = 0, up_eof = 0, up_shut = 0, client_shut = 0;
+
+  if (extra_len > 0)
+    sbx_buf_append (&to_up, extra, extra_len);
+  if (p->body.len > p->body_off)
+    sbx_buf_append (&to_client, p->body.data + p->body_off, p->body.len - p->body_off);
+  for (;;)
+    {
+      struct pollfd pfd[3];
+      int n, r;
+
+      if (to_up.failed || to_client.failed)
+        break;
+      if (flush_some (p->up, &to_up) < 0 || flush_some (client, &to_client) < 0)
+        break;
+      /* One side ended: pass the end on once its last bytes are through. */
+      if (client_eof && to_up.len == 0 && !up_shut)
+        {
+          shutdown (p->up, SHUT_WR);
+          up_shut = 1;
+        }
+      if (up_eof && to_client.len == 0 && !client_shut)
+        {
+          shutdown (client, SHUT_WR);
+          client_shut = 1;
+        }
+      if (up_shut && client_shut)
+        break;
+      pfd[0].events = (short) ((!client_eof && to_up.len < RELAY_PENDING_MAX ? POLLIN : 0)
+                               | (to_client.len ? POLLOUT : 0));
+      pfd[1].events = (short) ((!up_eof && to_client.len < RELAY_PENDING_MAX ? POLLIN : 0)
+                               | (to_up.len ? POLLOUT : 0));
+      /* A side with nothing to wait for is left out (poll skips negative
+         fds): its hang-up would otherwise wake every poll. */
+      pfd[0].fd = pfd[0].events ? client : -1;
+      pfd[1].fd = pfd[1].events ? p->up : -1;
+      pfd[2].fd = get_stop_fd ();
+      pfd[2].events = POLLIN;
+      pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
+      n = poll (pfd, 3, p->idle_ms);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0 || pfd[2].revents)
+        break; /* silence, or the daemon stops */
+      if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
+        {
+          r = fill_some (client, &to_up, p->rbuf, sizeof p->rbuf);
+          if (r < 0)
+            break;
+          client_eof |= r;
+        }
+      if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))
+        {
+          r = fill_some (p->up, &to_client, p->rbuf, sizeof p->rbuf);
+          if (r < 0)
+            break;
+          up_eof |= r;
+        }
+    }
+  sbx_buf_free (&to_up);
+  sbx_buf_free (&to_client);
+}
+
+/* libmicrohttpd's call once the 101 is sent: the client's socket is ours
+   until MHD_UPGRADE_ACTION_CLOSE. In thread-per-connection mode the call
+   runs in the connection's own thread and may block (microhttpd.h); the
+   request (and so p, which it owns) is released only after it returns. */
+static void
+upgraded (void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
+          size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+  struct sbx_proxy *p = cls;
+
+  (void) c;
+  (void) con_cls;
+  pthread_mutex_lock (&relay_lock);
+  relays++;
+  pthread_mutex_unlock (&relay_lock);
+  relay (p, sock, extra_in, extra_in_size);
+  MHD_upgrade_action (urh, MHD_UPGRADE_ACTION_CLOSE);
+  pthread_mutex_lock (&relay_lock);
+  relays--;
+  pthread_cond_broadcast (&relay_cond);
+  pthread_mutex_unlock (&relay_lock);
+}
+
+/* The first value of the server's header `name`, or NULL. */
+static const char *
+server_header (struct sbx_proxy *p, const char *name)
+{
+  size_t off;
+
+  for (off = 0; off < p->hdrs.len;)
+    {
+      const char *n = p->hdrs.data + off, *v = n + strlen (n) + 1;
+      if (strcasecmp (n, name) == 0)
+        return v;
+      off = (size_t) (v - p->hdrs.data) + strlen (v) + 1;
+    }
+  return NULL;
+}
+
 void
 sbx_route_port_proxy (struct sbx_req *r)
 {
@@ -793,6 +1030,22 @@ sbx_route_port_proxy (struct sbx_req *r)
       return;
     }
   status = p->parser.status_code;
+  if (p->upgraded)
+    {
+      /* The server took the WebSocket: pass its 101 on, then relay. The
+         request keeps owning p (upgraded() runs before it is released). */
+      resp = MHD_create_response_for_upgrade (upgraded, p);
+      if (resp == NULL)
+        {
+          sbx_reply_errorf (r, SBX_E_UNAVAILABLE, "out of memory");
+          return;
+        }
+      copy_headers (p, resp);
+      MHD_add_response_header (resp, "Upgrade", server_header (p, "Upgrade"));
+      r->raw_response = 1;
+      sbx_reply_response (r, 101, resp);
+      return;
+    }
   resp = MHD_create_response_from_callback (p->length, 32 * 1024, read_body, p, free_cb);
   if (resp == NULL)
     {

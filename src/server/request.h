@@ -55,6 +55,7 @@ struct sbx_req
   struct MHD_Connection *conn;
   int begun;          /* begin_request ran */
   const char *method; /* the request's (libmicrohttpd's, valid for the request) */
+  const char *http_version; /* "HTTP/1.1" (libmicrohttpd's, valid for the request) */
   char *raw_uri;      /* owned: the URI as sent (path and query, not unescaped); may be NULL */
   int admin;          /* came through the unix socket */
   char tenant[80];    /* the key's tenant (TCP) */
@@ -207,9 +208,8 @@ extern const struct sbx_route sbx_port_proxy_route;
 /* Proxy this request to `port` in sb (borrowed: the proxy takes its own
    reference), as `target` ("/path?query", sent as is). Sets r->route to
    sbx_port_proxy_route unless it already is a SBX_BODY_PROXY route.
-   Errors: SBX_E_INVALID (method, target, port), SBX_E_UNSUPPORTED
-   (Upgrade), SBX_E_LIMIT (the sandbox's proxy places), and those of
-   sbx_sandbox_connect_port. */
+   Errors: SBX_E_INVALID (method, target, port, a header), SBX_E_LIMIT
+   (the sandbox's proxy places), and those of sbx_sandbox_connect_port. */
 int sbx_proxy_begin (struct sbx_req *r, struct sbx_sandbox *sb, unsigned port, const char *target,
                      sbx_error_t **err);
 /* The native route's begin: sandbox from segment 2 (this request's
@@ -218,6 +218,9 @@ int sbx_route_port_begin (struct sbx_req *r, sbx_error_t **err);
 void sbx_proxy_body (struct sbx_req *r, const char *data, size_t len);
 void sbx_route_port_proxy (struct sbx_req *r);
 void sbx_proxy_free (struct sbx_proxy *p);
+/* Before libmicrohttpd stops: wake every proxied wait and wait (up to
+   10 s) for the WebSocket relays to end, so none outlives its socket. */
+void sbx_proxy_stop_all (void);
 
 /* The sandbox named by segment i, for this request's tenant. */
 struct sbx_sandbox *sbx_req_sandbox (struct sbx_req *r, int seg, sbx_error_t **err);

@@ -31,9 +31,8 @@ enum sbx_error_kind
   SBX_E_UNAVAILABLE,  /* shutting down, or a sandbox died meanwhile: 503 */
   SBX_E_BAD_GATEWAY,  /* a server in a sandbox refused or broke HTTP (the port proxy): 502 */
   SBX_E_GATEWAY_TIMEOUT, /* a server in a sandbox did not answer in time: 504 */
-  SBX_E_UNSUPPORTED,  /* a feature sbx does not have (a WebSocket through the proxy): 501 */
 };
-#define SBX_E_LAST SBX_E_UNSUPPORTED /* the kinds are dense from SBX_E_INVALID */
+#define SBX_E_LAST SBX_E_GATEWAY_TIMEOUT /* the kinds are dense from SBX_E_INVALID */
 
 typedef struct sbx_error_s
 {

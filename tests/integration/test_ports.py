@@ -148,10 +148,35 @@ def misbehave(conn):
     elif mode == "badheader":
         conn.sendall(b"HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok")
 
+def websocket(conn):
+    # The handshake of RFC 6455, then every byte back as it came (the
+    # proxy relays bytes; frames are the two ends' business).
+    f = conn.makefile("rb")
+    head = read_head(f)
+    if head is None:
+        return
+    h = dict((k.lower(), v) for k, v in (tuple(x.strip() for x in l.split(":", 1)) for l in head[1:]))
+    if head[0].split(" ")[1] == "/reject":
+        conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\nno")
+        return
+    accept = base64.b64encode(hashlib.sha1(
+        (h.get("sec-websocket-key", "") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+    conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 b"Sec-WebSocket-Accept: " + accept + b"\r\nX-Seen: "
+                 + json.dumps(sorted(h)).encode() + b"\r\n\r\nHELLO")
+    while True:
+        data = f.read1(65536)
+        if not data:
+            break
+        conn.sendall(data)
+    conn.shutdown(socket.SHUT_WR)
+
 def serve(conn):
     try:
         if mode in ("echo", "v6only"):
             echo(conn)
+        elif mode == "ws":
+            websocket(conn)
         else:
             misbehave(conn)
     except OSError:
@@ -169,7 +194,7 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 '''
 
-ECHO, V6ONLY = 8100, 8110
+ECHO, V6ONLY, WS = 8100, 8110, 8120
 MISBEHAVING = {"garbage": 8101, "endless": 8102, "stall": 8103, "close": 8104, "short": 8105,
                "switch": 8106, "interim": 8107, "badheader": 8108}
 FAKE_KEY = "e2b_" + "0123456789abcdef" * 2 + "01234567"
@@ -226,7 +251,7 @@ class PortsTest(DaemonTest):
         r = cls.d.tcp("POST", "/v1/sandboxes", {"timeout": 3600}, key=cls.key)
         assert r.status == 201, r
         cls.sid = r.json()["id"]
-        start_servers(cls.d, cls.sid, [("echo", ECHO), ("v6only", V6ONLY)]
+        start_servers(cls.d, cls.sid, [("echo", ECHO), ("v6only", V6ONLY), ("ws", WS)]
                       + sorted(MISBEHAVING.items(), key=lambda kv: kv[1]))
 
     def tearDown(self):
@@ -483,12 +508,15 @@ class Headers(PortsTest):
         body = json.loads(out.split(b"\r\n\r\n", 1)[1])
         self.assertIn(["Host", "127.0.0.1:%d" % ECHO], body["headers"])
 
-    def test_upgrade_refused(self):
-        r = self.req("GET", self.url(ECHO, "/ws"), headers={
-            "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
-        body = self.assertError(r, 501, "not_implemented")
-        self.assertIn("WebSocket", body["message"])
+    def test_other_upgrades_ignored(self):
+        # h2c and the like are offers a server may ignore: dropped, and the
+        # request goes on as plain HTTP/1.1.
+        got = self.echo("/h2c", headers={"Connection": "Upgrade, HTTP2-Settings",
+                                         "Upgrade": "h2c", "HTTP2-Settings": "AAMAAABkAAQAoAAAAAIAAAAA"})
+        names = [k.lower() for k, _ in got["headers"]]
+        for n in ("upgrade", "http2-settings"):
+            self.assertNotIn(n, names)
+        self.assertIn(["Connection", "close"], got["headers"])
 
     def test_bad_request_lines(self):
         # libmicrohttpd lets these through; the proxy must not send them on.
@@ -498,6 +526,107 @@ class Headers(PortsTest):
             with self.subTest(line=line):
                 out = self.raw(line + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
                 self.assertTrue(out.startswith(b"HTTP/1.1 400"), out[:200])
+        self.assertServing()
+
+
+WS_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+WS_ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455 1.3
+
+
+def ws_connect(test, path, tcp=False, headers=None, early=b""):
+    """Open a WebSocket through the daemon; returns (socket, head, bytes
+    already read after the head)."""
+    if tcp:
+        host, port = test.d.listen.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=30)
+    else:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(30)
+        s.connect(test.d.socket_path)
+    h = {"Host": "x", "Upgrade": "websocket", "Connection": "Upgrade",
+         "Sec-WebSocket-Key": WS_KEY, "Sec-WebSocket-Version": "13"}
+    h.update(headers or {})
+    s.sendall(("GET %s HTTP/1.1\r\n" % path).encode()
+              + "".join("%s: %s\r\n" % kv for kv in h.items()).encode() + b"\r\n" + early)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return s, head.decode("latin-1"), rest
+
+
+def recv_exactly(s, n, have=b""):
+    while len(have) < n:
+        b = s.recv(min(1 << 20, n - len(have)))
+        if not b:
+            break
+        have += b
+    return have
+
+
+class WebSockets(PortsTest):
+
+    def test_relay_both_ways(self):
+        for tcp in (False, True):
+            with self.subTest(tcp=tcp):
+                s, head, rest = ws_connect(self, self.url(WS, "/chat"), tcp=tcp,
+                                           headers={"X-API-Key": self.key} if tcp else None,
+                                           early=b"EARLY")
+                try:
+                    lines = head.split("\r\n")
+                    self.assertEqual(lines[0], "HTTP/1.1 101 Switching Protocols", head)
+                    hdr = dict((k.lower(), v.strip()) for k, v in
+                               (l.split(":", 1) for l in lines[1:]))
+                    self.assertEqual(hdr["sec-websocket-accept"], WS_ACCEPT)
+                    self.assertEqual(hdr["upgrade"].lower(), "websocket")
+                    self.assertIn("upgrade", hdr["connection"].lower())
+                    # What the server saw: the handshake, none of our credentials.
+                    seen = json.loads(hdr["x-seen"])
+                    self.assertIn("sec-websocket-key", seen)
+                    self.assertIn("upgrade", seen)
+                    self.assertNotIn("x-api-key", seen)
+                    # The server's first bytes (sent with its 101), then the
+                    # client's early bytes (sent with the handshake) echoed.
+                    got = recv_exactly(s, 10, rest)
+                    self.assertEqual(got, b"HELLOEARLY")
+                    data = os.urandom(2 * 1024 * 1024)
+                    sender = threading.Thread(target=s.sendall, args=(data,))
+                    sender.start()
+                    back = recv_exactly(s, len(data))
+                    sender.join()
+                    self.assertEqual(back, data)
+                    # The client's end reaches the server, whose end comes back.
+                    s.shutdown(socket.SHUT_WR)
+                    self.assertEqual(s.recv(10), b"")
+                finally:
+                    s.close()
+        self.assertServing()
+
+    def test_refused_handshake_and_idle(self):
+        s, head, rest = ws_connect(self, self.url(WS, "/reject"))
+        try:
+            self.assertTrue(head.startswith("HTTP/1.1 403"), head)
+            self.assertEqual(recv_exactly(s, 2, rest), b"no")
+        finally:
+            s.close()
+        # A silent WebSocket ends after the idle timeout (3 s here).
+        s, head, rest = ws_connect(self, self.url(WS, "/idle"))
+        try:
+            self.assertTrue(head.startswith("HTTP/1.1 101"), head)
+            self.assertEqual(recv_exactly(s, 5, rest), b"HELLO")
+            t0 = time.monotonic()
+            self.assertEqual(s.recv(10), b"")
+            self.assertLess(time.monotonic() - t0, 20)
+        finally:
+            s.close()
+        # A 101 the client did not ask for is refused (test_misbehaving_servers
+        # too), and so is a handshake with a body.
+        r = self.req("GET", self.url(WS, "/b"), body=b"x", headers={
+            "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": WS_KEY})
+        self.assertError(r, 400, "invalid_argument")
         self.assertServing()
 
 
@@ -677,9 +806,13 @@ class E2BRouting(PortsTest):
         r = self.req("GET", "/", headers={"Host": "%d-%s.sbx.test" % (MISBEHAVING["stall"],
                                                                      self.sid)})
         self.assertError(r, 504, "gateway_timeout")
-        r = self.req("GET", "/", headers={"Host": "%d-%s.sbx.test" % (ECHO, self.sid),
-                                          "Upgrade": "websocket", "Connection": "Upgrade"})
-        self.assertError(r, 501, "not_implemented")
+        s, head, rest = ws_connect(self, "/e2b", headers={"Host": "%d-%s.sbx.test" % (WS, self.sid)})
+        try:
+            self.assertTrue(head.startswith("HTTP/1.1 101"), head)
+            s.sendall(b"ping")
+            self.assertEqual(recv_exactly(s, 9, rest), b"HELLOping")
+        finally:
+            s.close()
         # An unknown sandbox is E2B's "gone".
         r = self.req("GET", "/", headers={"Host": "%d-%s.sbx.test" % (ECHO, "a" * 20)})
         self.assertEqual(r.status, 502, r)
@@ -697,6 +830,56 @@ class E2BRouting(PortsTest):
         names = [k.lower() for k, _ in got["headers"]]
         for n in ("x-api-key", "x-access-token", "e2b-traffic-access-token", "authorization"):
             self.assertNotIn(n, names)
+
+
+class WebSocketStop(unittest.TestCase):
+    """A daemon stopping with WebSockets open ends them and stops cleanly."""
+
+    def test_stop_with_open_websockets(self):
+        # With --kill-on-exit the servers die first; without, the sandbox
+        # (and its server) lives on and only the stop can end the relays.
+        for kill_on_exit in (True, False):
+            with self.subTest(kill_on_exit=kill_on_exit):
+                self.stop_with_open_websockets(kill_on_exit)
+
+    def stop_with_open_websockets(self, kill_on_exit):
+        d = Daemon(pool=0, kill_on_exit=kill_on_exit).start()
+        socks = []
+        try:
+            sid = d.create()
+            start_servers(d, sid, [("ws", WS)])
+
+            class T:
+                pass
+            t = T()
+            t.d = d
+            early = []
+            for _ in range(3):
+                s, head, rest = ws_connect(t, "/v1/sandboxes/%s/ports/%d/s" % (sid, WS))
+                self.assertTrue(head.startswith("HTTP/1.1 101"), head)
+                socks.append(s)
+                early.append(rest)
+            t0 = time.monotonic()
+            self.assertEqual(d.stop(), 0)
+            self.assertLess(time.monotonic() - t0, 20)
+            for s, data in zip(socks, early):
+                s.settimeout(10)
+                while True:
+                    b = s.recv(65536)
+                    if not b:
+                        break
+                    data += b
+                self.assertEqual(data, b"HELLO")
+        finally:
+            for s in socks:
+                s.close()
+            d.stop()
+            if not kill_on_exit:
+                # The sandbox outlived its daemon: a next one ends it.
+                d.args.append("--kill-on-exit")
+                d.start()
+                self.assertEqual(d.stop(), 0)
+            self.assertEqual(d.cleanup(), [])
 
 
 class Restart(unittest.TestCase):
