@@ -31,11 +31,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -437,7 +437,7 @@ read_body (void *cls, uint64_t pos, char *buf, size_t max)
           p->body_off += k;
           if (p->body_off == p->body.len)
             {
-              p->body.len = 0;
+              sbx_buf_reset (&p->body);
               p->body_off = 0;
             }
           return (ssize_t) k;
@@ -621,7 +621,8 @@ emit_header (void *cls, enum MHD_ValueKind kind, const char *name, const char *v
 static void
 client_address (struct MHD_Connection *c, char *out, size_t cap)
 {
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info (c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const union MHD_ConnectionInfo *ci
+      = MHD_get_connection_info (c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
   const struct sockaddr *sa = ci ? ci->client_addr : NULL;
 
   out[0] = '\0';
@@ -683,7 +684,7 @@ build_head (struct sbx_req *r, struct sbx_proxy *p, const char *method, const ch
     sbx_buf_printf (out, "X-Forwarded-Proto: http\r\n");
   if (p->ws)
     /* The connection is the WebSocket's if the server says 101. */
-    sbx_buf_printf (out, "Upgrade: %s\r\nConnection: Upgrade\r\n\r\n", h->upgrade);
+    sbx_buf_printf (out, "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
   else
     {
       if (h->chunked)
@@ -1041,7 +1042,10 @@ sbx_route_port_proxy (struct sbx_req *r)
           return;
         }
       copy_headers (p, resp);
-      MHD_add_response_header (resp, "Upgrade", server_header (p, "Upgrade"));
+      /* hp->upgrade needed the server's Upgrade header: it is there. */
+      MHD_add_response_header (resp, "Upgrade",
+                               server_header (p, "Upgrade") ? server_header (p, "Upgrade")
+                                                            : "websocket");
       r->raw_response = 1;
       sbx_reply_response (r, 101, resp);
       return;

@@ -142,7 +142,8 @@ test_port_proxy_split (void)
   CHECK (sbx_route_port_split ("/v1/sandboxes/abc?/ports/80", path, sizeof path, segs,
                                SBX_MAX_SEGS, &nsegs, &target)
          == 0);
-  CHECK (sbx_route_port_split ("/v1/sandboxes/012345678901234567890123456789012345678901234567890123/ports/80",
+  CHECK (sbx_route_port_split ("/v1/sandboxes/012345678901234567890123456789"
+                               "012345678901234567890123/ports/80",
                                path, sizeof path, segs, SBX_MAX_SEGS, &nsegs, &target)
          == 0);
   /* The decoded path never reaches the proxy's entry through the table. */
