@@ -148,10 +148,13 @@ test: all lint
 	$(MAKE) test-asan
 	$(MAKE) valgrind
 
-# The whole integration suite again, against an ASan+UBSan daemon and CLI.
+# The whole integration suite and the E2B SDK scenarios again, against an
+# ASan+UBSan daemon and CLI.
 test-asan:
 	$(MAKE) BUILD=build-asan SAN=1 all
 	SBX_BUILD=build-asan $(PYTHON) tests/integration/run.py
+	cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error
+	SBX_BUILD=build-asan $(PYTHON) tests/e2b/run.py
 
 bench: all
 	$(PYTHON) bench/bench.py --build $(BUILD)

@@ -146,9 +146,20 @@ sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
 
   p->stdin_fd = a->fds[0];
   p->stdin_open = p->stdin_fd >= 0;
+  if (a->pty_fd >= 0)
+    {
+      /* On a terminal: its master is the output, and a second descriptor
+         of it the input (epoll watches each descriptor once). Without
+         one, the output still flows; the input is closed. */
+      p->pty = 1;
+      p->stdin_fd = fcntl (a->pty_fd, F_DUPFD_CLOEXEC, 3);
+      p->stdin_open = p->stdin_fd >= 0;
+    }
   for (i = 0; i < 2; i++)
     {
-      sbx__outbuf_init (&p->out[i], (size_t) cap, a->fds[1 + i]);
+      int fd = p->pty ? (i == 0 ? a->pty_fd : -1) : a->fds[1 + i];
+      sbx__outbuf_init (&p->out[i], (size_t) cap, fd);
+      p->out[i].tty = p->pty && i == 0;
       if (p->out[i].fd >= 0)
         {
           fcntl (p->out[i].fd, F_SETFL, O_NONBLOCK);
@@ -179,7 +190,10 @@ sbx__process_adopt (struct sbx_sandbox *sb, const struct sbx_iso_attached *a)
       close_and_reset (&p->stdin_fd);
       for (i = 0; i < 2; i++)
         sbx__outbuf_start_drain (&p->out[i]);
-      sbx__process_maybe_done (p);
+      if (p->pty)
+        sbx__process_drain_tty (p); /* ends with maybe_done */
+      else
+        sbx__process_maybe_done (p);
     }
 }
 

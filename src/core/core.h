@@ -45,6 +45,10 @@ struct sbx_outbuf
   uint64_t watch;    /* loop handle, 0 when not watched */
   int paused;        /* BLOCK: not reading until the reader catches up */
   int64_t drain_left; /* after exit: bytes still to read, -1 before exit */
+  /* A terminal's master, not a pipe: EIO is its end of file (the slave
+     side is closed everywhere), and a drain after the exit reads until
+     the master has nothing more (see sbx__outbuf_start_drain). */
+  int tty;
 };
 
 /* ---- processes --------------------------------------------------------- */
@@ -57,6 +61,7 @@ enum sbx_proc_state
 };
 
 struct sbx_sandbox;
+struct sbx_watch; /* a directory watch (watch.c) */
 
 /* A connect that init makes for the port proxy (core/ports.c). */
 struct sbx_connect
@@ -119,6 +124,11 @@ struct sbx_process
   int oom_outside;       /* the OOM kill came from outside its limit (the host) */
   int64_t deadline_mono; /* 0: none */
   uint64_t timeout_ms;   /* as asked, for the reason */
+  /* On a terminal (sbx_exec_opts.pty): out[0] and stdin_fd are its master
+     (stdout and stderr are one stream there; out[1] stays empty). */
+  int pty;
+  uint64_t resize_sent, resize_acked; /* RESIZE requests and init's answers */
+  int resize_errno;                   /* of the last answer */
   pthread_cond_t cond;   /* any change: output, state, stdin space */
 };
 
@@ -161,6 +171,8 @@ struct sbx_sandbox
   uint64_t next_req_id;
   struct sbx_process *procs;
   struct sbx_pump *pumps; /* copies in flight (core/pump.c) */
+  struct sbx_watch *watches; /* directory watches whose helper may run (core/watch.c) */
+  unsigned nwatches;
   struct sbx_connect *connects; /* port-proxy connects in flight (core/ports.c) */
   unsigned proxies;             /* proxied HTTP requests open (core/ports.c) */
   int kill_queued;
@@ -194,6 +206,12 @@ struct sbx_exec_opts
   enum sbx_out_mode mode;
   size_t out_cap;    /* per stream */
   int background;
+  /* Run on a pseudo-terminal of pty_cols x pty_rows (each 1..1000) from
+     the sandbox's own devpts: the command's stdin, stdout, stderr and
+     controlling terminal. Its output (stdout and stderr together, as a
+     terminal shows them) goes to the stdout buffer; stdin is open. */
+  int pty;
+  unsigned pty_cols, pty_rows;
   const char *user_tag; /* NULL or a name (<= 63 bytes) to find it by */
 };
 
@@ -283,6 +301,11 @@ int sbx_process_signal (struct sbx_process *p, int signo, sbx_error_t **err);
    does not hold a thread forever. */
 int sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, int eof,
                              int (*gone) (void *arg), void *arg, sbx_error_t **err);
+/* Set the window size of a process's terminal (each 1..1000); returns
+   once init has applied it (the command gets SIGWINCH). SBX_E_INVALID when
+   the process has no terminal or the size is out of range, SBX_E_CONFLICT
+   when it has finished. */
+int sbx_process_resize (struct sbx_process *p, unsigned cols, unsigned rows, sbx_error_t **err);
 /* Mark a finished process as collected so it leaves the list. */
 void sbx_process_collect (struct sbx_process *p);
 /* The result object (exit_code, signal, timed_out, ...); with output when
@@ -292,6 +315,47 @@ json_t *sbx_process_info_json (struct sbx_process *p);
 json_t *sbx_process_list_json (struct sbx_sandbox *sb);
 /* "SIGTERM" or "TERM" -> 15; -1 when unknown. */
 int sbx_signal_from_name (const char *name);
+
+/* Directory watches (inotify), run inside the sandbox by a helper that
+   init forks as `user` ("user", "root", NULL: the sandbox's), so the path
+   resolves in the sandbox's root with that user's permissions. Names are
+   relative to the watched directory ("sub/a.txt"); "" is the directory
+   itself (REMOVE when it is deleted, RENAME when moved, CHMOD) and the
+   name of OVERFLOW. At most SBX_WATCHES_PER_SANDBOX per sandbox; events
+   wait in a bounded queue per watch, and what does not fit is dropped and
+   reported as one OVERFLOW where it happened (as is the kernel's own
+   IN_Q_OVERFLOW, and a directory a recursive watch could not add). */
+#define SBX_WATCHES_PER_SANDBOX 64
+enum sbx_watch_event_type
+{
+  SBX_WATCH_CREATE = 1, /* created, or moved in */
+  SBX_WATCH_WRITE = 2,
+  SBX_WATCH_REMOVE = 3,
+  SBX_WATCH_RENAME = 4, /* moved away (its new name comes as a CREATE if inside) */
+  SBX_WATCH_CHMOD = 5,  /* attributes: mode, owner, times */
+  SBX_WATCH_OVERFLOW = 6,
+};
+struct sbx_watch_event
+{
+  int type; /* enum sbx_watch_event_type */
+  char name[4096]; /* NUL-terminated; bytes as the file system has them */
+};
+/* Start watching the directory `path` (absolute). Returns once every watch
+   is in place (a recursive watch covers every subdirectory, at most 4096,
+   without crossing mount points, and those made later). Errors: NOT_FOUND
+   (no such directory, or no such sandbox), INVALID (not a directory, bad
+   path or user), FORBIDDEN (permission), LIMIT (watches per sandbox,
+   directories, the sandbox's pids or the kernel's inotify limits). */
+struct sbx_watch *sbx_watch_start (struct sbx_sandbox *sb, const char *path, int recursive,
+                                   const char *user, sbx_error_t **err);
+/* Thread-safe. The next event: 1 with *ev filled, 0 when none came within
+   wait_ms (-1: wait as long as it takes), -1 when the watch has ended (the
+   directory is gone, the helper died, the sandbox is gone, or it was
+   stopped) and every event before that was taken. */
+int sbx_watch_next (struct sbx_watch *w, struct sbx_watch_event *ev, int64_t wait_ms);
+/* End the watch (its helper is killed) and release the caller's hold on
+   it; a thread inside sbx_watch_next returns -1. w is invalid afterwards. */
+void sbx_watch_stop (struct sbx_watch *w);
 
 /* Streaming readers (one per HTTP stream). */
 struct sbx_reader

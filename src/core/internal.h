@@ -14,9 +14,10 @@ enum sbx_watch_kind
   SBX_W_PIDFD, /* obj: sandbox */
   SBX_W_OUT,   /* obj: process, idx: stream */
   SBX_W_IN,    /* obj: process */
+  SBX_W_DIRWATCH, /* obj: a directory watch (watch.c) */
 };
 
-struct sbx_watch
+struct sbx_loop_watch
 {
   enum sbx_watch_kind kind;
   uint32_t gen;
@@ -40,7 +41,7 @@ struct sbx_core_state
   unsigned char *slots;
   unsigned nslots;
   int epfd, wakefd;
-  struct sbx_watch *watches;
+  struct sbx_loop_watch *watches;
   uint32_t nwatches, free_watch; /* free list head is index+1, 0 = none */
   pthread_t loop_thread, pool_thread, janitor_thread;
   int threads_started;
@@ -95,9 +96,16 @@ void sbx__handle_init_death (struct sbx_sandbox *sb);
 int sbx__pump_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 void sbx__pump_cancel_all (struct sbx_sandbox *sb);
 
+/* watch.c: a watch's pipe is readable; init reported on its helper (1 when
+   req_id was a watch's); the sandbox is going away (every watch ends). */
+void sbx__dirwatch_on_readable (struct sbx_watch *w);
+int sbx__dirwatch_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
+void sbx__dirwatch_end_all (struct sbx_sandbox *sb);
+
 /* ports.c */
-/* 1 when ev was a connect's answer (its socket then taken or closed). */
-int sbx__connect_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
+/* A connect's answer: its socket (ev->fd) goes to the waiter, which takes
+   it (ev->fd = -1); with nobody waiting it is left for the caller to close. */
+void sbx__connect_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
 void sbx__connect_cancel_all (struct sbx_sandbox *sb);
 
 /* outbuf.c */
@@ -112,7 +120,8 @@ const char *sbx__signal_name (int sig); /* "SIGKILL"; NULL when not in the table
 json_t *sbx__process_result_locked (struct sbx_process *p, int with_output, int base64);
 
 /* process.c */
-void sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
+/* Takes ev->fd (sets it to -1) when it keeps it. */
+void sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
 void sbx__process_on_output (struct sbx_process *p, int idx);
 void sbx__process_on_stdin (struct sbx_process *p);
 void sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason);
@@ -121,8 +130,14 @@ void sbx__expire_processes (struct sbx_sandbox *sb, int64_t now);
 void sbx__process_unref_locked (struct sbx_process *p);
 /* A process whose exit and output are all in moves to DONE. */
 void sbx__process_maybe_done (struct sbx_process *p);
-/* After the command exited: read what is in the pipe now, then stop. */
+/* After the command exited: read what is in the pipe now, then stop.
+   A terminal's drain needs a first read from the caller (it ends at the
+   first read that finds nothing): sbx__process_drain_tty, which ends
+   with sbx__process_maybe_done. */
 void sbx__outbuf_start_drain (struct sbx_outbuf *o);
+void sbx__process_drain_tty (struct sbx_process *p);
+/* Read a paused buffer again (its reader caught up). */
+void sbx__outbuf_resume (struct sbx_process *p, int idx);
 
 /* adopt.c: at start, take over the sandboxes a previous daemon left. */
 void sbx__adopt_all (void);

@@ -19,7 +19,7 @@
 
 #define MAX_EVENTS 64
 
-static struct sbx_watch *
+static struct sbx_loop_watch *
 resolve (uint64_t handle)
 {
   uint32_t slot = (uint32_t) (handle & 0xffffffffu);
@@ -36,7 +36,7 @@ uint64_t
 sbx__watch_add (int fd, uint32_t events, enum sbx_watch_kind kind, void *obj, int idx)
 {
   struct epoll_event ev;
-  struct sbx_watch *w;
+  struct sbx_loop_watch *w;
   uint32_t slot;
   uint64_t handle;
 
@@ -47,7 +47,7 @@ sbx__watch_add (int fd, uint32_t events, enum sbx_watch_kind kind, void *obj, in
     }
   else
     {
-      struct sbx_watch *grown
+      struct sbx_loop_watch *grown
           = realloc (sbx_core.watches, (sbx_core.nwatches + 1) * sizeof *sbx_core.watches);
       if (grown == NULL)
         {
@@ -82,7 +82,7 @@ sbx__watch_add (int fd, uint32_t events, enum sbx_watch_kind kind, void *obj, in
 void
 sbx__watch_mod (uint64_t handle, uint32_t events)
 {
-  struct sbx_watch *w = resolve (handle);
+  struct sbx_loop_watch *w = resolve (handle);
   struct epoll_event ev;
 
   if (w == NULL)
@@ -97,7 +97,7 @@ sbx__watch_mod (uint64_t handle, uint32_t events)
 void
 sbx__watch_del (uint64_t *handle)
 {
-  struct sbx_watch *w = resolve (*handle);
+  struct sbx_loop_watch *w = resolve (*handle);
   uint32_t slot = (uint32_t) (*handle & 0xffffffffu);
 
   *handle = 0;
@@ -141,7 +141,7 @@ compute_timeout (void)
 static void
 dispatch (uint64_t handle, uint32_t events)
 {
-  struct sbx_watch *w = resolve (handle);
+  struct sbx_loop_watch *w = resolve (handle);
 
   if (w == NULL)
     return;
@@ -165,6 +165,9 @@ dispatch (uint64_t handle, uint32_t events)
       break;
     case SBX_W_IN:
       sbx__process_on_stdin (w->obj);
+      break;
+    case SBX_W_DIRWATCH:
+      sbx__dirwatch_on_readable (w->obj);
       break;
     case SBX_W_FREE:
     default:

@@ -144,26 +144,27 @@ sbx_sandbox_connect_port (struct sbx_sandbox *sb, unsigned port, sbx_error_t **e
   return fd;
 }
 
-int
-sbx__connect_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
+void
+sbx__connect_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
 {
   struct sbx_connect *c;
 
+  /* Nobody waiting (it gave up, or a request of an earlier daemon): the
+     socket stays in ev, which the caller closes. */
   for (c = sb->connects; c; c = c->next)
     if (c->req_id == ev->req_id && !c->done)
       {
         if (ev->type == SBX_ISO_CONNECTED)
-          c->fd = ev->fd;
+          {
+            c->fd = ev->fd;
+            ev->fd = -1;
+          }
         else
           c->sys_errno = ev->sys_errno ? ev->sys_errno : EIO;
         c->done = 1;
         pthread_cond_broadcast (&sb->cond);
-        return 1;
+        return;
       }
-  /* Nobody waits any more (it gave up, or a request of an earlier daemon). */
-  if (ev->fd >= 0)
-    close (ev->fd);
-  return 1;
 }
 
 void

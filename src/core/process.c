@@ -21,6 +21,11 @@
 #define SPAWN_WAIT_MS 30000
 #define MAX_FINISHED_KEPT 64
 #define RLIMIT_NOFILE_DEFAULT 4096
+/* After a terminal command exited: read at most this much more (a process
+   it left behind may write on forever). What the command itself wrote is
+   in the master's buffers by then, which hold far less (64 KiB + 4 KiB). */
+#define TTY_DRAIN_MAX (256 * 1024)
+#define RESIZE_WAIT_MS 10000
 
 
 /* ---- lifetime ---------------------------------------------------------- */
@@ -152,6 +157,16 @@ sbx__outbuf_start_drain (struct sbx_outbuf *o)
 
   if (o->fd < 0)
     return;
+  if (o->tty)
+    {
+      /* A terminal has no FIONREAD that counts what is on its way: the
+         kernel moves output to the master in a worker. A read that finds
+         nothing waits for that worker first, so the drain reads until a
+         read finds nothing (EAGAIN; EIO once every slave is closed), with
+         a bound for a process left behind that keeps writing. */
+      o->drain_left = TTY_DRAIN_MAX;
+      return;
+    }
   /* What the command wrote is in the pipe by now; read exactly that much
      more and stop, so a grandchild holding the pipe cannot keep the
      command "running" forever. */
@@ -177,10 +192,73 @@ reached_limit (const struct sbx_sandbox *sb, const struct sbx_cgroup_stats *st, 
 }
 
 void
-sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
+sbx__process_drain_tty (struct sbx_process *p)
+{
+  /* Both may finish p and drop the list's reference. */
+  p->refs++;
+  if (p->out[0].tty && p->out[0].fd >= 0 && p->out[0].drain_left >= 0)
+    sbx__process_on_output (p, 0);
+  sbx__process_maybe_done (p);
+  sbx__process_unref_locked (p);
+}
+
+void
+sbx__outbuf_resume (struct sbx_process *p, int idx)
+{
+  struct sbx_outbuf *o = &p->out[idx];
+
+  if (!o->paused || o->fd < 0)
+    return;
+  o->paused = 0;
+  sbx__watch_mod (o->watch, EPOLLIN);
+  /* A terminal's drain ends with a read that finds nothing, which no
+     event announces: read now. */
+  if (o->tty && o->drain_left >= 0)
+    sbx__process_drain_tty (p);
+}
+
+/* SPAWNED of a command on a terminal: take its master (ev->fd) as output
+   and, through a second descriptor (epoll watches each once), as stdin. */
+static void
+attach_tty (struct sbx_process *p, struct sbx_iso_event *ev)
+{
+  int fd = ev->fd;
+  sbx_error_t *err = NULL;
+
+  ev->fd = -1;
+  if (fd >= 0 && fcntl (fd, F_SETFL, O_NONBLOCK) == 0
+      && (p->stdin_fd = fcntl (fd, F_DUPFD_CLOEXEC, 3)) >= 0)
+    {
+      p->out[0].fd = fd;
+      p->out[0].watch = sbx__watch_add (fd, EPOLLIN, SBX_W_OUT, p, 0);
+      p->stdin_watch = sbx__watch_add (p->stdin_fd, p->stdin_pending.len ? EPOLLOUT : 0,
+                                       SBX_W_IN, p, 0);
+      if (p->out[0].watch && p->stdin_watch)
+        return;
+      fd = -1; /* p owns it now; closed below */
+    }
+  /* No descriptor for it (ours are all in use), or no watch: the command
+     runs cut off from us. It must not run on unseen. */
+  if (fd >= 0)
+    close (fd);
+  sbx__outbuf_close (&p->out[0]);
+  sbx__watch_del (&p->stdin_watch);
+  close_and_reset (&p->stdin_fd);
+  p->stdin_open = 0;
+  snprintf (p->reason, sizeof p->reason,
+            "killed: the daemon could not take its terminal (out of descriptors or memory)");
+  if (sbx_iso_signal (&p->sb->box, p->req_id, SIGKILL, SBX_SIGNAL_GROUP, &err) < 0)
+    {
+      sbx_warn ("sandbox %s: kill of a command cut off: %s", p->sb->id, err->msg);
+      sbx_error_free (err);
+    }
+}
+
+void
+sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
 {
   struct sbx_process *p = by_req (sb, ev->req_id);
-  int i;
+  int i, drain_tty = 0;
 
   if (ev->type == SBX_ISO_CONNECTED || ev->type == SBX_ISO_CONNECT_FAILED)
     {
@@ -189,8 +267,10 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
     }
   if (p == NULL)
     {
-      /* A files-API copy, or a collected process nothing waits for. */
-      sbx__pump_on_event (sb, ev);
+      /* A files-API copy, a directory watch, or a collected process
+         nothing waits for. */
+      if (!sbx__pump_on_event (sb, ev))
+        sbx__dirwatch_on_event (sb, ev);
       return;
     }
   switch (ev->type)
@@ -198,8 +278,21 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
     case SBX_ISO_SPAWNED:
       if (p->state != SBX_PROC_STARTING)
         break;
+      /* A master for a command we did not put on a terminal (or none for
+         one we did) is init lying: the protocol is broken. */
+      if (ev->pty != p->pty)
+        {
+          sbx__queue_kill (sb, "sandbox init broke the protocol");
+          break;
+        }
       p->state = SBX_PROC_RUNNING;
       p->pid = ev->pid;
+      if (p->pty)
+        attach_tty (p, ev);
+      break;
+    case SBX_ISO_RESIZED:
+      p->resize_acked++;
+      p->resize_errno = ev->sys_errno;
       break;
     case SBX_ISO_SPAWN_FAILED:
       if (p->state != SBX_PROC_STARTING)
@@ -241,6 +334,7 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       p->stdin_open = 0;
       for (i = 0; i < 2; i++)
         sbx__outbuf_start_drain (&p->out[i]);
+      drain_tty = p->pty;
       break;
     case SBX_ISO_CONNECTED:
     case SBX_ISO_CONNECT_FAILED: /* taken above */
@@ -248,7 +342,10 @@ sbx__process_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev)
       break;
     }
   pthread_cond_broadcast (&p->cond);
-  sbx__process_maybe_done (p);
+  if (drain_tty)
+    sbx__process_drain_tty (p); /* ends with maybe_done */
+  else
+    sbx__process_maybe_done (p);
 }
 
 void
@@ -256,11 +353,13 @@ sbx__process_on_output (struct sbx_process *p, int idx)
 {
   struct sbx_outbuf *o = &p->out[idx];
   char buf[READ_CHUNK];
-  size_t want = sizeof buf;
+  size_t want;
   ssize_t n;
 
   if (o->fd < 0)
     return;
+again:
+  want = sizeof buf;
   if (p->mode == SBX_OUT_BLOCK)
     {
       size_t room = o->cap - (size_t) (o->end - o->start);
@@ -289,7 +388,7 @@ sbx__process_on_output (struct sbx_process *p, int idx)
     }
   if (o->drain_left >= 0 && (uint64_t) o->drain_left < want)
     want = (size_t) o->drain_left;
-  if (p->mode == SBX_OUT_HEAD && o->end >= o->cap && want > 0)
+  if (p->mode == SBX_OUT_HEAD && o->end >= o->cap && want > 0 && !o->tty)
     {
       /* Past max_output: discard in the kernel (splice to /dev/null), so a
          command printing gigabytes costs the daemon no copies. */
@@ -311,8 +410,12 @@ sbx__process_on_output (struct sbx_process *p, int idx)
 after_read:
   if (n < 0)
     {
-      if (errno == EAGAIN || errno == EINTR)
+      /* A terminal's drain ends at the first read that finds nothing. */
+      if (errno == EINTR || (errno == EAGAIN && !(o->tty && o->drain_left >= 0)))
         return;
+      /* A pipe's error, or a terminal's EIO: no slave is open any more
+         and everything written was read (the kernel returns EIO only
+         then), its end of file. */
       sbx__outbuf_close (o);
     }
   else if (n == 0)
@@ -325,6 +428,8 @@ after_read:
           o->drain_left -= n;
           if (o->drain_left == 0)
             sbx__outbuf_close (o);
+          else if (o->tty)
+            goto again; /* no event says when it has nothing more */
         }
     }
   pthread_cond_broadcast (&p->cond);
@@ -363,8 +468,11 @@ sbx__process_on_stdin (struct sbx_process *p)
         {
           sbx__watch_del (&p->stdin_watch);
           close_and_reset (&p->stdin_fd);
-          /* init holds our end too: without this the command never sees EOF. */
-          sbx_iso_release (&p->sb->box, p->req_id, 1, NULL);
+          /* init holds our end too: without this the command never sees
+             EOF. (A terminal has no end of input but ^D: its master stays,
+             it is the output too.) */
+          if (!p->pty)
+            sbx_iso_release (&p->sb->box, p->req_id, 1, NULL);
         }
       else
         sbx__watch_mod (p->stdin_watch, 0);
@@ -377,6 +485,7 @@ sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
 {
   sbx__pump_cancel_all (sb);
   sbx__connect_cancel_all (sb);
+  sbx__dirwatch_end_all (sb);
   while (sb->procs)
     {
       struct sbx_process *p = sb->procs;
@@ -560,7 +669,9 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   struct sbx_process *p;
   uint32_t uid;
   int out_pipe[2][2] = {{-1, -1}, {-1, -1}}, in_pipe[2] = {-1, -1};
-  int use_pipe_stdin = opts->stdin_open || opts->stdin_len > 0;
+  /* On a terminal, init makes the descriptors and SPAWNED brings ours. */
+  int pty = opts->pty != 0;
+  int use_pipe_stdin = !pty && (opts->stdin_open || opts->stdin_len > 0);
   char **envp = NULL, *tag;
   int i, rc;
 
@@ -572,8 +683,14 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%.32s`", user), NULL;
   if (opts->cwd && opts->cwd[0] != '/')
     return sbx_err (err, SBX_E_INVALID, "cwd must be an absolute path"), NULL;
+  if (pty
+      && (opts->pty_cols < 1 || opts->pty_cols > SBX_PTY_MAX || opts->pty_rows < 1
+          || opts->pty_rows > SBX_PTY_MAX))
+    return sbx_err (err, SBX_E_INVALID, "terminal size must be 1..%d columns and rows",
+                    SBX_PTY_MAX),
+           NULL;
 
-  for (i = 0; i < 2; i++)
+  for (i = 0; i < 2 && !pty; i++)
     if (pipe2 (out_pipe[i], O_CLOEXEC) < 0)
       {
         sbx_err_sys (err, errno, "pipe");
@@ -584,7 +701,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
       sbx_err_sys (err, errno, "pipe");
       goto fail_fds;
     }
-  for (i = 0; i < 2; i++)
+  for (i = 0; i < 2 && !pty; i++)
     fcntl (out_pipe[i][0], F_SETFL, O_NONBLOCK);
   if (use_pipe_stdin)
     fcntl (in_pipe[1], F_SETFL, O_NONBLOCK);
@@ -600,14 +717,17 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   p->mode = opts->mode;
   p->background = opts->background;
   p->stdin_fd = use_pipe_stdin ? in_pipe[1] : -1;
-  p->stdin_open = opts->stdin_open;
-  p->stdin_eof = !opts->stdin_open;
+  /* A terminal's input is open: it is how one types into it. */
+  p->pty = pty;
+  p->stdin_open = opts->stdin_open || pty;
+  p->stdin_eof = !p->stdin_open;
   if (opts->stdin_len)
     sbx_buf_append (&p->stdin_pending, opts->stdin_data, opts->stdin_len);
   for (i = 0; i < 2; i++)
     {
       sbx__outbuf_init (&p->out[i], opts->out_cap, out_pipe[i][0]);
       out_pipe[i][0] = -1; /* p->out[i] owns it */
+      p->out[i].tty = pty && i == 0;
       /* A lossless buffer is made now: the loop, which fills it, could
          neither drop bytes nor fail the request. */
       if (p->mode == SBX_OUT_BLOCK && (p->out[i].data = malloc (opts->out_cap)) != NULL)
@@ -663,7 +783,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   p->timeout_ms = opts->timeout_ms;
   if (opts->timeout_ms)
     p->deadline_mono = p->start_mono + (int64_t) opts->timeout_ms;
-  for (i = 0; i < 2; i++)
+  for (i = 0; i < 2 && !pty; i++)
     p->out[i].watch = sbx__watch_add (p->out[i].fd, EPOLLIN, SBX_W_OUT, p, i);
   if (p->stdin_fd >= 0)
     p->stdin_watch = sbx__watch_add (p->stdin_fd, p->stdin_pending.len || p->stdin_eof ? EPOLLOUT : 0,
@@ -684,12 +804,15 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.keep[0] = p->stdin_fd; /* -1 without a stdin pipe */
   spawn.keep[1] = p->out[0].fd;
   spawn.keep[2] = p->out[1].fd;
+  spawn.pty = pty;
+  spawn.pty_cols = (uint16_t) opts->pty_cols;
+  spawn.pty_rows = (uint16_t) opts->pty_rows;
   tag = process_tag (p);
   spawn.tag = tag;
   spawn.tag_len = tag ? strlen (tag) : 0;
   /* Without its watches (no memory for them), its output would never be
      read and it would never finish. */
-  if (tag == NULL || !p->out[0].watch || !p->out[1].watch
+  if (tag == NULL || (!pty && (!p->out[0].watch || !p->out[1].watch))
       || (p->stdin_fd >= 0 && !p->stdin_watch))
     rc = sbx_err_oom (err);
   else
@@ -898,6 +1021,58 @@ sbx_process_write_stdin (struct sbx_process *p, const void *data, size_t len, in
         }
     }
   pthread_mutex_unlock (&sbx_core.lock);
+  return 0;
+}
+
+int
+sbx_process_resize (struct sbx_process *p, unsigned cols, unsigned rows, sbx_error_t **err)
+{
+  struct timespec ts;
+  uint64_t ticket;
+  int answer;
+
+  if (cols < 1 || cols > SBX_PTY_MAX || rows < 1 || rows > SBX_PTY_MAX)
+    return sbx_err (err, SBX_E_INVALID, "terminal size must be 1..%d columns and rows",
+                    SBX_PTY_MAX);
+  pthread_mutex_lock (&sbx_core.lock);
+  if (!p->pty)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_INVALID,
+                      "process %d has no terminal (it was started without `pty`)", p->pid);
+    }
+  if (p->state != SBX_PROC_RUNNING || p->exited || p->sb->state != SBX_SB_RUNNING)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_CONFLICT, "process %d has finished", p->pid);
+    }
+  if (sbx_iso_resize (&p->sb->box, p->req_id, cols, rows, err) < 0)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return -1;
+    }
+  /* init answers every RESIZE, in order: ours is answered once as many
+     answers came as requests were sent up to ours. Waiting for it makes
+     the size certain before the caller's next input reaches the command. */
+  ticket = ++p->resize_sent;
+  sbx__abstime (&ts, RESIZE_WAIT_MS);
+  while (p->resize_acked < ticket && !p->exited && p->sb->state == SBX_SB_RUNNING)
+    if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT)
+      break;
+  if (p->resize_acked >= ticket)
+    answer = p->resize_errno;
+  else if (p->exited || p->sb->state != SBX_SB_RUNNING)
+    answer = ESRCH;
+  else
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_UNAVAILABLE, "the sandbox did not resize the terminal");
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
+  if (answer == ESRCH)
+    return sbx_err (err, SBX_E_CONFLICT, "process %d has finished", p->pid);
+  if (answer != 0)
+    return sbx_err_sys (err, answer > 0 && answer < 4096 ? answer : EIO, "resize the terminal");
   return 0;
 }
 

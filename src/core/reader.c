@@ -51,13 +51,8 @@ sbx_reader_release (struct sbx_reader *r)
       p->unpaced = 1;
       for (i = 0; i < 2; i++)
         {
-          struct sbx_outbuf *o = &p->out[i];
-          o->start = o->end;
-          if (o->paused && o->fd >= 0)
-            {
-              o->paused = 0;
-              sbx__watch_mod (o->watch, EPOLLIN);
-            }
+          p->out[i].start = p->out[i].end;
+          sbx__outbuf_resume (p, i);
         }
       pthread_mutex_unlock (&sbx_core.lock);
     }
@@ -183,11 +178,7 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
               if (r->primary && p->mode == SBX_OUT_BLOCK)
                 {
                   o->start = r->off[i];
-                  if (o->paused && o->fd >= 0)
-                    {
-                      o->paused = 0;
-                      sbx__watch_mod (o->watch, EPOLLIN);
-                    }
+                  sbx__outbuf_resume (p, i);
                 }
             }
           if (r->off[i] < o->end || o->fd >= 0)

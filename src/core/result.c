@@ -73,6 +73,8 @@ describe (struct sbx_process *p, char *reason, size_t cap)
         snprintf (reason, cap, "%s", p->reason);
       else if (p->spawn_stage == SBX_STAGE_CHDIR)
         snprintf (reason, cap, "cwd `%s`: %s", p->cwd, strerror (p->spawn_errno));
+      else if (p->spawn_stage == SBX_STAGE_PTY)
+        snprintf (reason, cap, "cannot open a terminal: %s", strerror (p->spawn_errno));
       else if (p->spawn_stage == SBX_STAGE_FORK)
         snprintf (reason, cap, "cannot start: %s (the sandbox's process limit?)",
                   strerror (p->spawn_errno));
@@ -211,6 +213,7 @@ info_locked (struct sbx_process *p)
   json_object_set_new (o, "started_at", sbx_json_time (p->started_ms));
   json_object_set_new (o, "stdin_open", json_boolean (p->stdin_open));
   json_object_set_new (o, "background", json_boolean (p->background));
+  json_object_set_new (o, "pty", json_boolean (p->pty));
   json_object_set_new (o, "tag", p->user_tag[0] ? json_string (p->user_tag) : json_null ());
   json_object_set (o, "env", p->env ? p->env : json_object ());
   if (p->state == SBX_PROC_DONE)

@@ -200,7 +200,8 @@ sbx_iso_adopt (struct sbx_engine *eng, const char *name, uid_t uid_base, pid_t p
          for the old daemon. */
       if ((size_t) n < sizeof m.hdr
           || ((m.hdr.type < SBX_MSG_SPAWNED || m.hdr.type > SBX_MSG_EXITED)
-              && m.hdr.type != SBX_MSG_CONNECTED && m.hdr.type != SBX_MSG_CONNECT_FAILED))
+              && m.hdr.type != SBX_MSG_RESIZED && m.hdr.type != SBX_MSG_CONNECTED
+              && m.hdr.type != SBX_MSG_CONNECT_FAILED))
         {
           sbx_err (err, SBX_E_SYSTEM, "sandbox init broke the protocol");
           goto fail;
@@ -257,19 +258,29 @@ sbx_iso_next_attached (struct sbx_iso_box *box, struct sbx_iso_attached *a, sbx_
   /* Init lives in the sandbox: every field is checked as hostile input. */
   if (m.hdr.type != SBX_MSG_PROC || (size_t) n < sizeof m.proc || m.proc.tag_len > SBX_TAG_MAX
       || (size_t) n != sizeof m.proc + m.proc.tag_len || m.proc.pid <= 0
-      || (m.proc.keep_mask & ~(uint32_t) SBX_KEEP_ALL) != 0
+      || (m.proc.keep_mask != SBX_KEEP_PTY && (m.proc.keep_mask & ~(uint32_t) SBX_KEEP_ALL) != 0)
       || nfds != __builtin_popcount (m.proc.keep_mask)
       || (m.proc.state != SBX_ATTACHED_RUNNING && m.proc.state != SBX_ATTACHED_EXITED))
     goto bad;
+  /* A terminal's master is that and nothing else (see SBX_KEEP_PTY). */
+  if (m.proc.keep_mask == SBX_KEEP_PTY && !sbx__iso_is_pty_master (fds[0]))
+    goto bad;
   memset (a, 0, sizeof *a);
+  a->pty_fd = -1;
   a->req_id = m.proc.req_id;
   a->pid = m.proc.pid;
   a->exited = m.proc.state == SBX_ATTACHED_EXITED;
   a->wait_status = m.proc.wait_status;
   a->exited_ms = m.proc.exited_ms;
   a->causes = m.proc.causes & (SBX_SIGNAL_TIMEOUT | SBX_SIGNAL_API);
-  for (k = 0; k < 3; k++)
-    a->fds[k] = (m.proc.keep_mask & (1u << k)) ? fds[j++] : -1;
+  if (m.proc.keep_mask == SBX_KEEP_PTY)
+    {
+      a->pty_fd = fds[0];
+      a->fds[0] = a->fds[1] = a->fds[2] = -1;
+    }
+  else
+    for (k = 0; k < 3; k++)
+      a->fds[k] = (m.proc.keep_mask & (1u << k)) ? fds[j++] : -1;
   a->tag_len = m.proc.tag_len;
   memcpy (a->tag, &m.proc + 1, m.proc.tag_len);
   a->tag[a->tag_len] = '\0';

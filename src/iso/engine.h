@@ -125,8 +125,16 @@ struct sbx_iso_spawn
   int keep[3];  /* borrowed: our ends, for init to hold across restarts; -1: none */
   const void *tag; /* what a new daemon needs to know of it (opaque to init) */
   size_t tag_len;  /* <= SBX_TAG_MAX */
+  /* On a terminal of pty_cols x pty_rows (1..SBX_PTY_MAX) that init makes:
+     stdio and keep are then unused, and SPAWNED brings the master. */
+  int pty;
+  uint16_t pty_cols, pty_rows;
 };
 int sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_error_t **err);
+/* Set the window size of a terminal command (SBX_MSG_RESIZE); init answers
+   with an SBX_ISO_RESIZED event for req_id. */
+int sbx_iso_resize (struct sbx_iso_box *box, uint64_t req_id, unsigned cols, unsigned rows,
+                    sbx_error_t **err);
 /* flags: SBX_SIGNAL_* (the process group; why, which init keeps). */
 int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, uint32_t flags,
                     sbx_error_t **err);
@@ -134,6 +142,34 @@ int sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, uint32_
    are borrowed. Ends with an EXITED (or SPAWN_FAILED) event for req_id. */
 int sbx_iso_pump (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t gid, int in_fd,
                   int out_fd, sbx_error_t **err);
+
+/* Directory watches (watch.c; see SBX_MSG_WATCH in proto.h). Ask init to
+   watch `path` (absolute, resolved inside the sandbox as uid/gid) in a
+   helper that writes records into write_fd (borrowed: send, then close
+   ours). Ends with an EXITED (or SPAWN_FAILED) event for req_id. */
+int sbx_iso_watch (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t gid,
+                   int recursive, const char *path, int write_fd, sbx_error_t **err);
+
+/* The helper's records, checked as hostile input: READY or FAILED first,
+   then only events with well-formed relative names, nothing after FAILED.
+   A record may arrive split across reads; the parser holds the part. */
+struct sbx_iso_watch_parser
+{
+  unsigned char hold[sizeof (struct sbx_watch_rec) + SBX_WATCH_NAME_MAX];
+  size_t hold_len;
+  int state; /* 0 before the first record, 1 after READY, 2 after FAILED */
+};
+struct sbx_iso_watch_rec
+{
+  int type;        /* enum sbx_watch_rec_type */
+  int sys_errno;   /* FAILED: why (> 0) */
+  const char *name; /* events: the name's bytes, not NUL-terminated */
+  size_t len;
+};
+/* Feed n bytes: calls cb for every complete record, in order. Returns 0,
+   or -1 when the bytes break the format (the watch must end then). */
+int sbx_iso_watch_feed (struct sbx_iso_watch_parser *p, const void *data, size_t n,
+                        void (*cb) (void *arg, const struct sbx_iso_watch_rec *rec), void *arg);
 
 /* Ask init to connect a TCP socket to port on the sandbox's own loopback
    (SBX_MSG_CONNECT): answered by a CONNECTED event for req_id carrying the
@@ -162,6 +198,7 @@ struct sbx_iso_attached
   int64_t exited_ms; /* wall clock, when exited */
   uint32_t causes;   /* SBX_SIGNAL_TIMEOUT | SBX_SIGNAL_API we sent it */
   int fds[3]; /* owned: our ends of stdin, stdout, stderr, -1 when none */
+  int pty_fd; /* owned: the master of a command on a terminal (fds all -1), or -1 */
   size_t tag_len;
   char tag[SBX_TAG_MAX + 1]; /* NUL-terminated */
 };
@@ -173,6 +210,7 @@ enum sbx_iso_event_type
   SBX_ISO_SPAWNED = 1,
   SBX_ISO_SPAWN_FAILED,
   SBX_ISO_EXITED,
+  SBX_ISO_RESIZED, /* sys_errno: 0, or why the size did not change */
   SBX_ISO_CONNECTED,      /* fd: the connected socket */
   SBX_ISO_CONNECT_FAILED, /* sys_errno */
 };
@@ -184,8 +222,13 @@ struct sbx_iso_event
   int wait_status;
   int sys_errno;
   uint32_t stage;
-  int fd; /* CONNECTED: a TCP stream socket, close-on-exec, owned by the
-             receiver of the event; -1 otherwise */
+  /* SPAWNED of a command on a terminal: its master (checked to be one), or
+     -1 when our descriptor table was full (the command then has no way
+     to us; the caller ends it). CONNECTED: the connected socket (a TCP
+     stream socket, close-on-exec). Owned by the event: whoever handles it
+     takes it (sets -1) or closes it. */
+  int fd;
+  int pty; /* SPAWNED: the command is on a terminal */
 };
 /* Read one event from init without blocking: 1 with *ev filled, 0 when
    none is waiting, -1 when init broke the protocol or went away (the

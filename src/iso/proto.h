@@ -19,10 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 2: CONNECT (the port proxy). An init of another version is not adopted
-   (security.md section 4): an old init would die on a message it does not
-   know. */
-#define SBX_PROTO_VERSION 2
+/* 2: terminals (SPAWN's flags and size, SPAWNED's master, RESIZE, RESIZED,
+   SBX_KEEP_PTY) and WATCH. 3: CONNECT (the port proxy). An init of another
+   version is not adopted (security.md section 4): an old init would die on
+   a message it does not know. */
+#define SBX_PROTO_VERSION 3
 #define SBX_INIT_CTL_FD 3 /* where init finds its control socket */
 /* Where init keeps the daemon's end of its control socket once the sandbox
    is handed out (SBX_MSG_KEEP): the socket then never reads EOF when the
@@ -40,27 +41,32 @@ enum sbx_msg_type
   SBX_MSG_CLONED = 33, /* sbx_msg_cloned; SCM_RIGHTS: pidfd on success */
   /* daemon -> init */
   SBX_MSG_CONFIG = 1,   /* sbx_msg_config + plan entries + seccomp program */
-  SBX_MSG_SPAWN = 2,    /* sbx_msg_spawn + strings; SCM_RIGHTS: stdin, stdout, stderr */
+  SBX_MSG_SPAWN = 2,    /* sbx_msg_spawn + strings; SCM_RIGHTS: stdin, stdout, stderr,
+                           kept ends; none with SBX_SPAWN_PTY */
   SBX_MSG_SIGNAL = 3,   /* sbx_msg_signal */
   SBX_MSG_PUMP = 4,     /* sbx_msg_pump; SCM_RIGHTS: source, destination */
   SBX_MSG_KEEP = 5,     /* sbx_msg_keep; SCM_RIGHTS: the daemon's end of this socket */
   SBX_MSG_DEADLINE = 6, /* sbx_msg_deadline */
   SBX_MSG_RELEASE = 7,  /* sbx_msg_release */
   SBX_MSG_ATTACH = 8,   /* sbx_msg_hdr only: "a new daemon; tell me everything" */
-  SBX_MSG_CONNECT = 9,  /* sbx_msg_connect */
+  SBX_MSG_WATCH = 9,    /* sbx_msg_watch + path; SCM_RIGHTS: the event pipe's write end */
+  SBX_MSG_RESIZE = 10,  /* sbx_msg_resize */
+  SBX_MSG_CONNECT = 11, /* sbx_msg_connect */
   /* init -> daemon */
   SBX_MSG_READY = 16,        /* sbx_msg_ready; SCM_RIGHTS: root dir, disk dir (O_PATH) */
   SBX_MSG_SETUP_FAILED = 17, /* sbx_msg_failure */
-  SBX_MSG_SPAWNED = 18,      /* sbx_msg_spawned */
+  SBX_MSG_SPAWNED = 18,      /* sbx_msg_spawned; SCM_RIGHTS: the pty master if SBX_SPAWNED_PTY */
   SBX_MSG_SPAWN_FAILED = 19, /* sbx_msg_spawn_failed */
   SBX_MSG_EXITED = 20,       /* sbx_msg_exited */
   /* init -> daemon, the answer to ATTACH, in this order: */
   SBX_MSG_ROOTS = 21,      /* sbx_msg_roots; SCM_RIGHTS: root dir, disk dir (O_PATH) */
   SBX_MSG_PROC = 22,       /* sbx_msg_proc + tag; SCM_RIGHTS: the kept ends it names */
   SBX_MSG_ATTACH_END = 23, /* sbx_msg_attach_end */
+  /* init -> daemon, an event like SPAWNED: */
+  SBX_MSG_RESIZED = 24, /* sbx_msg_resized, the answer to each RESIZE, in order */
   /* init -> daemon, the answer to CONNECT: */
-  SBX_MSG_CONNECTED = 24,      /* sbx_msg_connect_result, sys_errno 0; SCM_RIGHTS: the socket */
-  SBX_MSG_CONNECT_FAILED = 25, /* sbx_msg_connect_result, sys_errno != 0; no descriptor */
+  SBX_MSG_CONNECTED = 25,      /* sbx_msg_connect_result, sys_errno 0; SCM_RIGHTS: the socket */
+  SBX_MSG_CONNECT_FAILED = 26, /* sbx_msg_connect_result, sys_errno != 0; no descriptor */
 };
 
 struct sbx_msg_hdr
@@ -152,9 +158,20 @@ struct sbx_msg_spawn
   uint64_t rlimit_nofile; /* soft = hard */
   uint64_t rlimit_fsize;  /* soft = hard, bytes */
   uint32_t tag_len;       /* bytes of the daemon's opaque tag after the strings */
+  uint32_t flags;         /* SBX_SPAWN_* */
+  uint16_t pty_cols, pty_rows; /* with SBX_SPAWN_PTY: 1..SBX_PTY_MAX; else 0 */
   uint32_t reserved;
   /* followed by: cwd\0 argv[0]\0 ... argv[argc-1]\0 env[0]\0 ... env[envc-1]\0 tag */
 };
+
+/* Run the command on a terminal: init allocates a pseudo-terminal from the
+   sandbox's own devpts instance, makes its slave the command's stdin,
+   stdout, stderr and controlling terminal, and keeps the master (for
+   RESIZE, and for a new daemon: SBX_KEEP_PTY). SPAWN then carries no
+   descriptors at all (keep_mask 0), and SPAWNED carries a duplicate of the
+   master, which the daemon reads the output from and writes input to. */
+#define SBX_SPAWN_PTY 0x1
+#define SBX_PTY_MAX 1000 /* columns and rows, each 1..SBX_PTY_MAX */
 
 /* The daemon's ends of a command's pipes, which init keeps (never reads or
    writes) so that a daemon that dies takes neither stdin (EOF) nor stdout
@@ -164,6 +181,9 @@ struct sbx_msg_spawn
 #define SBX_KEEP_STDOUT 0x2 /* the read end of its stdout */
 #define SBX_KEEP_STDERR 0x4 /* the read end of its stderr */
 #define SBX_KEEP_ALL 0x7
+/* In PROC only: the master of a command run on a terminal (init's own,
+   see SBX_SPAWN_PTY), never with the other bits. */
+#define SBX_KEEP_PTY 0x8
 #define SBX_TAG_MAX 2048     /* what the daemon says about a command, opaque to init */
 
 /* ---- SIGNAL ------------------------------------------------------------ */
@@ -195,6 +215,57 @@ struct sbx_msg_pump
   struct sbx_msg_hdr hdr;
   uint64_t req_id;
   uint32_t uid, gid; /* in-sandbox ids the helper runs as */
+};
+
+/* ---- WATCH -------------------------------------------------------------
+ *
+ * Watch a directory (inotify) in a helper forked by init, as the given
+ * user, with no capabilities, under the sandbox's filter and limits: the
+ * path is resolved by the kernel inside the sandbox's root with that
+ * user's permissions, never by the daemon (a path resolved on the host side
+ * could be led out of the sandbox by a symlink). The helper writes records
+ * (struct sbx_watch_rec + name bytes) into the pipe: first READY once
+ * every watch is in place, or FAILED (an int32 errno) and exit; then
+ * events until the watched directory is gone (exit status 0), the pipe's
+ * reader goes away, or the daemon SIGNALs it by req_id. Like a PUMP it
+ * ends with EXITED (or SPAWN_FAILED when init could not fork); init
+ * forgets it once reaped, and kills every watcher on ATTACH (its reader
+ * was the daemon that went away). */
+
+#define SBX_WATCH_RECURSIVE 0x1 /* every subdirectory too, also those made later */
+#define SBX_WATCH_FLAGS 0x1
+#define SBX_WATCH_PATH_MAX 4096 /* a path's bytes, NUL included */
+#define SBX_WATCH_NAME_MAX 4095 /* bytes of the name in one record */
+#define SBX_WATCH_MAX_DIRS 4096 /* directories one recursive watch covers */
+
+struct sbx_msg_watch
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  uint32_t uid, gid;  /* in-sandbox ids the helper runs as */
+  uint32_t flags;     /* SBX_WATCH_* */
+  uint32_t path_len;  /* bytes after this struct: an absolute path, no NUL */
+};
+
+enum sbx_watch_rec_type
+{
+  /* events; the name is relative to the watched directory ("sub/a.txt"),
+     empty for the directory itself and for OVERFLOW */
+  SBX_WREC_CREATE = 1,   /* IN_CREATE, IN_MOVED_TO */
+  SBX_WREC_WRITE = 2,    /* IN_MODIFY */
+  SBX_WREC_REMOVE = 3,   /* IN_DELETE, IN_DELETE_SELF */
+  SBX_WREC_RENAME = 4,   /* IN_MOVED_FROM, IN_MOVE_SELF */
+  SBX_WREC_CHMOD = 5,    /* IN_ATTRIB */
+  SBX_WREC_OVERFLOW = 6, /* events were lost (IN_Q_OVERFLOW, limits) */
+  /* the first record, exactly one of: */
+  SBX_WREC_READY = 16,   /* len 0 */
+  SBX_WREC_FAILED = 17,  /* len 4: int32 errno; the helper then exits */
+};
+
+struct sbx_watch_rec
+{
+  uint16_t type; /* enum sbx_watch_rec_type */
+  uint16_t len;  /* bytes that follow, at most SBX_WATCH_NAME_MAX, no NUL */
 };
 
 /* ---- CONNECT -----------------------------------------------------------
@@ -267,6 +338,30 @@ struct sbx_msg_release
   uint32_t reserved;
 };
 
+/* ---- RESIZE --------------------------------------------------------------
+ *
+ * Set the window size of a command's terminal (TIOCSWINSZ on the master
+ * init keeps; the kernel sends SIGWINCH to the terminal's foreground
+ * process group). Init does it, so the daemon, which parses client bytes,
+ * needs no terminal ioctl. Every RESIZE is answered by one RESIZED, in
+ * order: 0, or ESRCH when the command has exited or has no terminal. */
+
+struct sbx_msg_resize
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  uint16_t cols, rows; /* 1..SBX_PTY_MAX */
+  uint32_t reserved;
+};
+
+struct sbx_msg_resized
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  int32_t sys_errno;
+  uint32_t reserved;
+};
+
 #define SBX_ATTACHED_RUNNING 0
 #define SBX_ATTACHED_EXITED 1
 
@@ -322,14 +417,17 @@ enum sbx_spawn_stage
   SBX_STAGE_CHDIR = 2, /* the working directory */
   SBX_STAGE_EXEC = 3,  /* execve itself (ENOENT: no such command) */
   SBX_STAGE_FORK = 4,  /* init could not fork (pids limit) */
+  SBX_STAGE_PTY = 5,   /* init could not allocate the terminal */
 };
+
+#define SBX_SPAWNED_PTY 0x1 /* one descriptor follows: the pty master */
 
 struct sbx_msg_spawned
 {
   struct sbx_msg_hdr hdr;
   uint64_t req_id;
-  int32_t pid; /* in the sandbox's pid namespace */
-  uint32_t reserved;
+  int32_t pid;    /* in the sandbox's pid namespace */
+  uint32_t flags; /* SBX_SPAWNED_PTY exactly when the spawn asked for a terminal */
 };
 
 struct sbx_msg_spawn_failed

@@ -252,6 +252,12 @@ child_exec_zygote (int sock, int memfd, int devnull)
      TIOCSTI injection (CVE-2017-5226), a log file would leak. */
   if (dup2 (n, 0) < 0 || dup2 (n, 1) < 0 || dup2 (n, 2) < 0 || dup2 (c, SBX_INIT_CTL_FD) < 0)
     _exit (126);
+  /* Nor its session: a daemon started from a shell has that terminal as
+     its controlling terminal, which every sandbox's init would inherit
+     (and a ^C there would reach them all). A session of our own has none;
+     the inits cloned from us start in it, their commands in their own. */
+  if (setsid () < 0)
+    _exit (126);
   /* Every other fd the daemon holds is close-on-exec; make sure of it
      (CVE-2024-21626 leaked one that was not). */
   if (syscall (SYS_close_range, SBX_INIT_CTL_FD + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */) < 0)
@@ -705,15 +711,30 @@ sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_err
     return sbx_err (err, SBX_E_INVALID, "command tag too large");
   m.tag_len = (uint32_t) req->tag_len;
   m.hdr.len += m.tag_len;
-  fds[0] = req->stdio[0];
-  fds[1] = req->stdio[1];
-  fds[2] = req->stdio[2];
-  for (int i = 0; i < 3; i++)
-    if (req->keep[i] >= 0)
-      {
-        m.keep_mask |= 1u << i;
-        fds[nfds++] = req->keep[i];
-      }
+  if (req->pty)
+    {
+      /* init makes the terminal: no descriptors go with the request. */
+      if (req->pty_cols == 0 || req->pty_cols > SBX_PTY_MAX || req->pty_rows == 0
+          || req->pty_rows > SBX_PTY_MAX)
+        return sbx_err (err, SBX_E_INVALID, "terminal size must be 1..%d columns and rows",
+                        SBX_PTY_MAX);
+      m.flags = SBX_SPAWN_PTY;
+      m.pty_cols = req->pty_cols;
+      m.pty_rows = req->pty_rows;
+      nfds = 0;
+    }
+  else
+    {
+      fds[0] = req->stdio[0];
+      fds[1] = req->stdio[1];
+      fds[2] = req->stdio[2];
+      for (int i = 0; i < 3; i++)
+        if (req->keep[i] >= 0)
+          {
+            m.keep_mask |= 1u << i;
+            fds[nfds++] = req->keep[i];
+          }
+    }
   sbx_buf_append (&packet, &m, sizeof m);
   sbx_buf_append (&packet, req->cwd, strlen (req->cwd) + 1);
   for (uint32_t i = 0; i < argc; i++)
@@ -740,6 +761,24 @@ sbx_iso_signal (struct sbx_iso_box *box, uint64_t req_id, int signo, uint32_t fl
   m.req_id = req_id;
   m.signo = (uint32_t) signo;
   m.flags = flags & SBX_SIGNAL_FLAGS;
+  return sbx__iso_send (box->ctl, &m, sizeof m, NULL, 0, err);
+}
+
+int
+sbx_iso_resize (struct sbx_iso_box *box, uint64_t req_id, unsigned cols, unsigned rows,
+                sbx_error_t **err)
+{
+  struct sbx_msg_resize m;
+
+  if (cols == 0 || cols > SBX_PTY_MAX || rows == 0 || rows > SBX_PTY_MAX)
+    return sbx_err (err, SBX_E_INVALID, "terminal size must be 1..%d columns and rows",
+                    SBX_PTY_MAX);
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_RESIZE;
+  m.hdr.len = sizeof m;
+  m.req_id = req_id;
+  m.cols = (uint16_t) cols;
+  m.rows = (uint16_t) rows;
   return sbx__iso_send (box->ctl, &m, sizeof m, NULL, 0, err);
 }
 
@@ -807,6 +846,7 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
     struct sbx_msg_spawn_failed failed;
     struct sbx_msg_exited exited;
     struct sbx_msg_connect_result connect;
+    struct sbx_msg_resized resized;
     char raw[256];
   } m;
   int fds[4], nfds = 0;
@@ -818,9 +858,23 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
     {
       if (errno == EAGAIN)
         return 0;
-      /* The one packet that carries a descriptor, refused by our own full
-         fd table (the packet is in m all the same, its socket dropped by
-         the kernel): the connect failed, not the sandbox. */
+      /* Our descriptor table is full, so the master a SPAWNED brought was
+         dropped (the message itself is intact): the command it names is
+         cut off from us, which the caller deals with; the sandbox and its
+         other commands are fine. */
+      if (errno == EMFILE && m.hdr.type == SBX_MSG_SPAWNED && m.hdr.len == sizeof m.spawned
+          && m.spawned.flags == SBX_SPAWNED_PTY && m.spawned.pid > 0)
+        {
+          memset (ev, 0, sizeof *ev);
+          ev->type = SBX_ISO_SPAWNED;
+          ev->req_id = m.spawned.req_id;
+          ev->pid = m.spawned.pid;
+          ev->pty = 1;
+          ev->fd = -1;
+          return 1;
+        }
+      /* Likewise a CONNECTED's socket: the connect failed, not the
+         sandbox. */
       if (errno == EMFILE && m.hdr.type == SBX_MSG_CONNECTED && m.hdr.len == sizeof m.connect)
         {
           memset (ev, 0, sizeof *ev);
@@ -835,18 +889,19 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
   if (n == 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "sandbox init went away");
   /* Init runs inside the sandbox: treat what it says as hostile. Exact
-     sizes, known types, descriptors only where the protocol puts them;
+     sizes, descriptors only where the message says so, known types;
      anything else ends the sandbox. */
   if ((size_t) n < sizeof m.hdr || m.hdr.len != (size_t) n)
     goto bad;
-  if (nfds != (m.hdr.type == SBX_MSG_CONNECTED ? 1 : 0))
+  if (nfds != 0 && m.hdr.type != SBX_MSG_SPAWNED && m.hdr.type != SBX_MSG_CONNECTED)
     goto bad;
   memset (ev, 0, sizeof *ev);
   ev->fd = -1;
   switch (m.hdr.type)
     {
     case SBX_MSG_CONNECTED:
-      if ((size_t) n != sizeof m.connect || m.connect.sys_errno != 0 || !is_connected_tcp (fds[0]))
+      if ((size_t) n != sizeof m.connect || m.connect.sys_errno != 0 || nfds != 1
+          || !is_connected_tcp (fds[0]))
         goto bad;
       ev->type = SBX_ISO_CONNECTED;
       ev->req_id = m.connect.req_id;
@@ -860,11 +915,16 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
       ev->sys_errno = m.connect.sys_errno;
       return 1;
     case SBX_MSG_SPAWNED:
-      if ((size_t) n != sizeof m.spawned || m.spawned.pid <= 0)
+      if ((size_t) n != sizeof m.spawned || m.spawned.pid <= 0
+          || (m.spawned.flags & ~(uint32_t) SBX_SPAWNED_PTY) != 0
+          || nfds != (m.spawned.flags & SBX_SPAWNED_PTY ? 1 : 0)
+          || (nfds == 1 && !sbx__iso_is_pty_master (fds[0])))
         goto bad;
       ev->type = SBX_ISO_SPAWNED;
       ev->req_id = m.spawned.req_id;
       ev->pid = m.spawned.pid;
+      ev->pty = nfds == 1;
+      ev->fd = nfds == 1 ? fds[0] : -1;
       return 1;
     case SBX_MSG_SPAWN_FAILED:
       if ((size_t) n != sizeof m.failed)
@@ -881,6 +941,13 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
       ev->req_id = m.exited.req_id;
       ev->pid = m.exited.pid;
       ev->wait_status = m.exited.wait_status;
+      return 1;
+    case SBX_MSG_RESIZED:
+      if ((size_t) n != sizeof m.resized)
+        goto bad;
+      ev->type = SBX_ISO_RESIZED;
+      ev->req_id = m.resized.req_id;
+      ev->sys_errno = m.resized.sys_errno;
       return 1;
     default:
       goto bad;

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 int
@@ -117,3 +119,14 @@ sbx__iso_recv (int fd, void *buf, size_t cap, int *fds, int max_fds, int *nfds, 
   return n;
 }
 
+
+int
+sbx__iso_is_pty_master (int fd)
+{
+  struct stat st;
+
+  /* ptmx is 5:2 (TTYAUX_MAJOR) on devtmpfs and in every devpts instance;
+     an open of it is a new master. */
+  return fstat (fd, &st) == 0 && S_ISCHR (st.st_mode) && major (st.st_rdev) == 5
+         && minor (st.st_rdev) == 2;
+}

@@ -22,4 +22,8 @@ int sbx__iso_send (int fd, const void *p, size_t len, const int *fds, int nfds,
 ssize_t sbx__iso_recv (int fd, void *buf, size_t cap, int *fds, int max_fds, int *nfds,
                        int flags);
 
+/* 1 when fd is the master of a pseudo-terminal (what opening ptmx gives):
+   a descriptor a sandbox's init hands us as one must be nothing else. */
+int sbx__iso_is_pty_master (int fd);
+
 #endif

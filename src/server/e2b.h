@@ -122,5 +122,7 @@ void sbx_route_fs_rpc_watch_dir (struct sbx_req *r);
 void sbx_route_fs_rpc_create_watcher (struct sbx_req *r);
 void sbx_route_fs_rpc_get_watcher_events (struct sbx_req *r);
 void sbx_route_fs_rpc_remove_watcher (struct sbx_req *r);
+/* Stop every polled watcher (server shutdown, before the core is freed). */
+void sbx_e2b_watchers_free (void);
 
 #endif

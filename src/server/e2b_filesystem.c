@@ -209,29 +209,3 @@ out:
   fs_call_end (&c);
 }
 
-/* Watchers come with the sandbox-side watcher (core/watch.c). */
-void
-sbx_route_fs_rpc_watch_dir (struct sbx_req *r)
-{
-  sbx_error_t *err = NULL;
-  sbx_err (&err, SBX_E_UNAVAILABLE, "watching directories is not available yet");
-  sbx_connect_reply_stream_err (r, err);
-}
-
-void
-sbx_route_fs_rpc_create_watcher (struct sbx_req *r)
-{
-  sbx_connect_reply_code (r, "unimplemented", "watchers are not available yet");
-}
-
-void
-sbx_route_fs_rpc_get_watcher_events (struct sbx_req *r)
-{
-  sbx_connect_reply_code (r, "unimplemented", "watchers are not available yet");
-}
-
-void
-sbx_route_fs_rpc_remove_watcher (struct sbx_req *r)
-{
-  sbx_connect_reply_code (r, "unimplemented", "watchers are not available yet");
-}

@@ -223,6 +223,23 @@ reply_process_stream (struct sbx_req *r, struct sbx_process *p, int primary)
   sbx_connect_reply_stream (r, &proc_ops, ps);
 }
 
+/* PTY {"size": {"cols": C, "rows": R}}, each 1..1000. */
+static int
+parse_pty_size (json_t *pty, unsigned *cols, unsigned *rows, sbx_error_t **err)
+{
+  json_t *size = json_is_object (pty) ? json_object_get (pty, "size") : NULL;
+  json_t *c = json_object_get (size, "cols"), *r = json_object_get (size, "rows");
+
+  if (!json_is_object (size) || !json_is_integer (c) || !json_is_integer (r)
+      || json_integer_value (c) < 1 || json_integer_value (c) > 1000 || json_integer_value (r) < 1
+      || json_integer_value (r) > 1000)
+    return sbx_err (err, SBX_E_INVALID,
+                    "`pty` must be {\"size\": {\"cols\": 1..1000, \"rows\": 1..1000}}");
+  *cols = (unsigned) json_integer_value (c);
+  *rows = (unsigned) json_integer_value (r);
+  return 0;
+}
+
 /* ---- Start -------------------------------------------------------------- */
 
 struct start_request
@@ -292,7 +309,13 @@ parse_start (struct sbx_req *r, struct start_request *s, sbx_error_t **err)
   s->opts.stdin_open = stdin_v == NULL || json_is_true (stdin_v);
   pty = json_object_get (s->msg, "pty");
   if (pty != NULL && !json_is_null (pty))
-    return sbx_err (err, SBX_E_UNAVAILABLE, "PTY sessions are not available yet");
+    {
+      if (parse_pty_size (pty, &s->opts.pty_cols, &s->opts.pty_rows, err) < 0)
+        return -1;
+      /* A terminal: output comes as data.pty, input goes to it. */
+      s->opts.pty = 1;
+      s->opts.stdin_open = 1;
+    }
   s->opts.user_tag = tag;
   s->opts.background = 1;
   s->opts.mode = SBX_OUT_BLOCK;
@@ -509,11 +532,26 @@ sbx_route_process_rpc_update (struct sbx_req *r)
   json_t *msg = NULL;
   struct sbx_process *p = NULL;
 
+  json_t *pty;
+  unsigned cols = 0, rows = 0;
+
   if (sbx_connect_unary_request (r, &msg, &err) < 0
       || (p = select_process (r, msg, 1, &err)) == NULL)
-    sbx_connect_reply_err (r, err);
-  else
-    sbx_connect_reply_code (r, "failed_precondition", "the process has no PTY");
+    goto fail;
+  pty = json_object_get (msg, "pty");
+  if (pty == NULL || json_is_null (pty))
+    {
+      /* Nothing to change. */
+      sbx_connect_reply_ok (r, json_object ());
+      goto out;
+    }
+  if (parse_pty_size (pty, &cols, &rows, &err) < 0 || sbx_process_resize (p, cols, rows, &err) < 0)
+    goto fail;
+  sbx_connect_reply_ok (r, json_object ());
+  goto out;
+fail:
+  sbx_connect_reply_err (r, err);
+out:
   sbx_process_unref (p);
   json_decref (msg);
 }

@@ -66,6 +66,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/sandboxes/*/processes/*", SBX_BODY_NONE, 0, sbx_route_process_get},
     {"POST", "v1/sandboxes/*/processes/*/stdin", SBX_BODY_RAW, 0, sbx_route_process_stdin},
     {"POST", "v1/sandboxes/*/processes/*/signal", SBX_BODY_JSON, 0, sbx_route_process_signal},
+    {"POST", "v1/sandboxes/*/processes/*/resize", SBX_BODY_JSON, 0, sbx_route_process_resize},
     {"GET", "v1/sandboxes/*/processes/*/wait", SBX_BODY_NONE, 0, sbx_route_process_wait},
     {"GET", "v1/sandboxes/*/processes/*/attach", SBX_BODY_NONE, 0, sbx_route_process_attach},
     {"GET", "v1/sandboxes/*/files", SBX_BODY_NONE, 0, sbx_route_file_get},
@@ -75,6 +76,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/sandboxes/*/files/list", SBX_BODY_NONE, 0, sbx_route_file_list},
     {"POST", "v1/sandboxes/*/files/mkdir", SBX_BODY_JSON, 0, sbx_route_file_mkdir},
     {"POST", "v1/sandboxes/*/files/move", SBX_BODY_JSON, 0, sbx_route_file_move},
+    {"GET", "v1/sandboxes/*/files/watch", SBX_BODY_NONE, 0, sbx_route_file_watch},
     {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
@@ -925,6 +927,7 @@ sbx_server_stop (void)
           ls[i]->fd = -1;
         }
     }
+  sbx_e2b_watchers_free (); /* no request can use one now */
   if (socket_path[0])
     unlink (socket_path);
 }

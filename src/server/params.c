@@ -239,6 +239,66 @@ sbx_param_string_map (json_t *o, const char *key, size_t max_entries, size_t key
   return 0;
 }
 
+/* One dimension of a terminal: an integer 1..SBX_PTY_MAX (not a string,
+   not 80.0: one type per field). */
+static int
+pty_dimension (json_t *o, const char *prefix, const char *key, unsigned *out, sbx_error_t **err)
+{
+  json_t *v = json_object_get (o, key);
+
+  if (!json_is_integer (v) || json_integer_value (v) < 1
+      || json_integer_value (v) > SBX_PTY_MAX)
+    return sbx_err (err, SBX_E_INVALID, "`%s%s` must be an integer from 1 to %d", prefix, key,
+                    SBX_PTY_MAX);
+  *out = (unsigned) json_integer_value (v);
+  return 0;
+}
+
+/* {"cols": .., "rows": ..}, both given, nothing else; prefix names the
+   object in errors ("pty." or ""). */
+static int
+pty_size (json_t *o, const char *prefix, unsigned *cols, unsigned *rows, sbx_error_t **err)
+{
+  void *it;
+
+  for (it = json_object_iter (o); it; it = json_object_iter_next (o, it))
+    {
+      const char *k = json_object_iter_key (it);
+      if ((strcmp (k, "cols") != 0 && strcmp (k, "rows") != 0)
+          || strlen (k) != json_object_iter_key_len (it))
+        return sbx_err (err, SBX_E_INVALID, "unknown field `%s%.64s`", prefix, k);
+    }
+  if (pty_dimension (o, prefix, "cols", cols, err) < 0
+      || pty_dimension (o, prefix, "rows", rows, err) < 0)
+    return -1;
+  return 0;
+}
+
+int
+sbx_param_pty (json_t *o, const char *key, int *pty, unsigned *cols, unsigned *rows,
+               sbx_error_t **err)
+{
+  json_t *v = json_object_get (o, key);
+  char prefix[32];
+
+  if (v == NULL || json_is_null (v))
+    return 0;
+  if (!json_is_object (v))
+    return sbx_err (err, SBX_E_INVALID,
+                    "`%s` must be an object like {\"cols\": 80, \"rows\": 24}", key);
+  snprintf (prefix, sizeof prefix, "%.24s.", key);
+  if (pty_size (v, prefix, cols, rows, err) < 0)
+    return -1;
+  *pty = 1;
+  return 0;
+}
+
+int
+sbx_resize_request_parse (json_t *body, unsigned *cols, unsigned *rows, sbx_error_t **err)
+{
+  return pty_size (body, "", cols, rows, err);
+}
+
 int
 sbx_query_bool (struct sbx_req *r, const char *name, int *out, sbx_error_t **err)
 {

@@ -123,6 +123,10 @@ int sbx_param_uint (json_t *o, const char *key, uint64_t *out, sbx_error_t **err
 int sbx_param_string_map (json_t *o, const char *key, size_t max_entries, size_t key_max,
                           size_t value_max, size_t total_max, int env, json_t **out,
                           sbx_error_t **err);
+/* A terminal: `key` is absent or null (no terminal: *pty stays 0), or
+   exactly {"cols": 1..1000, "rows": 1..1000} (*pty = 1 and the size). */
+int sbx_param_pty (json_t *o, const char *key, int *pty, unsigned *cols, unsigned *rows,
+                   sbx_error_t **err);
 int sbx_query_bool (struct sbx_req *r, const char *name, int *out, sbx_error_t **err);
 int sbx_query_duration (struct sbx_req *r, const char *name, int64_t *out_ms, sbx_error_t **err);
 
@@ -141,6 +145,7 @@ void sbx_route_process_list (struct sbx_req *r);
 void sbx_route_process_get (struct sbx_req *r);
 void sbx_route_process_stdin (struct sbx_req *r);
 void sbx_route_process_signal (struct sbx_req *r);
+void sbx_route_process_resize (struct sbx_req *r);
 void sbx_route_process_wait (struct sbx_req *r);
 void sbx_route_process_attach (struct sbx_req *r);
 void sbx_route_file_get (struct sbx_req *r);
@@ -150,6 +155,7 @@ void sbx_route_file_stat (struct sbx_req *r);
 void sbx_route_file_list (struct sbx_req *r);
 void sbx_route_file_mkdir (struct sbx_req *r);
 void sbx_route_file_move (struct sbx_req *r);
+void sbx_route_file_watch (struct sbx_req *r);
 void sbx_route_key_create (struct sbx_req *r);
 void sbx_route_key_list (struct sbx_req *r);
 void sbx_route_key_delete (struct sbx_req *r);
@@ -176,6 +182,8 @@ int sbx_exec_request_parse (const char *data, size_t len, int background,
 void sbx_exec_request_free (struct sbx_exec_request *e);
 /* The signal of a process signal body (SIGTERM when none is given). */
 int sbx_signal_request_parse (json_t *body, int *signo, sbx_error_t **err);
+/* The size of a process resize body: {"cols": 1..1000, "rows": 1..1000}. */
+int sbx_resize_request_parse (json_t *body, unsigned *cols, unsigned *rows, sbx_error_t **err);
 
 /* Files: `path` of a mkdir body normalized into abs (SBX_FS_PATH_MAX). */
 int sbx_mkdir_request_parse (json_t *body, char *abs, uint32_t *mode, int *parents,
@@ -186,6 +194,9 @@ int sbx_move_request_parse (json_t *body, const char **from, const char **to, ch
 
 /* routes_files.c: open the upload on the first body chunk's call. */
 int sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err);
+
+/* routes_watch.c: one NDJSON line for a watch event (appended to out). */
+void sbx_watch_event_line (struct sbx_buf *out, const struct sbx_watch_event *ev);
 
 /* proxy.c: the HTTP proxy to a port inside a sandbox.
 

@@ -31,9 +31,10 @@ sbx_exec_request_parse (const char *data, size_t len, int background,
 {
   static const char *const exec_fields[]
       = {"argv",   "cmd",  "env",     "cwd",     "user",   "stdin",     "stdin_b64",
-         "stdin_open", "timeout", "stream", "encoding", "max_output", NULL};
-  static const char *const bg_fields[] = {"argv", "cmd",       "env",        "cwd",     "user",
-                                          "stdin", "stdin_b64", "stdin_open", "timeout", NULL};
+         "stdin_open", "timeout", "stream", "encoding", "max_output", "pty", NULL};
+  static const char *const bg_fields[]
+      = {"argv",       "cmd",     "env", "cwd", "user", "stdin", "stdin_b64",
+         "stdin_open", "timeout", "pty", NULL};
   const char *cmd = NULL, *encoding = NULL, *stdin_text = NULL, *stdin_b64 = NULL;
   json_t *argv;
   uint64_t max_output = DEFAULT_MAX_OUTPUT;
@@ -54,7 +55,9 @@ sbx_exec_request_parse (const char *data, size_t len, int background,
       || sbx_param_duration (e->body, "timeout", &e->opts.timeout_ms, err) < 0
       || sbx_param_bool (e->body, "stream", &e->stream, err) < 0
       || sbx_param_string (e->body, "encoding", &encoding, err) < 0
-      || sbx_param_size (e->body, "max_output", &max_output, err) < 0)
+      || sbx_param_size (e->body, "max_output", &max_output, err) < 0
+      || sbx_param_pty (e->body, "pty", &e->opts.pty, &e->opts.pty_cols, &e->opts.pty_rows, err)
+             < 0)
     return -1;
 
   argv = json_object_get (e->body, "argv");
@@ -457,6 +460,23 @@ sbx_route_process_signal (struct sbx_req *r)
 fail:
   sbx_reply_error (r, err);
 out:
+  json_decref (body);
+  sbx_process_unref (p);
+  sbx_sandbox_unref (sb);
+}
+
+void
+sbx_route_process_resize (struct sbx_req *r)
+{
+  json_t *body = NULL;
+  unsigned cols, rows;
+  WITH_PROCESS (r, sb, p);
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_resize_request_parse (body, &cols, &rows, &err) < 0
+      || sbx_process_resize (p, cols, rows, &err) < 0)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_empty (r, 204);
   json_decref (body);
   sbx_process_unref (p);
   sbx_sandbox_unref (sb);

@@ -8,7 +8,8 @@
  *   3 POST .../files/mkdir        sbx_mkdir_request_parse
  *   4 POST .../files/move         sbx_move_request_parse
  *   5 POST .../processes/N/signal sbx_signal_request_parse
- *   6 POST .../timeout, keys      sbx_params_only + duration / string
+ *   6 POST .../timeout, keys,     sbx_params_only + duration / string,
+ *     .../processes/N/resize      sbx_resize_request_parse
  *   7 any object                  every sbx_param_* on every key
  * Checked: the error contract (an error iff failure, always 400), the
  * bounds each parser promises on success, and no leak (LeakSanitizer).
@@ -90,6 +91,10 @@ exec_body (const char *data, size_t len, int background)
                               : e.opts.mode == (e.stream ? SBX_OUT_BLOCK : SBX_OUT_HEAD));
       FUZZ_ASSERT (e.opts.stdin_len == e.stdin_bytes.len);
       check_map (e.opts.env, 256, 1);
+      /* A terminal has a size in range; none has no size. */
+      FUZZ_ASSERT (e.opts.pty ? e.opts.pty_cols >= 1 && e.opts.pty_cols <= 1000
+                                    && e.opts.pty_rows >= 1 && e.opts.pty_rows <= 1000
+                              : e.opts.pty_cols == 0 && e.opts.pty_rows == 0);
     }
   sbx_exec_request_free (&e);
 }
@@ -144,6 +149,7 @@ small_bodies (json_t *body)
   sbx_error_t *err = NULL;
   const char *tenant = NULL;
   uint64_t ms = 0;
+  unsigned cols = 0, rows = 0;
 
   if (FUZZ_CONTRACT (sbx_params_only (body, timeout_fields, &err), &err) == 0
       && FUZZ_CONTRACT (sbx_param_duration (body, "timeout", &ms, &err), &err) == 0
@@ -152,6 +158,9 @@ small_bodies (json_t *body)
   if (FUZZ_CONTRACT (sbx_params_only (body, key_fields, &err), &err) == 0)
     FUZZ_CONTRACT (sbx_param_string (body, "tenant", &tenant, &err), &err);
   check_plain (tenant);
+  if (FUZZ_CONTRACT (sbx_resize_request_parse (body, &cols, &rows, &err), &err) == 0)
+    FUZZ_ASSERT (cols >= 1 && cols <= 1000 && rows >= 1 && rows <= 1000
+                 && json_object_size (body) == 2);
 }
 
 /* Every typed getter on every key: each either fails or gives a value of
@@ -169,7 +178,8 @@ every_param (json_t *body)
     uint64_t u = 0;
     uint32_t milli = 0;
     json_t *map = NULL;
-    int b = -1;
+    int b = -1, pty = 0;
+    unsigned cols = 0, rows = 0;
 
     (void) v;
     if (FUZZ_CONTRACT (sbx_param_string (body, k, &s, &err), &err) == 0)
@@ -187,6 +197,9 @@ every_param (json_t *body)
     FUZZ_CONTRACT (sbx_param_uint (body, k, &u, &err), &err);
     if (FUZZ_CONTRACT (sbx_param_string_map (body, k, 8, 16, 32, 64, 1, &map, &err), &err) == 0)
       check_map (map, 8, 1);
+    if (FUZZ_CONTRACT (sbx_param_pty (body, k, &pty, &cols, &rows, &err), &err) == 0)
+      FUZZ_ASSERT (pty ? cols >= 1 && cols <= 1000 && rows >= 1 && rows <= 1000
+                       : json_is_null (v) && cols == 0 && rows == 0);
   }
 }
 

@@ -76,6 +76,11 @@ parse_like_handler (struct sbx_req *r, sbx_error_t **err)
     }
   else if (is (r, "POST", "v1/sandboxes/*/processes/*/signal"))
     rc = sbx_signal_request_parse (body, &flag, err);
+  else if (is (r, "POST", "v1/sandboxes/*/processes/*/resize"))
+    {
+      unsigned cols, rows;
+      rc = sbx_resize_request_parse (body, &cols, &rows, err);
+    }
   else if (is (r, "POST", "v1/sandboxes/*/timeout"))
     {
       static const char *const allowed[] = {"timeout", NULL};

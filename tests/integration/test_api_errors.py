@@ -321,7 +321,7 @@ class RouteErrors(DaemonTest):
 
     def test_unknown_routes_and_methods(self):
         sid = self.d.create()
-        for path in ("/", "/v1", "/v2/sandboxes", "/v1/nothing", "/v1/sandboxes/%s/nothing" % sid,
+        for path in ("/", "/v1", "/v3/sandboxes", "/v1/nothing", "/v1/sandboxes/%s/nothing" % sid,
                      "/v1/sandboxes/%s/files/nothing" % sid, "/v1/sandboxes/%s/processes/1/x" % sid,
                      "/v1/sandboxes/a/b/c/d/e/f/g/h/i", "/healthz/x", "/v1/keys/a/b",
                      "/" + "x" * 3000):

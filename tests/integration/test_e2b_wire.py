@@ -500,3 +500,83 @@ class E2BWire(DaemonTest):
         st, body = self.unary(a, "process.Process/SendSignal",
                               {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
         self.assertEqual(st, 200, body)
+
+    # ---- polled watchers -----------------------------------------------------
+
+    def test_polled_watchers(self):
+        a, b = self.new_sandbox(), self.new_sandbox()
+        st, body = self.unary(a, "filesystem.Filesystem/MakeDir", {"path": "/tmp/pw"})
+        self.assertEqual(st, 200, body)
+        st, body = self.unary(a, "filesystem.Filesystem/CreateWatcher",
+                              {"path": "/tmp/pw", "includeEntry": True})
+        self.assertEqual(st, 200, body)
+        wid = body["watcherId"]
+        st, _, _ = self.envd(a, "POST", "/files?path=/tmp/pw/f.txt", b"hello",
+                             {"Content-Type": "application/octet-stream"})
+        self.assertEqual(st, 200)
+        events = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(e["name"] == "f.txt" for e in events):
+            st, body = self.unary(a, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+            self.assertEqual(st, 200, body)
+            events += body["events"]
+            time.sleep(0.05)
+        self.assertIn("f.txt", [e["name"] for e in events if e["type"] == "EVENT_TYPE_CREATE"])
+        # The upload's own temporary name is not the user's business.
+        self.assertFalse([e for e in events if e["name"] != "f.txt"], events)
+        created = [e for e in events if e["type"] == "EVENT_TYPE_CREATE"]
+        self.assertEqual(created[0]["entry"]["size"], "5")
+        # Another sandbox cannot use it, even with its own valid token.
+        st, body = self.unary(b, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        self.assertConnectError(st, body, 404, "not_found")
+        st, body = self.unary(b, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+        self.assertConnectError(st, body, 404, "not_found")
+        for bad in ({}, {"watcherId": 5}, {"watcherId": wid, "x": 1}):
+            st, body = self.unary(a, "filesystem.Filesystem/GetWatcherEvents", bad)
+            self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(a, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+        self.assertEqual(st, 200, body)
+        st, body = self.unary(a, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        self.assertConnectError(st, body, 404, "not_found")
+        st, body = self.unary(a, "filesystem.Filesystem/CreateWatcher", {"path": "/nope"})
+        self.assertConnectError(st, body, 404, "not_found")
+        # The sandbox's own limit of watches holds for polled watchers too.
+        made = []
+        for _ in range(70):
+            st, body = self.unary(a, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp/pw"})
+            if st != 200:
+                break
+            made.append(body["watcherId"])
+        self.assertConnectError(st, body, 429, "resource_exhausted")
+        self.assertLessEqual(len(made), 64)
+
+    # ---- terminals -----------------------------------------------------------
+
+    def test_pty_sizes_and_updates(self):
+        sb = self.new_sandbox()
+        for pty in ({}, {"size": {}}, {"size": {"cols": 0, "rows": 24}},
+                    {"size": {"cols": 80, "rows": 70000}}, {"size": {"cols": "80", "rows": 24}},
+                    {"size": {"cols": -1, "rows": 24}}, "x"):
+            st, _, data = self.stream(sb, "process.Process/Start", envelope(
+                {"process": {"cmd": "/bin/true"}, "pty": pty}))
+            self.assertStreamError(st, data, "invalid_argument")
+        c = self.conn()
+        c.request("POST", "/process.Process/Start", body=envelope(
+            {"process": {"cmd": "/bin/cat"}, "stdin": True}),
+            headers={"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": ENVD,
+                     "X-Access-Token": sb["envdAccessToken"],
+                     "Content-Type": "application/connect+json"})
+        self.assertEqual(c.getresponse().status, 200)
+        st, body = self.unary(sb, "process.Process/List", {})
+        pid = body["processes"][0]["pid"]
+        st, body = self.unary(sb, "process.Process/Update",
+                              {"process": {"pid": pid}, "pty": {"size": {"cols": 10, "rows": 10}}})
+        self.assertConnectError(st, body, 400, "invalid_argument")  # no terminal
+        st, body = self.unary(sb, "process.Process/Update",
+                              {"process": {"pid": pid}, "pty": {"size": {"cols": 0, "rows": 10}}})
+        self.assertConnectError(st, body, 400, "invalid_argument")
+        st, body = self.unary(sb, "process.Process/Update",
+                              {"process": {"pid": 99999}, "pty": {"size": {"cols": 9, "rows": 9}}})
+        self.assertConnectError(st, body, 404, "not_found")
+        c.close()
+        self.unary(sb, "process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})

@@ -642,6 +642,123 @@ test_string_map_env_names (void)
   return 0;
 }
 
+/*============================ Terminals ================================ */
+
+/* `pty`: absent or null is no terminal; otherwise exactly {"cols", "rows"},
+   each an integer 1..1000; a resize body is the same object at the top. */
+static int
+test_param_pty (void)
+{
+  static const char *const bad[] = {
+    "{\"pty\":0}",
+    "{\"pty\":true}",
+    "{\"pty\":false}",
+    "{\"pty\":\"80x24\"}",
+    "{\"pty\":[80,24]}",
+    "{\"pty\":{}}",
+    "{\"pty\":{\"cols\":80}}",
+    "{\"pty\":{\"rows\":24}}",
+    "{\"pty\":{\"cols\":0,\"rows\":24}}",
+    "{\"pty\":{\"cols\":80,\"rows\":0}}",
+    "{\"pty\":{\"cols\":1001,\"rows\":24}}",
+    "{\"pty\":{\"cols\":80,\"rows\":1001}}",
+    "{\"pty\":{\"cols\":70000,\"rows\":24}}",
+    "{\"pty\":{\"cols\":65616,\"rows\":24}}",          /* 80 + 2^16 */
+    "{\"pty\":{\"cols\":4294967376,\"rows\":24}}",     /* 80 + 2^32 */
+    "{\"pty\":{\"cols\":9223372036854775807,\"rows\":24}}",
+    "{\"pty\":{\"cols\":-1,\"rows\":24}}",
+    "{\"pty\":{\"cols\":-4294967216,\"rows\":24}}",    /* 80 - 2^32 */
+    "{\"pty\":{\"cols\":\"80\",\"rows\":24}}",
+    "{\"pty\":{\"cols\":80.0,\"rows\":24}}",
+    "{\"pty\":{\"cols\":1e2,\"rows\":24}}",
+    "{\"pty\":{\"cols\":true,\"rows\":24}}",
+    "{\"pty\":{\"cols\":null,\"rows\":24}}",
+    "{\"pty\":{\"cols\":80,\"rows\":24,\"x\":1}}",
+    "{\"pty\":{\"cols\":80,\"rows\":24,\"Cols\":1}}",
+    "{\"pty\":{\"cols\":{\"a\":1},\"rows\":24}}",
+  };
+  sbx_error_t *err = NULL;
+  unsigned cols = 7, rows = 7;
+  int pty = 0;
+  json_t *o;
+
+  /* Absent and null: no terminal, nothing touched. */
+  o = j ("{}");
+  CHECK (sbx_param_pty (o, "pty", &pty, &cols, &rows, &err) == 0 && err == NULL);
+  CHECK (pty == 0 && cols == 7 && rows == 7);
+  json_decref (o);
+  o = j ("{\"pty\":null}");
+  CHECK (sbx_param_pty (o, "pty", &pty, &cols, &rows, &err) == 0 && pty == 0);
+  json_decref (o);
+  o = j ("{\"pty\":{\"rows\":24,\"cols\":80}}");
+  CHECK (sbx_param_pty (o, "pty", &pty, &cols, &rows, &err) == 0);
+  CHECK (pty == 1 && cols == 80 && rows == 24);
+  json_decref (o);
+  pty = 0;
+  o = j ("{\"pty\":{\"cols\":1,\"rows\":1000}}");
+  CHECK (sbx_param_pty (o, "pty", &pty, &cols, &rows, &err) == 0);
+  CHECK (pty == 1 && cols == 1 && rows == 1000);
+  json_decref (o);
+  for (size_t i = 0; i < ARRAY_SIZE (bad); i++)
+    {
+      pty = 0;
+      o = j (bad[i]);
+      if (invalid (sbx_param_pty (o, "pty", &pty, &cols, &rows, &err), &err, "pty") < 0
+          || pty != 0)
+        {
+          fprintf (stderr, "#   `%s` accepted\n", bad[i]);
+          json_decref (o);
+          return -1;
+        }
+      /* The same object as a resize body. */
+      if (json_is_object (json_object_get (o, "pty"))
+          && sbx_resize_request_parse (json_object_get (o, "pty"), &cols, &rows, &err) == 0)
+        {
+          fprintf (stderr, "#   resize `%s` accepted\n", bad[i]);
+          json_decref (o);
+          return -1;
+        }
+      sbx_error_free (err);
+      err = NULL;
+      json_decref (o);
+    }
+  /* Resize errors name the field. */
+  o = j ("{\"cols\":80,\"rows\":0}");
+  CHECK_INVALID (sbx_resize_request_parse (o, &cols, &rows, &err_), "rows");
+  json_decref (o);
+  o = j ("{\"cols\":80,\"rows\":24,\"extra\":1}");
+  CHECK_INVALID (sbx_resize_request_parse (o, &cols, &rows, &err_), "extra");
+  json_decref (o);
+  o = j ("{\"cols\":1000,\"rows\":3}");
+  CHECK (sbx_resize_request_parse (o, &cols, &rows, &err) == 0 && cols == 1000 && rows == 3);
+  json_decref (o);
+  return 0;
+}
+
+/* exec and processes bodies carry it into the options. */
+static int
+test_exec_request_pty (void)
+{
+  static const char body[] = "{\"cmd\":\"tty\",\"pty\":{\"cols\":132,\"rows\":43}}";
+  static const char bad[] = "{\"cmd\":\"tty\",\"pty\":{\"cols\":132,\"rows\":-43}}";
+  struct sbx_exec_request e;
+  sbx_error_t *err = NULL;
+
+  for (int background = 0; background < 2; background++)
+    {
+      CHECK (sbx_exec_request_parse (body, strlen (body), background, &e, &err) == 0);
+      CHECK (e.opts.pty == 1 && e.opts.pty_cols == 132 && e.opts.pty_rows == 43);
+      sbx_exec_request_free (&e);
+      CHECK (sbx_exec_request_parse ("{\"cmd\":\"tty\"}", 13, background, &e, &err) == 0);
+      CHECK (e.opts.pty == 0 && e.opts.pty_cols == 0 && e.opts.pty_rows == 0);
+      sbx_exec_request_free (&e);
+      CHECK_INVALID (sbx_exec_request_parse (bad, strlen (bad), background, &e, &err_),
+                     "pty.rows");
+      sbx_exec_request_free (&e);
+    }
+  return 0;
+}
+
 int
 main (void)
 {
@@ -656,5 +773,7 @@ main (void)
   RUN (test_string_map);
   RUN (test_string_map_limits);
   RUN (test_string_map_env_names);
+  RUN (test_param_pty);
+  RUN (test_exec_request_pty);
   return tap_done ();
 }

@@ -49,6 +49,8 @@ int init_try_send (const void *msg, size_t len, const int *fds, int nfds);
    cannot be sent now waits in a queue, in order; a daemon that ATTACHes
    gets the whole state instead (init_drop_events). */
 void init_send_event (const void *msg, size_t len);
+/* The same with one descriptor (borrowed; -1: none) on the message. */
+void init_send_event_fd (const void *msg, size_t len, int fd);
 /* 1 while events wait to be sent; init_flush_events sends what it can. */
 int init_events_pending (void);
 void init_flush_events (void);
@@ -75,6 +77,12 @@ void init_apply_seccomp (const void *prog, size_t len);
 void init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nfds);
 void init_handle_signal (const struct sbx_msg_signal *msg, size_t len);
 void init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, int nfds);
+void init_handle_resize (const struct sbx_msg_resize *msg, size_t len);
+/* Tell the daemon a request could not start (SPAWN_FAILED). */
+void init_send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage);
+
+/* watch.c: a directory watch in a helper (SBX_MSG_WATCH). */
+void init_handle_watch (const struct sbx_msg_watch *msg, size_t len, const int *fds, int nfds);
 
 /* connect.c: TCP connects to the sandbox's loopback for the daemon's port
    proxy (SBX_MSG_CONNECT), watched in the main loop. */
@@ -96,9 +104,11 @@ struct init_proc
   pid_t pid; /* 0: free */
   uint64_t req_id;
   int is_pump;   /* a files-API helper: forgotten once reaped */
+  int is_watch;  /* a directory watcher (is_pump too): killed on ATTACH */
   int exited;
   int wait_status;
   int keep[3];   /* the daemon's ends (SBX_KEEP_* order), -1 when none */
+  int pty;       /* the master of its terminal (SBX_SPAWN_PTY), -1 when none */
   uint32_t tag_len;
   char *tag;     /* owned, the daemon's opaque description */
   uint32_t causes;   /* why the daemon signalled it (SBX_SIGNAL_TIMEOUT, _API) */

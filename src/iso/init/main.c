@@ -160,6 +160,9 @@ serve (int sigfd)
             case SBX_MSG_PUMP:
               init_handle_pump ((const struct sbx_msg_pump *) packet, n, fds, nfds);
               break;
+            case SBX_MSG_WATCH:
+              init_handle_watch ((const struct sbx_msg_watch *) packet, n, fds, nfds);
+              break;
             case SBX_MSG_KEEP:
               handle_keep ((const struct sbx_msg_keep *) packet, n, fds, nfds);
               break;
@@ -167,6 +170,7 @@ serve (int sigfd)
               init_handle_connect ((const struct sbx_msg_connect *) packet, n, nfds);
               break;
             case SBX_MSG_SIGNAL:
+            case SBX_MSG_RESIZE:
             case SBX_MSG_DEADLINE:
             case SBX_MSG_RELEASE:
             case SBX_MSG_ATTACH:
@@ -174,6 +178,8 @@ serve (int sigfd)
                 init_protocol_violation ();
               if (hdr->type == SBX_MSG_SIGNAL)
                 init_handle_signal ((const struct sbx_msg_signal *) packet, n);
+              else if (hdr->type == SBX_MSG_RESIZE)
+                init_handle_resize ((const struct sbx_msg_resize *) packet, n);
               else if (hdr->type == SBX_MSG_RELEASE)
                 init_handle_release ((const struct sbx_msg_release *) packet, n);
               else if (hdr->type == SBX_MSG_ATTACH)

@@ -28,6 +28,8 @@ init_proc_forget (struct init_proc *p)
   for (i = 0; i < 3; i++)
     if (p->keep[i] >= 0)
       close (p->keep[i]);
+  if (p->pty >= 0)
+    close (p->pty);
   free (p->tag);
   memset (p, 0, sizeof *p);
 }
@@ -45,6 +47,7 @@ init_proc_add (pid_t pid, uint64_t req_id, int is_pump)
         procs[i].req_id = req_id;
         procs[i].is_pump = is_pump;
         procs[i].keep[0] = procs[i].keep[1] = procs[i].keep[2] = -1;
+        procs[i].pty = -1;
         return &procs[i];
       }
   return NULL;
@@ -75,7 +78,8 @@ init_handle_release (const struct sbx_msg_release *m, size_t len)
           init_proc_forget (&procs[i]);
         else if (procs[i].keep[0] >= 0)
           {
-            /* The API closed stdin: the command must see EOF. */
+            /* The API closed stdin: the command must see EOF. (A
+               terminal's master stays: it is the output too.) */
             close (procs[i].keep[0]);
             procs[i].keep[0] = -1;
           }
@@ -133,6 +137,12 @@ init_handle_attach (size_t len, int nfds)
   /* Whatever was waiting for the old daemon is in the answer; its
      connects in flight are nobody's now. */
   init_drop_events ();
+  /* A watcher's only reader was the daemon that went away: nobody can
+     take its stream over, so it ends (its EXITED goes to the new daemon,
+     which knows no such request and ignores it). */
+  for (i = 0; i < MAX_TRACKED; i++)
+    if (procs[i].pid != 0 && procs[i].is_watch && !procs[i].exited)
+      kill (procs[i].pid, SIGKILL);
   init_connect_drop_all ();
   memset (&roots, 0, sizeof roots);
   roots.hdr.type = SBX_MSG_ROOTS;
@@ -144,7 +154,7 @@ init_handle_attach (size_t len, int nfds)
   for (i = 0; i < MAX_TRACKED; i++)
     {
       struct sbx_msg_proc *m = (struct sbx_msg_proc *) buf;
-      int kept[3], nkept = 0, k;
+      int kept[4], nkept = 0, k;
       if (procs[i].pid == 0 || procs[i].is_pump)
         continue;
       memset (m, 0, sizeof *m);
@@ -160,6 +170,12 @@ init_handle_attach (size_t len, int nfds)
             m->keep_mask |= 1u << k;
             kept[nkept++] = procs[i].keep[k];
           }
+      /* A command on a terminal has no kept pipe ends: its master is all. */
+      if (procs[i].pty >= 0)
+        {
+          m->keep_mask |= SBX_KEEP_PTY;
+          kept[nkept++] = procs[i].pty;
+        }
       m->tag_len = procs[i].tag_len;
       m->causes = procs[i].causes;
       m->exited_ms = procs[i].exited_ms;

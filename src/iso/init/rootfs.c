@@ -346,8 +346,11 @@ static void
 mount_dev (int root)
 {
   static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
-  static const char *const pts_opts[]
-      = {"newinstance", "", "ptmxmode", "0666", "mode", "0620", "gid", "5", NULL};
+  /* max: the host's terminals are few (kernel.pty.max, 4096 by default,
+     1024 of them kept for the host's own devpts) and shared by every
+     sandbox; one sandbox may hold at most this many of them. */
+  static const char *const pts_opts[] = {"newinstance", "", "ptmxmode", "0666", "mode", "0620",
+                                         "gid", "5", "max", "256", NULL};
   static const char *const links[][2] = {
       {"dev/ptmx", "pts/ptmx"},           {"dev/fd", "/proc/self/fd"},
       {"dev/stdin", "/proc/self/fd/0"},   {"dev/stdout", "/proc/self/fd/1"},

@@ -4,7 +4,9 @@
  * Landlock domain and seccomp filter; the child then leads a new session
  * (no controlling terminal: CVE-2017-5226's TIOCSTI needs one), takes its
  * stdio from the fds the daemon sent, drops to the requested user, and
- * execs. It is started with vfork, and a failure before exec is left in
+ * execs. A command asked to run on a terminal gets one that init makes
+ * from the sandbox's own devpts instance: its controlling terminal is
+ * then that and only that. It is started with vfork, and a failure before exec is left in
  * memory we share until then, so "command not found" is an answer, not a
  * mystery exit status.
  */
@@ -16,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -35,8 +39,8 @@ static volatile struct
   uint32_t stage;
 } child_failure;
 
-static void
-send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage)
+void
+init_send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage)
 {
   struct sbx_msg_spawn_failed m;
 
@@ -103,6 +107,52 @@ exec_with_path (const char *file, char *const argv[], char *const envp[], int *e
   *err = saw_eacces ? EACCES : ENOENT;
 }
 
+/* A pseudo-terminal of cols x rows for a command of user uid, from the
+   sandbox's private devpts instance (rootfs.c mounts it with newinstance):
+   the host's terminals are out of reach whatever the command does. Returns
+   0 with both ends (close-on-exec), or -errno. */
+static int
+open_pty (uint32_t uid, uint16_t cols, uint16_t rows, int *master, int *slave)
+{
+  struct winsize ws;
+  int unlock = 0, m, s, e;
+
+  /* devpts gives a new terminal the fsuid of whoever opens ptmx: the
+     command's user owns its terminal, as after a login (screen, write and
+     others refuse a terminal that is not theirs). The group is devpts's
+     gid=5 (tty). CAP_SETUID allows this; init holds no file capability
+     that an fsuid change would clear. */
+  setfsuid (uid);
+  if ((uint32_t) setfsuid ((uid_t) -1) != uid)
+    {
+      setfsuid (0);
+      return -EPERM;
+    }
+  m = open ("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  e = errno;
+  setfsuid (0);
+  if (m < 0)
+    return -e;
+  memset (&ws, 0, sizeof ws);
+  ws.ws_col = cols;
+  ws.ws_row = rows;
+  if (ioctl (m, TIOCSPTLCK, &unlock) < 0 || ioctl (m, TIOCSWINSZ, &ws) < 0)
+    goto fail;
+  /* The slave through the master, never by its path: nothing in the
+     sandbox can put another file at /dev/pts/N between the two steps (the
+     race TIOCGPTPEER was made for). */
+  s = ioctl (m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (s < 0)
+    goto fail;
+  *master = m;
+  *slave = s;
+  return 0;
+fail:
+  e = errno;
+  close (m);
+  return -e;
+}
+
 static __attribute__ ((noreturn)) void
 run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char **envp,
            const int *fds)
@@ -123,6 +173,10 @@ run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char *
 
   if (setsid () < 0)
     child_fail (errno, SBX_STAGE_SETUP);
+  /* A terminal's slave (fds are all three that) becomes the controlling
+     terminal of the new session: the only one the command can reach. */
+  if ((msg->flags & SBX_SPAWN_PTY) && ioctl (fds[0], TIOCSCTTY, 0) < 0)
+    child_fail (errno, SBX_STAGE_PTY);
   for (i = 0; i < 3; i++)
     if (dup2 (fds[i], i) < 0)
       child_fail (errno, SBX_STAGE_SETUP);
@@ -174,12 +228,23 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
   struct init_proc *proc;
   uint32_t i, k;
   pid_t pid;
+  int pty, r, pty_stdio[3];
+  /* Live across vfork's second return: never kept in a register. */
+  volatile int master = -1, slave = -1;
 
   if (len < sizeof *msg || msg->argc == 0 || msg->argc > SBX_SPAWN_MAX_ARGS
       || msg->envc > SBX_SPAWN_MAX_ENV || msg->strings_len > SBX_SPAWN_MAX_STRINGS
       || msg->tag_len > SBX_TAG_MAX || (msg->keep_mask & ~(uint32_t) SBX_KEEP_ALL) != 0
       || len != sizeof *msg + msg->strings_len + msg->tag_len || msg->strings_len == 0
-      || nfds != 3 + __builtin_popcount (msg->keep_mask))
+      || (msg->flags & ~(uint32_t) SBX_SPAWN_PTY) != 0)
+    init_protocol_violation ();
+  pty = (msg->flags & SBX_SPAWN_PTY) != 0;
+  /* On a terminal: no descriptors (init makes them), a size in range.
+     Otherwise: the three stdio ends and the kept ones, no size. */
+  if (pty ? (nfds != 0 || msg->keep_mask != 0 || msg->pty_cols == 0
+             || msg->pty_cols > SBX_PTY_MAX || msg->pty_rows == 0 || msg->pty_rows > SBX_PTY_MAX)
+          : (nfds != 3 + __builtin_popcount (msg->keep_mask) || msg->pty_cols != 0
+             || msg->pty_rows != 0))
     init_protocol_violation ();
   strings = (char *) (uintptr_t) (msg + 1);
   end = strings + msg->strings_len;
@@ -204,16 +269,30 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
   argv[msg->argc] = NULL;
   envp[msg->envc] = NULL;
 
+  if (pty)
+    {
+      int m = -1, s = -1;
+      r = open_pty (msg->uid, msg->pty_cols, msg->pty_rows, &m, &s);
+      if (r < 0)
+        {
+          init_send_spawn_failed (msg->req_id, -r, SBX_STAGE_PTY);
+          return;
+        }
+      master = m;
+      slave = s;
+      pty_stdio[0] = pty_stdio[1] = pty_stdio[2] = s;
+    }
+
   /* vfork: no copy of our address space to make and tear down (the child
      execs at once); we are suspended until it has exec'd or exited. */
   child_failure.stage = 0;
   child_failure.sys_errno = 0;
   pid = vfork ();
   if (pid == 0)
-    run_child (msg, cwd, argv, envp, fds);
+    run_child (msg, cwd, argv, envp, pty ? pty_stdio : fds);
   if (pid < 0)
     {
-      send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
+      init_send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
       goto out;
     }
   if (child_failure.stage != 0)
@@ -221,7 +300,7 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
       /* It never ran user code; reap it now so it is not reported twice. */
       while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
         ;
-      send_spawn_failed (msg->req_id, child_failure.sys_errno, child_failure.stage);
+      init_send_spawn_failed (msg->req_id, child_failure.sys_errno, child_failure.stage);
       goto out;
     }
   proc = init_proc_add (pid, msg->req_id, 0);
@@ -233,7 +312,7 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
         ;
       if (proc)
         init_proc_forget (proc);
-      send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
+      init_send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
       goto out;
     }
   if (msg->tag_len)
@@ -251,8 +330,24 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
   ok.hdr.len = sizeof ok;
   ok.req_id = msg->req_id;
   ok.pid = pid;
-  init_send_event (&ok, sizeof ok);
+  if (pty)
+    {
+      /* Ours for the command's life (RESIZE, ATTACH); the daemon gets a
+         copy with the event. */
+      proc->pty = master;
+      master = -1;
+      ok.flags = SBX_SPAWNED_PTY;
+      init_send_event_fd (&ok, sizeof ok, proc->pty);
+    }
+  else
+    init_send_event (&ok, sizeof ok);
 out:
+  /* Only the command holds its terminal's slave: when it and what it
+     started are gone, the master reads EIO, its end of output. */
+  if (slave >= 0)
+    close (slave);
+  if (master >= 0)
+    close (master);
   for (i = 0; i < (uint32_t) nfds; i++)
     if (fds[i] >= 0)
       close (fds[i]);
@@ -303,14 +398,43 @@ init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, in
   if (pid == 0)
     run_pump (msg, fds[0], fds[1]);
   if (pid < 0)
-    send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
+    init_send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
   else if (init_proc_add (pid, msg->req_id, 1) == NULL)
     {
       kill (pid, SIGKILL);
-      send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
+      init_send_spawn_failed (msg->req_id, EAGAIN, SBX_STAGE_FORK);
     }
   close (fds[0]);
   close (fds[1]);
+}
+
+void
+init_handle_resize (const struct sbx_msg_resize *msg, size_t len)
+{
+  struct sbx_msg_resized answer;
+  struct init_proc *p;
+  struct winsize ws;
+
+  if (len != sizeof *msg || msg->cols == 0 || msg->cols > SBX_PTY_MAX || msg->rows == 0
+      || msg->rows > SBX_PTY_MAX)
+    init_protocol_violation ();
+  memset (&answer, 0, sizeof answer);
+  answer.hdr.type = SBX_MSG_RESIZED;
+  answer.hdr.len = sizeof answer;
+  answer.req_id = msg->req_id;
+  p = init_proc_running (msg->req_id);
+  if (p == NULL || p->pty < 0)
+    answer.sys_errno = ESRCH; /* exited meanwhile, or never had a terminal */
+  else
+    {
+      /* The kernel signals SIGWINCH to the terminal's foreground group. */
+      memset (&ws, 0, sizeof ws);
+      ws.ws_col = msg->cols;
+      ws.ws_row = msg->rows;
+      if (ioctl (p->pty, TIOCSWINSZ, &ws) < 0)
+        answer.sys_errno = errno;
+    }
+  init_send_event (&answer, sizeof answer);
 }
 
 void

@@ -1,5 +1,6 @@
 /* sbx-init: the control socket (see iso/proto.h for the rules). */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,7 +9,9 @@
 
 /* Events waiting for room in the socket: fixed-size messages, in order.
    Bounded: 2 per tracked command at most while a daemon listens; a daemon
-   that does not read gets the state from ATTACH instead. */
+   that does not read gets the state from ATTACH instead. An event may
+   carry one descriptor (SPAWNED of a command on a terminal: its master),
+   which the queue owns as a duplicate until it is sent or dropped. */
 #define EVENT_QUEUE 16384
 #define EVENT_MAX 32
 
@@ -16,6 +19,7 @@ static struct
 {
   unsigned char msg[EVENT_QUEUE][EVENT_MAX];
   uint32_t len[EVENT_QUEUE];
+  int fd[EVENT_QUEUE]; /* owned, -1 when none */
   uint32_t head, count;
 } events;
 
@@ -122,12 +126,33 @@ send_packet (const void *buf, size_t len, const int *fds, int nfds, int flags)
 }
 
 static int
-try_send (const void *msg, size_t len)
+try_send (const void *msg, size_t len, int fd)
 {
+  union
+  {
+    char space[CMSG_SPACE (sizeof (int))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {(void *) (uintptr_t) msg, len};
+  struct msghdr m = {0};
   ssize_t n;
 
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  if (fd >= 0)
+    {
+      struct cmsghdr *c;
+      memset (&control, 0, sizeof control);
+      m.msg_control = control.space;
+      m.msg_controllen = sizeof control.space;
+      c = CMSG_FIRSTHDR (&m);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN (sizeof (int));
+      memcpy (CMSG_DATA (c), &fd, sizeof fd);
+    }
   do
-    n = send (SBX_CTL_FD, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    n = sendmsg (SBX_CTL_FD, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
   while (n < 0 && errno == EINTR);
   return n < 0 ? -errno : 0;
 }
@@ -135,13 +160,20 @@ try_send (const void *msg, size_t len)
 void
 init_send_event (const void *msg, size_t len)
 {
+  init_send_event_fd (msg, len, -1);
+}
+
+void
+init_send_event_fd (const void *msg, size_t len, int fd)
+{
   uint32_t tail;
+  int copy = -1;
 
   if (len > EVENT_MAX)
     init_protocol_violation ();
   if (events.count == 0)
     {
-      int r = try_send (msg, len);
+      int r = try_send (msg, len, fd);
       if (r == 0)
         return;
       /* The daemon's end is closed (EPIPE/ECONNRESET with no daemon and
@@ -151,9 +183,16 @@ init_send_event (const void *msg, size_t len)
     }
   if (events.count == EVENT_QUEUE)
     return; /* nobody is reading; ATTACH will tell the state */
+  /* The queue's own copy: the caller's fd may be closed (RELEASE) before
+     the event leaves, and its number reused. An event whose descriptor
+     cannot be copied is not sent at all: half of it would break the
+     protocol, and ATTACH tells the state anyway. */
+  if (fd >= 0 && (copy = fcntl (fd, F_DUPFD_CLOEXEC, 0)) < 0)
+    return;
   tail = (events.head + events.count) % EVENT_QUEUE;
   memcpy (events.msg[tail], msg, len);
   events.len[tail] = (uint32_t) len;
+  events.fd[tail] = copy;
   events.count++;
 }
 
@@ -168,9 +207,11 @@ init_flush_events (void)
 {
   while (events.count > 0)
     {
-      int r = try_send (events.msg[events.head], events.len[events.head]);
+      int r = try_send (events.msg[events.head], events.len[events.head], events.fd[events.head]);
       if (r == -EAGAIN)
         return;
+      if (events.fd[events.head] >= 0)
+        close (events.fd[events.head]);
       events.head = (events.head + 1) % EVENT_QUEUE;
       events.count--;
     }
@@ -179,5 +220,12 @@ init_flush_events (void)
 void
 init_drop_events (void)
 {
-  events.head = events.count = 0;
+  while (events.count > 0)
+    {
+      if (events.fd[events.head] >= 0)
+        close (events.fd[events.head]);
+      events.head = (events.head + 1) % EVENT_QUEUE;
+      events.count--;
+    }
+  events.head = 0;
 }
