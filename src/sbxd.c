@@ -48,6 +48,8 @@ static const char usage[]
       "  --cgroup-root DIR    cgroup filesystem (default /sys/fs/cgroup)\n"
       "  --cgroup-parent NAME cgroup under which sandboxes live (default sbx)\n"
       "  --max-timeout DUR    longest sandbox lifetime allowed (default 24h)\n"
+      "  --proxy-timeout DUR  port proxy: how long a server in a sandbox may stay\n"
+      "                       silent before the request fails (default 60s)\n"
       "  --log-level LEVEL    debug, info, warn or error (default info)\n"
       "  --kill-on-exit       kill running sandboxes when stopped (default: they keep\n"
       "                       running and the next start re-adopts them)\n"
@@ -180,6 +182,15 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
               return fail ("--max-timeout `%s` is not a duration of 1s or more", val);
             }
           cfg->max_timeout_ms = n;
+        }
+      else if (strcmp (name, "--proxy-timeout") == 0)
+        {
+          if (sbx_parse_duration_ms (val, &n, &err) < 0 || n < 1000 || n > 3600 * 1000)
+            {
+              sbx_error_free (err);
+              return fail ("--proxy-timeout `%s` is not a duration of 1s to 1h", val);
+            }
+          cfg->proxy_idle_ms = n;
         }
       else if (strcmp (name, "--log-level") == 0)
         {

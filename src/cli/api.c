@@ -37,10 +37,10 @@ kind_from_name (const char *name, int status)
 
   /* The daemon's own names (util/error.c), else what the status says. */
   if (name != NULL)
-    for (k = SBX_E_INVALID; k <= SBX_E_UNAVAILABLE; k++)
+    for (k = SBX_E_INVALID; k <= SBX_E_LAST; k++)
       if (strcmp (sbx_error_kind_name (k), name) == 0)
         return k;
-  for (k = SBX_E_INVALID; k <= SBX_E_UNAVAILABLE; k++)
+  for (k = SBX_E_INVALID; k <= SBX_E_LAST; k++)
     if (sbx_error_kind_http_status (k) == status)
       return k;
   return status >= 400 && status < 500 ? SBX_E_INVALID : SBX_E_SYSTEM;

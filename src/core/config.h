@@ -24,6 +24,7 @@ struct sbx_config
   uid_t uid_base;              /* first host uid of the sandbox id ranges */
   uint64_t default_timeout_ms; /* sandbox lifetime */
   uint64_t max_timeout_ms;
+  uint64_t proxy_idle_ms;      /* port proxy: a server silent this long gets 504 */
   struct sbx_limits defaults;
   struct sbx_limits min, max;
   struct sbx_engine_opts engine;

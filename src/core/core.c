@@ -38,6 +38,7 @@ sbx_config_defaults (struct sbx_config *cfg)
   cfg->uid_base = 0x60000000u;
   cfg->default_timeout_ms = 300 * 1000;
   cfg->max_timeout_ms = 24 * 3600 * 1000;
+  cfg->proxy_idle_ms = 60 * 1000;
   cfg->defaults.memory_bytes = 512 * MIB;
   cfg->defaults.cpu_milli = 1000;
   cfg->defaults.pids = 256;

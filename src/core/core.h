@@ -63,6 +63,16 @@ enum sbx_proc_state
 struct sbx_sandbox;
 struct sbx_watch; /* a directory watch (watch.c) */
 
+/* A connect that init makes for the port proxy (core/ports.c). */
+struct sbx_connect
+{
+  struct sbx_connect *next;
+  uint64_t req_id;
+  int done;
+  int fd;        /* the connected socket once done, -1 on failure */
+  int sys_errno; /* why it failed */
+};
+
 /* A copy that a helper in the sandbox makes for the files API. */
 struct sbx_pump
 {
@@ -163,6 +173,8 @@ struct sbx_sandbox
   struct sbx_pump *pumps; /* copies in flight (core/pump.c) */
   struct sbx_watch *watches; /* directory watches whose helper may run (core/watch.c) */
   unsigned nwatches;
+  struct sbx_connect *connects; /* port-proxy connects in flight (core/ports.c) */
+  unsigned proxies;             /* proxied HTTP requests open (core/ports.c) */
   int kill_queued;
   int in_pool;
   char end_reason[64];
@@ -255,6 +267,22 @@ int sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs
                          sbx_error_t **err);
 void sbx_sandbox_fs_close (struct sbx_fs_ctx *ctx);
 int sbx_core_counts (const char *tenant, unsigned *running, unsigned *pooled);
+
+/* Ports (core/ports.c): the HTTP proxy to servers inside a sandbox. */
+#define SBX_PROXY_MAX_PER_SANDBOX 64
+/* Take one of the sandbox's SBX_PROXY_MAX_PER_SANDBOX places for proxied
+   requests (SBX_E_LIMIT when all are taken, SBX_E_NOT_FOUND when it is no
+   longer running); give it back with sbx_sandbox_proxy_release. */
+int sbx_sandbox_proxy_acquire (struct sbx_sandbox *sb, sbx_error_t **err);
+void sbx_sandbox_proxy_release (struct sbx_sandbox *sb);
+/* A TCP socket connected to `port` on the sandbox's own loopback
+   (127.0.0.1, else [::1]), made by its init: close-on-exec, non-blocking;
+   the caller owns it. -1 with SBX_E_INVALID (port not 1..65535),
+   SBX_E_NOT_FOUND (the sandbox is gone), SBX_E_BAD_GATEWAY (nothing
+   listens there: "nothing listens on port 8000 in sandbox ID"),
+   SBX_E_GATEWAY_TIMEOUT (it did not accept in time), SBX_E_LIMIT or
+   SBX_E_UNAVAILABLE (init or the daemon is out of room). */
+int sbx_sandbox_connect_port (struct sbx_sandbox *sb, unsigned port, sbx_error_t **err);
 
 /* Processes. */
 struct sbx_process *sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts,

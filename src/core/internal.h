@@ -102,6 +102,12 @@ void sbx__dirwatch_on_readable (struct sbx_watch *w);
 int sbx__dirwatch_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 void sbx__dirwatch_end_all (struct sbx_sandbox *sb);
 
+/* ports.c */
+/* A connect's answer: its socket (ev->fd) goes to the waiter, which takes
+   it (ev->fd = -1); with nobody waiting it is left for the caller to close. */
+void sbx__connect_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
+void sbx__connect_cancel_all (struct sbx_sandbox *sb);
+
 /* outbuf.c */
 void sbx__outbuf_init (struct sbx_outbuf *o, size_t cap, int fd);
 void sbx__outbuf_copy (const struct sbx_outbuf *o, enum sbx_out_mode mode, uint64_t from, char *dst,

@@ -260,6 +260,11 @@ sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
   struct sbx_process *p = by_req (sb, ev->req_id);
   int i, drain_tty = 0;
 
+  if (ev->type == SBX_ISO_CONNECTED || ev->type == SBX_ISO_CONNECT_FAILED)
+    {
+      sbx__connect_on_event (sb, ev);
+      return;
+    }
   if (p == NULL)
     {
       /* A files-API copy, a directory watch, or a collected process
@@ -331,6 +336,8 @@ sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
         sbx__outbuf_start_drain (&p->out[i]);
       drain_tty = p->pty;
       break;
+    case SBX_ISO_CONNECTED:
+    case SBX_ISO_CONNECT_FAILED: /* taken above */
     default:
       break;
     }
@@ -477,6 +484,7 @@ void
 sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
 {
   sbx__pump_cancel_all (sb);
+  sbx__connect_cancel_all (sb);
   sbx__dirwatch_end_all (sb);
   while (sb->procs)
     {

@@ -154,7 +154,8 @@ sbx__handle_init_event (struct sbx_sandbox *sb)
           return;
         }
       sbx__process_on_event (sb, &ev);
-      /* A master nobody took (its process is gone or never asked). */
+      /* A master or a connected socket nobody took (its process is gone,
+         its connect given up). */
       if (ev.fd >= 0)
         close (ev.fd);
     }

@@ -171,6 +171,11 @@ struct sbx_iso_watch_rec
 int sbx_iso_watch_feed (struct sbx_iso_watch_parser *p, const void *data, size_t n,
                         void (*cb) (void *arg, const struct sbx_iso_watch_rec *rec), void *arg);
 
+/* Ask init to connect a TCP socket to port on the sandbox's own loopback
+   (SBX_MSG_CONNECT): answered by a CONNECTED event for req_id carrying the
+   socket, or CONNECT_FAILED with the errno. */
+int sbx_iso_connect (struct sbx_iso_box *box, uint64_t req_id, uint32_t port, sbx_error_t **err);
+
 /* Restart survival (attach.c). A sandbox handed out to a tenant is kept:
    init holds our end of its control socket and our ends of its commands'
    pipes, and ends the sandbox itself at deadline_ms (wall clock, 0: never)
@@ -206,6 +211,8 @@ enum sbx_iso_event_type
   SBX_ISO_SPAWN_FAILED,
   SBX_ISO_EXITED,
   SBX_ISO_RESIZED, /* sys_errno: 0, or why the size did not change */
+  SBX_ISO_CONNECTED,      /* fd: the connected socket */
+  SBX_ISO_CONNECT_FAILED, /* sys_errno */
 };
 struct sbx_iso_event
 {
@@ -217,14 +224,16 @@ struct sbx_iso_event
   uint32_t stage;
   /* SPAWNED of a command on a terminal: its master (checked to be one), or
      -1 when our descriptor table was full (the command then has no way
-     to us; the caller ends it). Owned by the event: whoever handles it
+     to us; the caller ends it). CONNECTED: the connected socket (a TCP
+     stream socket, close-on-exec). Owned by the event: whoever handles it
      takes it (sets -1) or closes it. */
   int fd;
   int pty; /* SPAWNED: the command is on a terminal */
 };
 /* Read one event from init without blocking: 1 with *ev filled, 0 when
    none is waiting, -1 when init broke the protocol or went away (the
-   caller then destroys the sandbox). */
+   caller then destroys the sandbox). A CONNECTED whose socket we could not
+   take (our fd table is full) comes as CONNECT_FAILED EMFILE. */
 int sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err);
 
 #endif

@@ -20,8 +20,10 @@
 #include <stdint.h>
 
 /* 2: terminals (SPAWN's flags and size, SPAWNED's master, RESIZE, RESIZED,
-   SBX_KEEP_PTY) and WATCH. */
-#define SBX_PROTO_VERSION 2
+   SBX_KEEP_PTY) and WATCH. 3: CONNECT (the port proxy). An init of another
+   version is not adopted (security.md section 4): an old init would die on
+   a message it does not know. */
+#define SBX_PROTO_VERSION 3
 #define SBX_INIT_CTL_FD 3 /* where init finds its control socket */
 /* Where init keeps the daemon's end of its control socket once the sandbox
    is handed out (SBX_MSG_KEEP): the socket then never reads EOF when the
@@ -49,6 +51,7 @@ enum sbx_msg_type
   SBX_MSG_ATTACH = 8,   /* sbx_msg_hdr only: "a new daemon; tell me everything" */
   SBX_MSG_WATCH = 9,    /* sbx_msg_watch + path; SCM_RIGHTS: the event pipe's write end */
   SBX_MSG_RESIZE = 10,  /* sbx_msg_resize */
+  SBX_MSG_CONNECT = 11, /* sbx_msg_connect */
   /* init -> daemon */
   SBX_MSG_READY = 16,        /* sbx_msg_ready; SCM_RIGHTS: root dir, disk dir (O_PATH) */
   SBX_MSG_SETUP_FAILED = 17, /* sbx_msg_failure */
@@ -61,6 +64,9 @@ enum sbx_msg_type
   SBX_MSG_ATTACH_END = 23, /* sbx_msg_attach_end */
   /* init -> daemon, an event like SPAWNED: */
   SBX_MSG_RESIZED = 24, /* sbx_msg_resized, the answer to each RESIZE, in order */
+  /* init -> daemon, the answer to CONNECT: */
+  SBX_MSG_CONNECTED = 25,      /* sbx_msg_connect_result, sys_errno 0; SCM_RIGHTS: the socket */
+  SBX_MSG_CONNECT_FAILED = 26, /* sbx_msg_connect_result, sys_errno != 0; no descriptor */
 };
 
 struct sbx_msg_hdr
@@ -260,6 +266,43 @@ struct sbx_watch_rec
 {
   uint16_t type; /* enum sbx_watch_rec_type */
   uint16_t len;  /* bytes that follow, at most SBX_WATCH_NAME_MAX, no NUL */
+};
+
+/* ---- CONNECT -----------------------------------------------------------
+ *
+ * The daemon's HTTP proxy to a port inside the sandbox (preview URLs). The
+ * daemon's front end may not connect TCP sockets at all (its seccomp
+ * filter has no connect, its Landlock domain handles TCP connect with no
+ * rule), and it lives in the host's network namespace anyway: init, which
+ * is in the sandbox's, connects to 127.0.0.1:port (then [::1]:port when
+ * that is refused) and hands back the connected socket. The socket's
+ * network namespace is the sandbox's, so it reaches nothing the sandbox's
+ * own code could not; the daemon can only read and write it.
+ *
+ * Init never blocks on it: the connect is non-blocking and watched in its
+ * poll loop, at most SBX_CONNECT_MAX at once (more: CONNECT_FAILED EAGAIN),
+ * each given up after SBX_CONNECT_TIMEOUT_MS (ETIMEDOUT). Exactly one
+ * answer per CONNECT, with its req_id, unless an ATTACH comes first (a new
+ * daemon: connects in flight are dropped, their sockets closed). A result
+ * that does not fit in the socket right now is CONNECT_FAILED EAGAIN. */
+
+#define SBX_CONNECT_TIMEOUT_MS 2000
+#define SBX_CONNECT_MAX 64
+
+struct sbx_msg_connect
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  uint32_t port; /* 1..65535 */
+  uint32_t reserved; /* 0 */
+};
+
+struct sbx_msg_connect_result
+{
+  struct sbx_msg_hdr hdr;
+  uint64_t req_id;
+  int32_t sys_errno; /* 0 with CONNECTED; ECONNREFUSED, ETIMEDOUT, EAGAIN... */
+  uint32_t reserved;
 };
 
 /* ---- KEEP, DEADLINE, RELEASE, ATTACH -------------------------------------

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -798,6 +799,44 @@ sbx_iso_pump (struct sbx_iso_box *box, uint64_t req_id, uint32_t uid, uint32_t g
 }
 
 int
+sbx_iso_connect (struct sbx_iso_box *box, uint64_t req_id, uint32_t port, sbx_error_t **err)
+{
+  struct sbx_msg_connect m;
+
+  if (port == 0 || port > 65535)
+    return sbx_err (err, SBX_E_INVALID, "port %u is not 1 to 65535", (unsigned) port);
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_CONNECT;
+  m.hdr.len = sizeof m;
+  m.req_id = req_id;
+  m.port = port;
+  return sbx__iso_send (box->ctl, &m, sizeof m, NULL, 0, err);
+}
+
+/* What init hands back for a CONNECT must be what it says: a TCP stream
+   socket. Anything else (a pipe, a unix socket, a listening socket) is a
+   broken or hostile init. */
+static int
+is_connected_tcp (int fd)
+{
+  int v = 0;
+  socklen_t len = sizeof v;
+
+  if (getsockopt (fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM)
+    return 0;
+  len = sizeof v;
+  if (getsockopt (fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || (v != AF_INET && v != AF_INET6))
+    return 0;
+  len = sizeof v;
+  if (getsockopt (fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) < 0 || v != IPPROTO_TCP)
+    return 0;
+  len = sizeof v;
+  if (getsockopt (fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != 0)
+    return 0;
+  return 1;
+}
+
+int
 sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err)
 {
   union
@@ -806,6 +845,7 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
     struct sbx_msg_spawned spawned;
     struct sbx_msg_spawn_failed failed;
     struct sbx_msg_exited exited;
+    struct sbx_msg_connect_result connect;
     struct sbx_msg_resized resized;
     char raw[256];
   } m;
@@ -833,6 +873,17 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
           ev->fd = -1;
           return 1;
         }
+      /* Likewise a CONNECTED's socket: the connect failed, not the
+         sandbox. */
+      if (errno == EMFILE && m.hdr.type == SBX_MSG_CONNECTED && m.hdr.len == sizeof m.connect)
+        {
+          memset (ev, 0, sizeof *ev);
+          ev->type = SBX_ISO_CONNECT_FAILED;
+          ev->req_id = m.connect.req_id;
+          ev->sys_errno = EMFILE;
+          ev->fd = -1;
+          return 1;
+        }
       return sbx_err_sys (err, errno, "receive from sandbox init");
     }
   if (n == 0)
@@ -842,12 +893,27 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
      anything else ends the sandbox. */
   if ((size_t) n < sizeof m.hdr || m.hdr.len != (size_t) n)
     goto bad;
-  if (nfds != 0 && m.hdr.type != SBX_MSG_SPAWNED)
+  if (nfds != 0 && m.hdr.type != SBX_MSG_SPAWNED && m.hdr.type != SBX_MSG_CONNECTED)
     goto bad;
   memset (ev, 0, sizeof *ev);
   ev->fd = -1;
   switch (m.hdr.type)
     {
+    case SBX_MSG_CONNECTED:
+      if ((size_t) n != sizeof m.connect || m.connect.sys_errno != 0 || nfds != 1
+          || !is_connected_tcp (fds[0]))
+        goto bad;
+      ev->type = SBX_ISO_CONNECTED;
+      ev->req_id = m.connect.req_id;
+      ev->fd = fds[0];
+      return 1;
+    case SBX_MSG_CONNECT_FAILED:
+      if ((size_t) n != sizeof m.connect || m.connect.sys_errno <= 0)
+        goto bad;
+      ev->type = SBX_ISO_CONNECT_FAILED;
+      ev->req_id = m.connect.req_id;
+      ev->sys_errno = m.connect.sys_errno;
+      return 1;
     case SBX_MSG_SPAWNED:
       if ((size_t) n != sizeof m.spawned || m.spawned.pid <= 0
           || (m.spawned.flags & ~(uint32_t) SBX_SPAWNED_PTY) != 0

@@ -46,7 +46,7 @@ proto_error (sbx_error_t **err)
 static int
 reply_error (struct sbx_priv_reply *r, sbx_error_t **err)
 {
-  enum sbx_error_kind k = r->kind >= SBX_E_INVALID && r->kind <= SBX_E_UNAVAILABLE
+  enum sbx_error_kind k = r->kind >= SBX_E_INVALID && r->kind <= SBX_E_LAST
                               ? (enum sbx_error_kind) r->kind
                               : SBX_E_SYSTEM;
 

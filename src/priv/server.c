@@ -120,7 +120,7 @@ pump_answer (struct chan *c, uint64_t *job, sbx_error_t **err)
     }
   if (d.status < 0)
     {
-      enum sbx_error_kind k = d.kind >= SBX_E_INVALID && d.kind <= SBX_E_UNAVAILABLE
+      enum sbx_error_kind k = d.kind >= SBX_E_INVALID && d.kind <= SBX_E_LAST
                                   ? (enum sbx_error_kind) d.kind
                                   : SBX_E_SYSTEM;
       return sbx_err (err, k, "%s", d.msg);

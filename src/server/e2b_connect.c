@@ -39,7 +39,10 @@ sbx_connect_code (enum sbx_error_kind kind)
     case SBX_E_LIMIT:
       return "resource_exhausted";
     case SBX_E_UNAVAILABLE:
+    case SBX_E_BAD_GATEWAY:
       return "unavailable";
+    case SBX_E_GATEWAY_TIMEOUT:
+      return "deadline_exceeded";
     case SBX_E_SYSTEM:
     default:
       return "internal";

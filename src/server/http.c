@@ -100,6 +100,8 @@ const struct sbx_route sbx_server_routes[] = {
     {"PUT", "sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
     {"GET", "snapshots", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
     {"DELETE", "templates/*", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
+    /* Any method; routed from the raw URI in begin_request (proxy.c). */
+    {"*", "v1/sandboxes/*/ports/*", SBX_BODY_PROXY, 0, sbx_route_port_proxy},
     {NULL, NULL, SBX_BODY_NONE, 0, NULL},
 };
 
@@ -113,11 +115,15 @@ sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *res
       MHD_destroy_response (resp);
       return;
     }
-  MHD_add_response_header (resp, "Cache-Control", "no-store");
-  MHD_add_response_header (resp, "X-Content-Type-Options", "nosniff");
-  /* RFC 9110 15.5.6: a 405 says which methods the resource takes. */
-  if (status == 405 && r->allow[0])
-    MHD_add_response_header (resp, "Allow", r->allow);
+  /* A proxied answer is the server's own: its caching, its types. */
+  if (!r->raw_response)
+    {
+      MHD_add_response_header (resp, "Cache-Control", "no-store");
+      MHD_add_response_header (resp, "X-Content-Type-Options", "nosniff");
+      /* RFC 9110 15.5.6: a 405 says which methods the resource takes. */
+      if (status == 405 && r->allow[0])
+        MHD_add_response_header (resp, "Allow", r->allow);
+    }
   if (r->defer_replies)
     {
       r->deferred = resp;
@@ -225,7 +231,9 @@ sbx_reply_error (struct sbx_req *r, sbx_error_t *err)
     }
   status = (unsigned) sbx_error_kind_http_status (err->kind);
 
-  if (status >= 500)
+  /* A server in a sandbox that is down or broken is its tenant's
+     business, not the daemon's: not worth a warning. */
+  if (status >= 500 && err->kind != SBX_E_BAD_GATEWAY && err->kind != SBX_E_GATEWAY_TIMEOUT)
     {
       /* r->path was cut into segments: join them again for the log. */
       char path[sizeof r->path];
@@ -343,6 +351,8 @@ free_request (struct sbx_req *r)
 {
   if (r->deferred)
     MHD_destroy_response (r->deferred);
+  sbx_proxy_free (r->proxy);
+  free (r->raw_uri);
   if (r->e2b_files)
     sbx_e2b_files_free (r);
   if (r->upload_open)
@@ -415,8 +425,22 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
     }
   if (r->e2b.plane == SBX_PLANE_PORT)
     {
-      reply_error_kind (r, 501, "unimplemented",
-                        "reaching a sandbox's ports is not available in this sbx yet");
+      /* A sandbox's own port (E2B's getHost(port) URLs): proxied with the
+         URI as the client sent it (server/proxy.c). Like E2B's default
+         (allowPublicTraffic), no credential is asked: the sandbox id in
+         the Host (or E2b-Sandbox-Id) is the capability. The request's
+         credentials never reach the sandbox (the proxy drops them). */
+      if (r->raw_uri == NULL)
+        {
+          reply_out_of_memory (r);
+          return;
+        }
+      if (sbx_proxy_begin (r, r->sb, r->e2b.port, r->raw_uri, &err) < 0)
+        {
+          sbx_reply_error (r, err);
+          return;
+        }
+      r->refused = 0;
       return;
     }
   if (sbx_route_split (url, r->path, sizeof r->path, r->segs, SBX_MAX_SEGS, &r->nsegs) < 0)
@@ -468,12 +492,25 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
 
 /* First call for a request: everything that can be decided from the
    request line and headers, before any body arrives. */
+/* The table's port-proxy entry (method "*"), or NULL. */
+static const struct sbx_route *
+proxy_route (const struct sbx_route *table)
+{
+  int i;
+
+  for (i = 0; table[i].method; i++)
+    if (strcmp (table[i].method, "*") == 0)
+      return &table[i];
+  return NULL;
+}
+
 static void
 begin_request (struct sbx_req *r, struct listener *l, const char *url, const char *method)
 {
+  const struct sbx_route *proxy = proxy_route (l->routes);
   const char *cl;
   sbx_error_t *err = NULL;
-  int rc;
+  int rc, had_nul = url_had_nul;
 
   r->admin = l->admin;
   r->fs.root = -1;
@@ -487,12 +524,7 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
      sending it would see a reset connection instead of the answer); a
      large or chunked one is not read for nothing. */
   r->defer_replies = r->content_length > 0 && r->content_length <= SBX_JSON_BODY_MAX;
-  if (url_had_nul)
-    {
-      url_had_nul = 0;
-      reply_error_kind (r, 400, "invalid_argument", "the URL contains a NUL character (%00)");
-      return;
-    }
+  url_had_nul = 0;
   {
     const char *why = NULL;
     if (sbx_e2b_route (MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Host"),
@@ -504,19 +536,42 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
         reply_error_kind (r, 400, "invalid_argument", why);
         return;
       }
+    /* A sandbox's own port gets the URI as sent, %00 and all (proxy.c);
+       envd's routes are decoded, and must not be cut by a NUL. */
+    if (had_nul && r->e2b.plane != SBX_PLANE_API && r->e2b.plane != SBX_PLANE_PORT)
+      {
+        reply_error_kind (r, 400, "invalid_argument", "the URL contains a NUL character (%00)");
+        return;
+      }
     if (r->e2b.plane != SBX_PLANE_API)
       {
         begin_data_plane (r, l, url, method);
         return;
       }
   }
-  if (sbx_route_split (url, r->path, sizeof r->path, r->segs, SBX_MAX_SEGS, &r->nsegs) < 0)
+  /* The port proxy is routed from the URI as sent: what follows the port
+     goes to the server in the sandbox exactly as the client wrote it
+     (a %00 there is just three characters, never a cut C string). */
+  if (proxy != NULL && r->raw_uri != NULL
+      && sbx_route_port_split (r->raw_uri, r->path, sizeof r->path, r->segs, SBX_MAX_SEGS,
+                               &r->nsegs, &r->proxy_target))
+    {
+      r->route = proxy;
+      rc = 0;
+    }
+  else if (had_nul)
+    {
+      reply_error_kind (r, 400, "invalid_argument", "the URL contains a NUL character (%00)");
+      return;
+    }
+  else if (sbx_route_split (url, r->path, sizeof r->path, r->segs, SBX_MAX_SEGS, &r->nsegs) < 0)
     {
       reply_error_kind (r, 404, "not_found", "no such route");
       return;
     }
-  rc = sbx_route_find (l->routes, r->segs, r->nsegs, method, &r->route, r->allow,
-                       sizeof r->allow);
+  else
+    rc = sbx_route_find (l->routes, r->segs, r->nsegs, method, &r->route, r->allow,
+                         sizeof r->allow);
   if (rc == 404)
     {
       char msg[200];
@@ -553,6 +608,11 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
       sbx_reply_error (r, err);
       return;
     }
+  if (r->route->body == SBX_BODY_PROXY && sbx_route_port_begin (r, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
   r->refused = 0;
 }
 
@@ -577,6 +637,9 @@ take_body (struct sbx_req *r, const char *data, size_t len)
           r->upload_open = 0;
         }
       break;
+    case SBX_BODY_PROXY:
+      sbx_proxy_body (r, data, len);
+      break;
     case SBX_BODY_JSON:
     case SBX_BODY_RAW:
     case SBX_BODY_NONE:
@@ -598,13 +661,20 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
   struct sbx_req *r = *con_cls;
 
   (void) version;
-  if (r == NULL)
+  if (r == NULL || !r->begun)
     {
-      r = calloc (1, sizeof *r);
       if (r == NULL)
-        return MHD_NO;
-      r->conn = c;
-      *con_cls = r;
+        {
+          /* uri_log found no memory for it */
+          r = calloc (1, sizeof *r);
+          if (r == NULL)
+            return MHD_NO;
+          r->conn = c;
+          *con_cls = r;
+        }
+      r->begun = 1;
+      r->method = method;
+      r->http_version = version;
       sbx_json_alloc_reset (); /* a note left by this thread's last request */
       begin_request (r, l, url, method);
       r->defer_replies = 0;
@@ -648,6 +718,22 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
   /* No answer could be made or queued (out of memory): close the
      connection, the one thing left to tell the client. */
   return r->responded && !r->queue_failed ? MHD_YES : MHD_NO;
+}
+
+/* libmicrohttpd's first call for a request, with the URI as the client
+   sent it (before unescaping, with the query): the request's state starts
+   here, so that the port proxy can send that URI on unchanged. */
+static void *
+uri_log (void *cls, const char *uri, struct MHD_Connection *c)
+{
+  struct sbx_req *r = calloc (1, sizeof *r);
+
+  (void) cls;
+  if (r == NULL)
+    return NULL;
+  r->conn = c;
+  r->raw_uri = strdup (uri); /* NULL: no proxying (begin_request routes as usual) */
+  return r;
 }
 
 static void __attribute__ ((format (printf, 2, 0)))
@@ -746,8 +832,9 @@ listen_tcp (const char *spec, sbx_error_t **err)
 static int
 start_mhd (struct listener *l, sbx_error_t **err)
 {
+  /* MHD_ALLOW_UPGRADE: WebSockets through the port proxy (proxy.c). */
   l->mhd = MHD_start_daemon (MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD
-                                 | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+                                 | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
                              0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, l->fd,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned) CONNECTION_LIMIT,
@@ -759,6 +846,7 @@ start_mhd (struct listener *l, sbx_error_t **err)
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) IDLE_TIMEOUT_S,
                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, NULL,
                              MHD_OPTION_THREAD_STACK_SIZE, (size_t) (512 * 1024),
                              MHD_OPTION_END);
   if (l->mhd == NULL)
@@ -825,6 +913,7 @@ sbx_server_stop (void)
   struct listener *ls[] = {&tcp_listener, &unix_listener};
   size_t i;
 
+  sbx_proxy_stop_all ();
   for (i = 0; i < 2; i++)
     {
       if (ls[i]->mhd)
@@ -856,7 +945,8 @@ sbx__server_start_detached (const struct sbx_route *table, sbx_error_t **err)
   detached_listener.mhd = MHD_start_daemon (
       MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, &detached_listener,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-      MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+      MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_log, NULL,
+      MHD_OPTION_END);
   if (detached_listener.mhd == NULL)
     return sbx_err (err, SBX_E_SYSTEM, "cannot start the HTTP server"), NULL;
   return detached_listener.mhd;

@@ -22,6 +22,7 @@ enum sbx_body_kind
   SBX_BODY_RAW,    /* buffered raw bytes, <= SBX_JSON_BODY_MAX */
   SBX_BODY_UPLOAD, /* streamed into a file in the sandbox */
   SBX_BODY_E2B_FILES, /* E2B's POST /files: multipart or raw, streamed (e2b_files.c) */
+  SBX_BODY_PROXY,  /* streamed to a server in the sandbox (server/proxy.c) */
 };
 
 /* How a data-plane (envd) route is authorized; API routes ignore it. */
@@ -37,6 +38,8 @@ typedef void (*sbx_handler) (struct sbx_req *r);
 
 struct sbx_route
 {
+  /* "*": any method, and the entry is routed from the raw URI by
+     begin_request (the port proxy), never by sbx_route_find. */
   const char *method;
   const char *pattern; /* segments; "*" matches one */
   enum sbx_body_kind body;
@@ -45,9 +48,15 @@ struct sbx_route
   enum sbx_route_auth auth;
 };
 
+struct sbx_proxy;
+
 struct sbx_req
 {
   struct MHD_Connection *conn;
+  int begun;          /* begin_request ran */
+  const char *method; /* the request's (libmicrohttpd's, valid for the request) */
+  const char *http_version; /* "HTTP/1.1" (libmicrohttpd's, valid for the request) */
+  char *raw_uri;      /* owned: the URI as sent (path and query, not unescaped); may be NULL */
   int admin;          /* came through the unix socket */
   char tenant[80];    /* the key's tenant (TCP) */
   const struct sbx_route *route;
@@ -79,6 +88,10 @@ struct sbx_req
   struct sbx_fs_upload up;
   int upload_open;
   sbx_error_t *upload_err;
+  /* the port proxy (server/proxy.c) */
+  const char *proxy_target; /* native route: what follows PORT in raw_uri */
+  struct sbx_proxy *proxy;  /* owned until its response takes it */
+  int raw_response;         /* a proxied answer: none of our own headers */
 };
 
 /* Tenant filter for the core: NULL for the administrator. */
@@ -184,6 +197,41 @@ int sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err);
 
 /* routes_watch.c: one NDJSON line for a watch event (appended to out). */
 void sbx_watch_event_line (struct sbx_buf *out, const struct sbx_watch_event *ev);
+
+/* proxy.c: the HTTP proxy to a port inside a sandbox.
+
+   A proxied request is set up before its body is read (the body is
+   streamed to the server as it arrives) and answered by the route's
+   handler once the body is in:
+
+   1. begin_request, after authorization: sbx_proxy_begin (connect, send the
+      request head). On failure, answer the error (sbx_reply_error).
+   2. take_body: each chunk goes to sbx_proxy_body (SBX_BODY_PROXY).
+   3. the handler, sbx_route_port_proxy: finish the request, read the
+      answer's head, and stream its body back.
+
+   The native route is "* /v1/sandboxes/ID/ports/PORT/REST" (begin_request
+   calls sbx_route_port_begin). Another router (the E2B layer's Host
+   "PORT-ID.DOMAIN" or its E2b-Sandbox-Id/-Port headers) calls
+   sbx_proxy_begin itself from begin_request, with the sandbox it resolved
+   under its own access rules, and clears r->refused on success. */
+extern const struct sbx_route sbx_port_proxy_route;
+/* Proxy this request to `port` in sb (borrowed: the proxy takes its own
+   reference), as `target` ("/path?query", sent as is). Sets r->route to
+   sbx_port_proxy_route unless it already is a SBX_BODY_PROXY route.
+   Errors: SBX_E_INVALID (method, target, port, a header), SBX_E_LIMIT
+   (the sandbox's proxy places), and those of sbx_sandbox_connect_port. */
+int sbx_proxy_begin (struct sbx_req *r, struct sbx_sandbox *sb, unsigned port, const char *target,
+                     sbx_error_t **err);
+/* The native route's begin: sandbox from segment 2 (this request's
+   tenant), port from segment 4, target from r->proxy_target. */
+int sbx_route_port_begin (struct sbx_req *r, sbx_error_t **err);
+void sbx_proxy_body (struct sbx_req *r, const char *data, size_t len);
+void sbx_route_port_proxy (struct sbx_req *r);
+void sbx_proxy_free (struct sbx_proxy *p);
+/* Before libmicrohttpd stops: wake every proxied wait and wait (up to
+   10 s) for the WebSocket relays to end, so none outlives its socket. */
+void sbx_proxy_stop_all (void);
 
 /* The sandbox named by segment i, for this request's tenant. */
 struct sbx_sandbox *sbx_req_sandbox (struct sbx_req *r, int seg, sbx_error_t **err);

@@ -63,7 +63,8 @@ sbx_route_find (const struct sbx_route *table, char *const *segs, int nsegs, con
   int i, path_known = 0;
 
   for (i = 0; table[i].method; i++)
-    if (sbx_route_pattern_matches (table[i].pattern, segs, nsegs))
+    if (strcmp (table[i].method, "*") != 0
+        && sbx_route_pattern_matches (table[i].pattern, segs, nsegs))
       {
         size_t n = strlen (allow);
         path_known = 1;
@@ -75,6 +76,100 @@ sbx_route_find (const struct sbx_route *table, char *const *segs, int nsegs, con
         snprintf (allow + n, allow_cap - n, "%s%s", n ? ", " : "", table[i].method);
       }
   return path_known ? 405 : 404;
+}
+
+/* Length of the segment at s: up to '/', '?' or the end. */
+static size_t
+raw_segment (const char *s)
+{
+  return strcspn (s, "/?");
+}
+
+int
+sbx_route_port_split (const char *raw, char *path, size_t cap, char **segs, int max_segs,
+                      int *nsegs, const char **target)
+{
+  static const char prefix[] = "/v1/sandboxes/";
+  const char *id, *port;
+  size_t id_len, port_len, need;
+
+  if (max_segs < 5 || strncmp (raw, prefix, sizeof prefix - 1) != 0)
+    return 0;
+  id = raw + sizeof prefix - 1;
+  id_len = raw_segment (id);
+  if (id_len == 0 || strncmp (id + id_len, "/ports/", 7) != 0)
+    return 0;
+  port = id + id_len + 7;
+  port_len = raw_segment (port);
+  if (port_len == 0)
+    return 0;
+  need = sizeof "v1" + sizeof "sandboxes" + id_len + 1 + sizeof "ports" + port_len + 1;
+  if (need > cap)
+    return 0;
+  segs[0] = path;
+  memcpy (segs[0], "v1", sizeof "v1");
+  segs[1] = segs[0] + sizeof "v1";
+  memcpy (segs[1], "sandboxes", sizeof "sandboxes");
+  segs[2] = segs[1] + sizeof "sandboxes";
+  memcpy (segs[2], id, id_len);
+  segs[2][id_len] = '\0';
+  segs[3] = segs[2] + id_len + 1;
+  memcpy (segs[3], "ports", sizeof "ports");
+  segs[4] = segs[3] + sizeof "ports";
+  memcpy (segs[4], port, port_len);
+  segs[4][port_len] = '\0';
+  *nsegs = 5;
+  *target = port + port_len;
+  return 1;
+}
+
+int
+sbx_route_port_number (const char *s, unsigned *port)
+{
+  unsigned v = 0;
+  size_t i, n = strlen (s);
+
+  /* No leading zero: one port, one spelling (as the E2B router wants). */
+  if (n == 0 || n > 5 || s[0] == '0')
+    return 0;
+  for (i = 0; i < n; i++)
+    {
+      if (s[i] < '0' || s[i] > '9')
+        return 0;
+      v = v * 10 + (unsigned) (s[i] - '0');
+    }
+  if (v == 0 || v > 65535)
+    return 0;
+  *port = v;
+  return 1;
+}
+
+int
+sbx_route_is_token (const char *s)
+{
+  static const char special[] = "!#$%&'*+-.^_`|~";
+
+  if (*s == '\0')
+    return 0;
+  for (; *s; s++)
+    {
+      unsigned char c = (unsigned char) *s;
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+            || (c != '\0' && strchr (special, c) != NULL)))
+        return 0;
+    }
+  return 1;
+}
+
+int
+sbx_route_target_ok (const char *s)
+{
+  if (s[0] != '/')
+    return 0;
+  for (; *s; s++)
+    if ((unsigned char) *s <= 0x20 || (unsigned char) *s >= 0x7f)
+      return 0;
+  return 1;
 }
 
 uint64_t

@@ -171,6 +171,10 @@ sbx_error_kind_name (enum sbx_error_kind kind)
       return "internal";
     case SBX_E_UNAVAILABLE:
       return "unavailable";
+    case SBX_E_BAD_GATEWAY:
+      return "bad_gateway";
+    case SBX_E_GATEWAY_TIMEOUT:
+      return "gateway_timeout";
     default:
       return "internal";
     }
@@ -199,6 +203,10 @@ sbx_error_kind_http_status (enum sbx_error_kind kind)
       return 500;
     case SBX_E_UNAVAILABLE:
       return 503;
+    case SBX_E_BAD_GATEWAY:
+      return 502;
+    case SBX_E_GATEWAY_TIMEOUT:
+      return 504;
     default:
       return 500;
     }

@@ -14,7 +14,12 @@
  *   - the route found has the request's method and a pattern matching the
  *     segments; a 405 lists exactly the methods of the matching patterns,
  *     a 404 none;
- *   - the API key comes from "Bearer " or X-API-Key, without leading spaces.
+ *   - the API key comes from "Bearer " or X-API-Key, without leading spaces;
+ *   - the port proxy's raw-URI split gives back exactly the URL it was
+ *     given ("/v1/sandboxes/" ID "/ports/" PORT target), with non-empty
+ *     segments free of '/' and '?', and a target that is empty or starts
+ *     with '/' or '?'; its table entry (method "*") is never found by the
+ *     table walk.
  */
 #include <strings.h>
 
@@ -114,7 +119,8 @@ check_routing (void)
   rc = sbx_route_find (sbx_server_routes, segs, nsegs, method, &found, allow, sizeof allow);
   want_allow[0] = '\0';
   for (i = 0; sbx_server_routes[i].method; i++)
-    if (ref_matches (sbx_server_routes[i].pattern, segs, nsegs))
+    if (strcmp (sbx_server_routes[i].method, "*") != 0
+        && ref_matches (sbx_server_routes[i].pattern, segs, nsegs))
       {
         if (strcmp (sbx_server_routes[i].method, method) == 0)
           break;
@@ -127,6 +133,28 @@ check_routing (void)
     FUZZ_ASSERT (rc == 405 && strcmp (allow, want_allow) == 0);
   else
     FUZZ_ASSERT (rc == 404 && allow[0] == '\0');
+}
+
+static void
+check_port_split (void)
+{
+  static char path[1024], again[LINE_MAX_ + 64];
+  char *segs[SBX_MAX_SEGS];
+  const char *target = NULL;
+  int nsegs = 0, i;
+
+  if (sbx_route_port_split (url, path, sizeof path, segs, SBX_MAX_SEGS, &nsegs, &target) != 1)
+    return;
+  FUZZ_ASSERT (nsegs == 5);
+  for (i = 0; i < 5; i++)
+    FUZZ_ASSERT (segs[i][0] != '\0' && strpbrk (segs[i], "/?") == NULL
+                 && segs[i] >= path && segs[i] < path + sizeof path);
+  FUZZ_ASSERT (strcmp (segs[0], "v1") == 0 && strcmp (segs[1], "sandboxes") == 0
+               && strcmp (segs[3], "ports") == 0);
+  FUZZ_ASSERT (target >= url && target <= url + strlen (url));
+  FUZZ_ASSERT (target[0] == '\0' || target[0] == '/' || target[0] == '?');
+  snprintf (again, sizeof again, "/v1/sandboxes/%s/ports/%s%s", segs[2], segs[4], target);
+  FUZZ_ASSERT (strcmp (again, url) == 0);
 }
 
 static void
@@ -159,6 +187,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   have_xkey = fuzz_line (&in, xkey, sizeof xkey);
   have_cl = fuzz_line (&in, cl, sizeof cl);
   check_routing ();
+  check_port_split ();
   check_headers (have_auth, have_xkey, have_cl);
   return 0;
 }

@@ -4,8 +4,10 @@
  * real route table; only the handlers are replaced, because the real ones
  * need the core. Each stand-in reads the query values and parses the body
  * exactly as its route's handler does (params.c, the routes_*.c parsers)
- * and answers 200 or the parser's error. Uploads are buffered like raw
- * bodies (the real path opens a file in a sandbox).
+ * and answers 200 or the parser's error. Uploads and port-proxy bodies are
+ * buffered like raw bodies (the real paths open a file or a connection in
+ * a sandbox); the port proxy's routing from the raw URI, its port and its
+ * target checks are the real ones.
  *
  * Per input: a socketpair; the bytes are written to one end, which is then
  * shut for writing, the other end goes to MHD_add_connection, and MHD_run
@@ -106,6 +108,25 @@ parse_like_handler (struct sbx_req *r, sbx_error_t **err)
       (void) sbx_req_query (r, "mode");
       (void) sbx_req_query (r, "depth");
     }
+  else if (strcmp (r->route->method, "*") == 0)
+    {
+      /* The port proxy: routed from the raw URI (sbx_route_port_split),
+         then what sbx_route_port_begin and sbx_proxy_begin check first. */
+      unsigned port = 0;
+      FUZZ_ASSERT (r->raw_uri != NULL && r->proxy_target != NULL && r->nsegs == 5);
+      FUZZ_ASSERT (r->proxy_target >= r->raw_uri
+                   && r->proxy_target <= r->raw_uri + strlen (r->raw_uri));
+      FUZZ_ASSERT (r->proxy_target[0] == '\0' || r->proxy_target[0] == '/'
+                   || r->proxy_target[0] == '?');
+      if (!sbx_route_port_number (r->segs[4], &port))
+        rc = sbx_err (err, SBX_E_INVALID, "bad port");
+      else if (r->method == NULL || !sbx_route_is_token (r->method))
+        rc = sbx_err (err, SBX_E_INVALID, "bad method");
+      else if (r->proxy_target[0] == '/' && !sbx_route_target_ok (r->proxy_target))
+        rc = sbx_err (err, SBX_E_INVALID, "bad target");
+      else
+        FUZZ_ASSERT (port >= 1 && port <= 65535);
+    }
   if (rc == 0 && enc && strcmp (enc, "utf8") != 0 && strcmp (enc, "base64") != 0)
     rc = sbx_err (err, SBX_E_INVALID, "`encoding` must be utf8 or base64");
   json_decref (body);
@@ -149,7 +170,7 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
       FUZZ_ASSERT (i < MAX_ROUTES - 1);
       table[i] = sbx_server_routes[i];
       table[i].handler = stand_in;
-      if (table[i].body == SBX_BODY_UPLOAD)
+      if (table[i].body == SBX_BODY_UPLOAD || table[i].body == SBX_BODY_PROXY)
         table[i].body = SBX_BODY_RAW;
     }
   mhd = sbx__server_start_detached (table, &err);

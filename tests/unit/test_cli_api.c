@@ -72,7 +72,8 @@ test_status_kinds (void)
     {400, SBX_E_INVALID},  {401, SBX_E_UNAUTHORIZED}, {403, SBX_E_FORBIDDEN},
     {404, SBX_E_NOT_FOUND}, {409, SBX_E_CONFLICT},    {413, SBX_E_TOO_LARGE},
     {429, SBX_E_LIMIT},    {503, SBX_E_UNAVAILABLE},  {500, SBX_E_SYSTEM},
-    {502, SBX_E_SYSTEM},   {504, SBX_E_SYSTEM},       {405, SBX_E_INVALID},
+    {502, SBX_E_BAD_GATEWAY}, {504, SBX_E_GATEWAY_TIMEOUT}, {501, SBX_E_SYSTEM},
+    {405, SBX_E_INVALID},
     {418, SBX_E_INVALID},  {499, SBX_E_INVALID},      {302, SBX_E_SYSTEM},
     {100, SBX_E_SYSTEM},   {599, SBX_E_SYSTEM},       {0, SBX_E_SYSTEM},
   };
@@ -148,7 +149,8 @@ test_foreign_bodies (void)
 {
   char long_body[300], want[200];
 
-  CHECK (ERR (502, "<html><body>Bad Gateway</body></html>\r\n<p>nginx</p>", 0, SBX_E_SYSTEM,
+  CHECK (ERR (502, "<html><body>Bad Gateway</body></html>\r\n<p>nginx</p>", 0,
+              SBX_E_BAD_GATEWAY,
               "the daemon answered HTTP 502: <html><body>Bad Gateway</body></html>")
          == 0);
   CHECK (ERR (500, "[1,2]", 0, SBX_E_SYSTEM, "the daemon answered HTTP 500: [1,2]") == 0);

@@ -86,6 +86,113 @@ test_header_values (void)
   return 0;
 }
 
+/* The port proxy: routed from the raw URI only, never by the table walk. */
+static int
+test_port_proxy_split (void)
+{
+  char path[64], *segs[SBX_MAX_SEGS];
+  const char *target = NULL;
+  const struct sbx_route *r;
+  char allow[64];
+  int nsegs = 0;
+
+  CHECK (sbx_route_port_split ("/v1/sandboxes/abc/ports/8000/a%2Fb//c?x=%00", path, sizeof path,
+                               segs, SBX_MAX_SEGS, &nsegs, &target)
+         == 1);
+  CHECK (nsegs == 5);
+  CHECK_STR (segs[0], "v1");
+  CHECK_STR (segs[1], "sandboxes");
+  CHECK_STR (segs[2], "abc");
+  CHECK_STR (segs[3], "ports");
+  CHECK_STR (segs[4], "8000");
+  CHECK_STR (target, "/a%2Fb//c?x=%00");
+  CHECK (sbx_route_port_split ("/v1/sandboxes/abc/ports/8000", path, sizeof path, segs,
+                               SBX_MAX_SEGS, &nsegs, &target)
+         == 1);
+  CHECK_STR (target, "");
+  CHECK (sbx_route_port_split ("/v1/sandboxes/abc/ports/80?q", path, sizeof path, segs,
+                               SBX_MAX_SEGS, &nsegs, &target)
+         == 1);
+  CHECK_STR (segs[4], "80");
+  CHECK_STR (target, "?q");
+  /* Deep paths are fine: only the first five segments are ours. */
+  CHECK (sbx_route_port_split ("/v1/sandboxes/a/ports/1/b/c/d/e/f/g/h/i/j/k", path, sizeof path,
+                               segs, SBX_MAX_SEGS, &nsegs, &target)
+         == 1);
+  /* Not the form: no port, empty id, another spelling, escapes where the
+     route's own words are, a doubled slash, a path that does not fit. */
+  CHECK (sbx_route_port_split ("/v1/sandboxes/abc/ports/", path, sizeof path, segs, SBX_MAX_SEGS,
+                               &nsegs, &target)
+         == 0);
+  CHECK (sbx_route_port_split ("/v1/sandboxes/abc/ports", path, sizeof path, segs, SBX_MAX_SEGS,
+                               &nsegs, &target)
+         == 0);
+  CHECK (sbx_route_port_split ("/v1/sandboxes//ports/80", path, sizeof path, segs, SBX_MAX_SEGS,
+                               &nsegs, &target)
+         == 0);
+  CHECK (sbx_route_port_split ("/v1/sandboxes/abc/p%6Frts/80", path, sizeof path, segs,
+                               SBX_MAX_SEGS, &nsegs, &target)
+         == 0);
+  CHECK (sbx_route_port_split ("//v1/sandboxes/abc/ports/80", path, sizeof path, segs,
+                               SBX_MAX_SEGS, &nsegs, &target)
+         == 0);
+  CHECK (sbx_route_port_split ("/v1/sandboxes/abc/ports//80", path, sizeof path, segs,
+                               SBX_MAX_SEGS, &nsegs, &target)
+         == 0);
+  CHECK (sbx_route_port_split ("/v1/sandboxes/abc?/ports/80", path, sizeof path, segs,
+                               SBX_MAX_SEGS, &nsegs, &target)
+         == 0);
+  CHECK (sbx_route_port_split ("/v1/sandboxes/012345678901234567890123456789"
+                               "012345678901234567890123/ports/80",
+                               path, sizeof path, segs, SBX_MAX_SEGS, &nsegs, &target)
+         == 0);
+  /* The decoded path never reaches the proxy's entry through the table. */
+  CHECK (route ("GET", "/v1/sandboxes/abc/ports/8000", &r, allow) == 404);
+  CHECK (route ("*", "/v1/sandboxes/abc/ports/8000", &r, allow) == 404);
+  return 0;
+}
+
+static int
+test_port_proxy_values (void)
+{
+  unsigned port = 0;
+
+  CHECK (sbx_route_port_number ("1", &port) == 1 && port == 1);
+  CHECK (sbx_route_port_number ("8000", &port) == 1 && port == 8000);
+  CHECK (sbx_route_port_number ("65535", &port) == 1 && port == 65535);
+  CHECK (sbx_route_port_number ("08000", &port) == 0);
+  CHECK (sbx_route_port_number ("0", &port) == 0);
+  CHECK (sbx_route_port_number ("65536", &port) == 0);
+  CHECK (sbx_route_port_number ("99999", &port) == 0);
+  CHECK (sbx_route_port_number ("080000", &port) == 0);
+  CHECK (sbx_route_port_number ("", &port) == 0);
+  CHECK (sbx_route_port_number ("-1", &port) == 0);
+  CHECK (sbx_route_port_number ("+80", &port) == 0);
+  CHECK (sbx_route_port_number (" 80", &port) == 0);
+  CHECK (sbx_route_port_number ("80a", &port) == 0);
+  CHECK (sbx_route_port_number ("%38", &port) == 0);
+
+  CHECK (sbx_route_is_token ("GET") == 1);
+  CHECK (sbx_route_is_token ("X-Custom_Header.v2~!#$%&'*+^`|") == 1);
+  CHECK (sbx_route_is_token ("") == 0);
+  CHECK (sbx_route_is_token ("G@T") == 0);
+  CHECK (sbx_route_is_token ("A B") == 0);
+  CHECK (sbx_route_is_token ("A:B") == 0);
+  CHECK (sbx_route_is_token ("\xc3\xa9") == 0);
+
+  CHECK (sbx_route_target_ok ("/") == 1);
+  CHECK (sbx_route_target_ok ("/a%20b?x=1&y=%00#frag") == 1);
+  CHECK (sbx_route_target_ok ("") == 0);
+  CHECK (sbx_route_target_ok ("?x") == 0);
+  CHECK (sbx_route_target_ok ("a") == 0);
+  CHECK (sbx_route_target_ok ("/a b") == 0);
+  CHECK (sbx_route_target_ok ("/a\tb") == 0);
+  CHECK (sbx_route_target_ok ("/a\r\nX: y") == 0);
+  CHECK (sbx_route_target_ok ("/\x7f") == 0);
+  CHECK (sbx_route_target_ok ("/\xc3\xa9") == 0);
+  return 0;
+}
+
 int
 main (void)
 {
@@ -93,5 +200,7 @@ main (void)
   RUN (test_404_and_405);
   RUN (test_decoded_nul_and_question_mark);
   RUN (test_header_values);
+  RUN (test_port_proxy_split);
+  RUN (test_port_proxy_values);
   return tap_done ();
 }

@@ -156,6 +156,10 @@ init_apply_landlock (uint32_t max_abi)
   if (abi >= 5)
     fs_all |= LL_FS_IOCTL_DEV;
   attr.handled_access_fs = fs_all;
+  /* No network right is handled: TCP is confined by the network namespace
+     (only lo). The sandbox's code may connect to its own servers, and so
+     does init for the daemon's port proxy (connect.c); a rule here would
+     bind both, and could not be left. */
   attr_size = offsetof (struct sbx_landlock_ruleset_attr, handled_access_net);
   if (abi >= 6)
     {

@@ -16,6 +16,7 @@
 #ifndef SBX_INIT_H
 #define SBX_INIT_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -41,6 +42,8 @@ __attribute__ ((noreturn)) void init_protocol_violation (void);
 size_t init_recv (void *buf, size_t cap, int *fds, int max_fds, int *nfds);
 /* Send one packet, optionally with descriptors. Returns 0 or -errno. */
 int init_send (const void *msg, size_t len, const int *fds, int nfds);
+/* The same without blocking: -EAGAIN when the socket is full. */
+int init_try_send (const void *msg, size_t len, const int *fds, int nfds);
 /* Send a small event (SPAWNED, SPAWN_FAILED, EXITED) without blocking:
    a daemon that is gone or slow must never stop init from reaping. What
    cannot be sent now waits in a queue, in order; a daemon that ATTACHes
@@ -80,6 +83,20 @@ void init_send_spawn_failed (uint64_t req_id, int sys_errno, uint32_t stage);
 
 /* watch.c: a directory watch in a helper (SBX_MSG_WATCH). */
 void init_handle_watch (const struct sbx_msg_watch *msg, size_t len, const int *fds, int nfds);
+
+/* connect.c: TCP connects to the sandbox's loopback for the daemon's port
+   proxy (SBX_MSG_CONNECT), watched in the main loop. */
+void init_handle_connect (const struct sbx_msg_connect *msg, size_t len, int nfds);
+/* Fill pfd (room for SBX_CONNECT_MAX) with the connects in flight; returns
+   how many. */
+int init_connect_pollfds (struct pollfd *pfd);
+/* After poll: finish the connects whose sockets are ready or whose time is
+   up (pfd, n as init_connect_pollfds filled them). */
+void init_connect_after_poll (const struct pollfd *pfd, int n);
+/* ms until the next connect's deadline, -1 when none is in flight. */
+int init_connect_timeout_ms (void);
+/* A new daemon (ATTACH): connects for the old one are dropped. */
+void init_connect_drop_all (void);
 
 /* procs.c: what init started, until the daemon releases it. */
 struct init_proc

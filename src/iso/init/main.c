@@ -110,17 +110,21 @@ serve (int sigfd)
 {
   for (;;)
     {
-      struct pollfd pfd[3] = {{SBX_CTL_FD, POLLIN, 0}, {sigfd, POLLIN, 0}, {deadline_fd, POLLIN, 0}};
-      int fds[SBX_INIT_MAX_FDS], nfds, i;
+      struct pollfd pfd[3 + SBX_CONNECT_MAX] = {
+          {SBX_CTL_FD, POLLIN, 0}, {sigfd, POLLIN, 0}, {deadline_fd, POLLIN, 0}};
+      int fds[SBX_INIT_MAX_FDS], nfds, i, nconn;
 
       if (init_events_pending ())
         pfd[0].events |= POLLOUT;
-      if (poll (pfd, 3, -1) < 0)
+      /* Connects for the port proxy (connect.c), each with a deadline. */
+      nconn = init_connect_pollfds (pfd + 3);
+      if (poll (pfd, (nfds_t) (3 + nconn), init_connect_timeout_ms ()) < 0)
         {
           if (errno == EINTR)
             continue;
           init_protocol_violation ();
         }
+      init_connect_after_poll (pfd + 3, nconn);
       if (pfd[2].revents & POLLIN)
         {
           /* The sandbox outlived its lifetime and no daemon ended it (none
@@ -161,6 +165,9 @@ serve (int sigfd)
               break;
             case SBX_MSG_KEEP:
               handle_keep ((const struct sbx_msg_keep *) packet, n, fds, nfds);
+              break;
+            case SBX_MSG_CONNECT:
+              init_handle_connect ((const struct sbx_msg_connect *) packet, n, nfds);
               break;
             case SBX_MSG_SIGNAL:
             case SBX_MSG_RESIZE:

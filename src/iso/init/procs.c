@@ -134,7 +134,8 @@ init_handle_attach (size_t len, int nfds)
 
   if (len != sizeof (struct sbx_msg_hdr) || nfds != 0)
     init_protocol_violation ();
-  /* Whatever was waiting for the old daemon is in the answer. */
+  /* Whatever was waiting for the old daemon is in the answer; its
+     connects in flight are nobody's now. */
   init_drop_events ();
   /* A watcher's only reader was the daemon that went away: nobody can
      take its stream over, so it ends (its EXITED goes to the new daemon,
@@ -142,6 +143,7 @@ init_handle_attach (size_t len, int nfds)
   for (i = 0; i < MAX_TRACKED; i++)
     if (procs[i].pid != 0 && procs[i].is_watch && !procs[i].exited)
       kill (procs[i].pid, SIGKILL);
+  init_connect_drop_all ();
   memset (&roots, 0, sizeof roots);
   roots.hdr.type = SBX_MSG_ROOTS;
   roots.hdr.len = sizeof roots;

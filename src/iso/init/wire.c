@@ -75,8 +75,22 @@ init_recv (void *buf, size_t cap, int *fds, int max_fds, int *nfds)
   return (size_t) n;
 }
 
+static int send_packet (const void *buf, size_t len, const int *fds, int nfds, int flags);
+
 int
 init_send (const void *buf, size_t len, const int *fds, int nfds)
+{
+  return send_packet (buf, len, fds, nfds, 0);
+}
+
+int
+init_try_send (const void *buf, size_t len, const int *fds, int nfds)
+{
+  return send_packet (buf, len, fds, nfds, MSG_DONTWAIT);
+}
+
+static int
+send_packet (const void *buf, size_t len, const int *fds, int nfds, int flags)
 {
   union
   {
@@ -104,7 +118,7 @@ init_send (const void *buf, size_t len, const int *fds, int nfds)
       memcpy (CMSG_DATA (c), fds, sizeof (int) * (size_t) nfds);
     }
   do
-    n = sendmsg (SBX_CTL_FD, &msg, MSG_NOSIGNAL);
+    n = sendmsg (SBX_CTL_FD, &msg, MSG_NOSIGNAL | flags);
   while (n < 0 && errno == EINTR);
   if (n < 0)
     return -errno;
