@@ -401,6 +401,25 @@ has_access_token (struct sbx_req *r)
          && CRYPTO_memcmp (t, r->sb->access_token, strlen (t)) == 0;
 }
 
+/* The traffic token, or an API key of the sandbox's own tenant. */
+static int
+may_reach_ports (struct sbx_req *r)
+{
+  const char *t
+      = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "E2b-Traffic-Access-Token");
+  sbx_error_t *err = NULL;
+
+  if (t != NULL && strlen (t) == strlen (r->sb->traffic_token)
+      && CRYPTO_memcmp (t, r->sb->traffic_token, strlen (t)) == 0)
+    return 1;
+  if (authenticate (r, &err) < 0)
+    {
+      sbx_error_free (err);
+      return 0;
+    }
+  return strcmp (r->tenant, r->sb->tenant) == 0;
+}
+
 /* A request for a sandbox's data plane: envd's routes, the code
    interpreter, or one of the sandbox's own ports. Its credential is the
    sandbox's access token, not an API key (as in E2B). */
@@ -426,10 +445,18 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
   if (r->e2b.plane == SBX_PLANE_PORT)
     {
       /* A sandbox's own port (E2B's getHost(port) URLs): proxied with the
-         URI as the client sent it (server/proxy.c). Like E2B's default
-         (allowPublicTraffic), no credential is asked: the sandbox id in
-         the Host (or E2b-Sandbox-Id) is the capability. The request's
+         URI as the client sent it (server/proxy.c). Only the sandbox's
+         tenant (its API key) or a holder of its traffic token
+         (E2b-Traffic-Access-Token, E2B's header for private traffic) gets
+         through: a sandbox id alone is no capability. The request's
          credentials never reach the sandbox (the proxy drops them). */
+      if (!r->admin && !may_reach_ports (r))
+        {
+          reply_error_kind (r, 401, "unauthorized",
+                            "a sandbox's ports need its traffic token"
+                            " (E2b-Traffic-Access-Token) or its tenant's API key");
+          return;
+        }
       if (r->raw_uri == NULL)
         {
           reply_out_of_memory (r);

@@ -484,6 +484,7 @@ class Headers(PortsTest):
         got = self.echo("/h", tcp=True, key=self.key, headers={"Authorization": "Basic dTpw"})
         self.assertIn(["Authorization", "Basic dTpw"], got["headers"])
         self.assertNotIn(self.key, json.dumps(got))
+        self.assertNotIn(self.traffic, json.dumps(got))
 
     def test_hop_by_hop_dropped_host_kept(self):
         got = self.echo("/h", headers={"Connection": "keep-alive, X-Hop", "X-Hop": "1",
@@ -779,12 +780,41 @@ class E2BRouting(PortsTest):
 
     extra_args = PortsTest.extra_args + ("--domain", "sbx.test")
 
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # E2B's connect answer carries the sandbox's traffic token.
+        r = cls.d.tcp("POST", "/v2/sandboxes/%s/connect" % cls.sid, {"timeout": 3600}, key=cls.key)
+        assert r.status == 200, r
+        cls.traffic = r.json()["trafficAccessToken"]
+
+    def test_who_gets_through(self):
+        host = {"Host": "%d-%s.sbx.test" % (ECHO, self.sid)}
+        ok = [dict(host, **{"E2b-Traffic-Access-Token": self.traffic}),
+              dict(host, **{"X-API-Key": self.key}),
+              dict(host, Authorization="Bearer " + self.key)]
+        denied = [host, dict(host, **{"E2b-Traffic-Access-Token": self.traffic[:-1] + "x"}),
+                  dict(host, **{"E2b-Traffic-Access-Token": ""}),
+                  dict(host, **{"X-API-Key": self.other_key}),
+                  dict(host, **{"X-Access-Token": self.traffic}),
+                  dict(host, **{"X-API-Key": "e2b_" + "0" * 40})]
+        for h in ok:
+            with self.subTest(ok=h):
+                self.assertEqual(self.req("GET", "/who", headers=h, tcp=True).status, 200)
+        for h in denied:
+            with self.subTest(denied=h):
+                r = self.req("GET", "/who", headers=h, tcp=True)
+                self.assertError(r, 401, "unauthorized")
+        self.assertServing()
+
     def test_host_and_headers(self):
         for tcp in (False, True):
             for headers in ({"Host": "%d-%s.sbx.test" % (ECHO, self.sid)},
                             {"Host": "%d-%s.SBX.test:8443" % (ECHO, self.sid.upper())},
                             {"E2b-Sandbox-Id": self.sid, "E2b-Sandbox-Port": str(ECHO)}):
                 with self.subTest(tcp=tcp, headers=headers):
+                    if tcp:
+                        headers = dict(headers, **{"E2b-Traffic-Access-Token": self.traffic})
                     r = self.req("POST", "/app/x%2Fy?q=%00&r", body=b"e2b", headers=headers,
                                  tcp=tcp)
                     self.assertEqual(r.status, 200, r)
@@ -794,6 +824,7 @@ class E2BRouting(PortsTest):
                     names = [k.lower() for k, _ in got["headers"]]
                     self.assertNotIn("e2b-sandbox-id", names)
                     self.assertNotIn("e2b-sandbox-port", names)
+                    self.assertNotIn("e2b-traffic-access-token", names)
                     if "Host" in headers:
                         self.assertIn(["Host", headers["Host"]], got["headers"])
         # Streaming and errors are the proxy's.
@@ -822,11 +853,12 @@ class E2BRouting(PortsTest):
     def test_credentials_dropped(self):
         r = self.req("GET", "/c", tcp=True, headers={
             "Host": "%d-%s.sbx.test" % (ECHO, self.sid), "X-API-Key": self.key,
-            "X-Access-Token": "tok", "E2b-Traffic-Access-Token": "tt",
+            "X-Access-Token": "tok", "E2b-Traffic-Access-Token": self.traffic,
             "Authorization": "Bearer " + self.key})
         self.assertEqual(r.status, 200, r)
         got = r.json()
         self.assertNotIn(self.key, json.dumps(got))
+        self.assertNotIn(self.traffic, json.dumps(got))
         names = [k.lower() for k, _ in got["headers"]]
         for n in ("x-api-key", "x-access-token", "e2b-traffic-access-token", "authorization"):
             self.assertNotIn(n, names)
