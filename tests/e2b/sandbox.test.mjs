@@ -2,7 +2,7 @@
 // metadata filters and pages, setTimeout and expiry, connect, kill, metrics.
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, SandboxNotFoundError, NotFoundError, AuthenticationError } from 'e2b'
+import { Sandbox, SandboxNotFoundError, NotFoundError, AuthenticationError, TimeoutError } from 'e2b'
 import { tracker, until, KEY } from './lib.mjs'
 
 const t = tracker(Sandbox)
@@ -64,7 +64,9 @@ test('setTimeout shortens the lifetime and the sandbox expires', async () => {
   const info = await sbx.getInfo()
   assert.ok(info.endAt.getTime() - Date.now() <= 2_500)
   await until(async () => !(await sbx.isRunning()), 'expiry', 30_000)
-  await assert.rejects(sbx.commands.run('true'), (e) => e instanceof Error)
+  // The SDK's own words for a sandbox that timed out.
+  await assert.rejects(sbx.files.read('/etc/hostname'), TimeoutError)
+  await assert.rejects(sbx.commands.run('true'), SandboxNotFoundError)
   await assert.rejects(Sandbox.connect(sbx.sandboxId), SandboxNotFoundError)
 })
 
