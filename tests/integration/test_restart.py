@@ -1220,3 +1220,90 @@ class Twice(RestartTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class E2BAcrossRestart(RestartTest):
+    """An E2B client's sandbox, token and commands outlive the daemon."""
+
+    def start_daemon(self):
+        from harness import free_port
+        d = Daemon(pool=self.pool, kill_on_exit=False, listen="127.0.0.1:%d" % free_port())
+        self.gens.append(d)
+        return d.start()
+
+    def restart(self):
+        listen = self.gens[-1].listen
+        d = super().restart()
+        d.listen = listen  # the same --listen, from the copied arguments
+        return d
+
+    def http(self, method, path, body=b"", headers=None):
+        host, port = self.d.listen.rsplit(":", 1)
+        c = http.client.HTTPConnection(host, int(port), timeout=30)
+        c.request(method, path, body=body, headers=headers or {})
+        return c, c.getresponse()
+
+    @staticmethod
+    def envelope(obj):
+        import json
+        data = json.dumps(obj).encode()
+        return bytes([0]) + len(data).to_bytes(4, "big") + data
+
+    @staticmethod
+    def next_message(resp):
+        import json
+        head = resp.read(5)
+        if len(head) < 5:
+            return None
+        return head[0], json.loads(resp.read(int.from_bytes(head[1:], "big")))
+
+    def test_token_tag_and_output_survive(self):
+        import base64
+        import json
+        key = self.d.new_key("e2b")
+        c, r = self.http("POST", "/v2/sandboxes", b'{"templateID":"base"}',
+                         {"X-API-Key": key, "Content-Type": "application/json"})
+        sb = json.loads(r.read())
+        c.close()
+        envd = {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49983",
+                "X-Access-Token": sb["envdAccessToken"]}
+        c, r = self.http("POST", "/process.Process/Start", self.envelope(
+            {"process": {"cmd": "/bin/bash", "args": ["-c", "for i in $(seq 1 100000); do echo n$i;"
+                                                          " sleep 0.02; done"]},
+             "tag": "counter", "stdin": False}),
+            dict(envd, **{"Content-Type": "application/connect+json"}))
+        self.assertEqual(r.status, 200)
+        first = self.next_message(r)
+        self.assertIn("start", first[1]["event"])
+        pid = first[1]["event"]["start"]["pid"]
+        c.close()  # the client goes; the command goes on
+
+        self.kill9()
+        self.restart()
+
+        # The old token still opens the sandbox; the command is there, by tag.
+        c, r = self.http("POST", "/process.Process/List", b"{}",
+                         dict(envd, **{"Content-Type": "application/json"}))
+        self.assertEqual(r.status, 200)
+        procs = json.loads(r.read())["processes"]
+        c.close()
+        self.assertEqual([(p["pid"], p.get("tag")) for p in procs], [(pid, "counter")])
+        c, r = self.http("POST", "/process.Process/Connect",
+                         self.envelope({"process": {"tag": "counter"}}),
+                         dict(envd, **{"Content-Type": "application/connect+json"}))
+        self.assertEqual(r.status, 200)
+        self.assertEqual(self.next_message(r)[1]["event"]["start"]["pid"], pid)
+        text = ""
+        while text.count("\n") < 5:
+            flags, msg = self.next_message(r)
+            if "data" in msg.get("event", {}):
+                text += base64.b64decode(msg["event"]["data"]["stdout"]).decode()
+        c.close()
+        self.assertRegex(text, r"n\d+\n")
+        wrong = dict(envd, **{"X-Access-Token": "0" * 40, "Content-Type": "application/json"})
+        c, r = self.http("POST", "/process.Process/List", b"{}", wrong)
+        self.assertEqual(r.status, 401)
+        c.close()
+        c, r = self.http("GET", "/sandboxes/" + sb["sandboxID"], headers={"X-API-Key": key})
+        self.assertEqual(json.loads(r.read())["envdAccessToken"], sb["envdAccessToken"])
+        c.close()
