@@ -404,10 +404,11 @@ sbx_route_process_rpc_list (struct sbx_req *r)
   out = json_array ();
   json_array_foreach (all, i, info)
   {
-    json_t *argv = json_object_get (info, "argv"), *args = json_array (), *cfg, *pi;
+    json_t *argv = json_object_get (info, "argv"), *args, *cfg, *pi;
     size_t k;
     if (!json_is_true (json_object_get (info, "running")))
       continue; /* envd lists running commands only */
+    args = json_array ();
     for (k = 1; k < json_array_size (argv); k++)
       json_array_append (args, json_array_get (argv, k));
     cfg = json_pack ("{s:O, s:o, s:O, s:O}", "cmd", json_array_get (argv, 0), "args", args,

@@ -13,7 +13,8 @@ every sandbox). One client on each listener runs the soak's scenarios once
 each (tests/soak/soak.py): a sandbox with every block of work (commands,
 stdin, streams kept and abandoned, background processes, uploads and
 downloads, listing, lifetimes), limits hit, a kill under a running
-command, bad requests, API keys. Every sandbox is then deleted and the
+command, bad requests, API keys; then E2B's control plane and envd
+(e2b_paths). Every sandbox is then deleted and the
 daemon stopped with SIGTERM: it must exit 0 with no memcheck error and
 no definitely lost block in any process (its forked children included).
 Suppressions, each with its reason, are in tests/valgrind.supp.
@@ -52,6 +53,113 @@ def scenario_every_block(c, rng, owned):
 SCENARIOS = [scenario_every_block, soak.scenario_kill_under_exec, soak.scenario_bad_requests,
              soak.scenario_keys, soak.scenario_memory_hog, soak.scenario_fork_bomb,
              soak.scenario_expire]
+
+
+def e2b_paths(d, key):
+    """E2B's control plane and envd once each, good and bad input (the
+    paths of server/e2b_*.c). Returns a list of problems."""
+    import base64
+    import http.client
+    import json
+    host, port = d.listen.rsplit(":", 1)
+    problems = []
+
+    def req(method, path, body=b"", headers=None):
+        c = http.client.HTTPConnection(host, int(port), timeout=120)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def env(obj, flags=0):
+        data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        return bytes([flags]) + len(data).to_bytes(4, "big") + data
+
+    def expect(what, got, want):
+        if got[0] != want:
+            problems.append("e2b %s: %r (wanted %d)" % (what, got, want))
+        return got
+
+    api = {"X-API-Key": key, "Content-Type": "application/json"}
+    st, body = expect("create", req("POST", "/v2/sandboxes", b'{"templateID":"base","metadata":'
+                                    b'{"vg":"1"},"envVars":{"A":"b"},"timeout":120}', api), 201)
+    if st != 201:
+        return problems
+    sb = json.loads(body)
+    sid = sb["sandboxID"]
+    envd = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983",
+            "X-Access-Token": sb["envdAccessToken"]}
+    unary = dict(envd, **{"Content-Type": "application/json"})
+    stream = dict(envd, **{"Content-Type": "application/connect+json"})
+    expect("get", req("GET", "/sandboxes/" + sid, headers=api), 200)
+    expect("list", req("GET", "/v2/sandboxes?metadata=vg%3D1&limit=1&state=running", headers=api), 200)
+    expect("timeout", req("POST", "/sandboxes/%s/timeout" % sid, b'{"timeout":100}', api), 204)
+    expect("connect", req("POST", "/v2/sandboxes/%s/connect" % sid, b'{"timeout":200}', api), 200)
+    expect("metrics", req("GET", "/sandboxes/%s/metrics" % sid, headers=api), 200)
+    expect("pause", req("POST", "/sandboxes/%s/pause" % sid, b"{}", api), 501)
+    expect("bad create", req("POST", "/v2/sandboxes", b'{"templateID":1}', api), 400)
+    expect("health", req("GET", "/health", headers=envd), 204)
+    expect("envs", req("GET", "/envs", headers=envd), 200)
+    expect("start", req("POST", "/process.Process/Start", env(
+        {"process": {"cmd": "/bin/bash", "args": ["-c", "echo out; echo err >&2"]}, "stdin": False}),
+        stream), 200)
+    expect("start pty", req("POST", "/process.Process/Start", env(
+        {"process": {"cmd": "/bin/bash", "args": ["-c", "stty size"]},
+         "pty": {"size": {"cols": 80, "rows": 24}}}), stream), 200)
+    expect("start deadline", req("POST", "/process.Process/Start", env(
+        {"process": {"cmd": "/bin/sleep", "args": ["5"]}, "stdin": False}),
+        dict(stream, **{"Connect-Timeout-Ms": "300"})), 200)
+    expect("bad envelope", req("POST", "/process.Process/Start", env({"x": 1}, flags=1), stream), 200)
+    expect("list", req("POST", "/process.Process/List", b"{}", unary), 200)
+    expect("bad unary", req("POST", "/process.Process/List", b"[", unary), 400)
+    expect("unknown rpc", req("POST", "/process.Process/Nope", b"{}", unary), 501)
+    expect("no token", req("POST", "/process.Process/List", b"{}",
+                           {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983"}), 401)
+    expect("signal unknown", req("POST", "/process.Process/SendSignal",
+                                 b'{"process":{"pid":99999},"signal":"SIGNAL_SIGKILL"}', unary), 404)
+    mp = (b"--XvgX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/vg/a\"\r\n\r\n"
+          b"aaa\r\n--XvgX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"b\"\r\n\r\n"
+          b"bb\r\n--XvgX--\r\n")
+    expect("upload", req("POST", "/files", mp,
+                         dict(envd, **{"Content-Type": "multipart/form-data; boundary=XvgX"})), 200)
+    expect("upload raw", req("POST", "/files?path=/tmp/vg/raw", b"raw",
+                             dict(envd, **{"Content-Type": "application/octet-stream"})), 200)
+    expect("download", req("GET", "/files?path=/tmp/vg/a", headers=envd), 200)
+    expect("download dir", req("GET", "/files?path=/tmp", headers=envd), 400)
+    for rpc, msg, want in (("Stat", {"path": "/tmp/vg/a"}, 200),
+                           ("ListDir", {"path": "/tmp", "depth": 2}, 200),
+                           ("MakeDir", {"path": "/tmp/vg/d"}, 200),
+                           ("MakeDir", {"path": "/tmp/vg/d"}, 409),
+                           ("Move", {"source": "/tmp/vg/raw", "destination": "/tmp/vg/d/r"}, 200),
+                           ("Remove", {"path": "/tmp/vg/d"}, 200),
+                           ("Stat", {"path": "/nope"}, 404)):
+        expect(rpc, req("POST", "/filesystem.Filesystem/" + rpc, json.dumps(msg).encode(), unary), want)
+    st, body = expect("watcher", req("POST", "/filesystem.Filesystem/CreateWatcher",
+                                     b'{"path":"/tmp/vg","recursive":true}', unary), 200)
+    if st == 200:
+        wid = json.loads(body)["watcherId"]
+        req("POST", "/files?path=/tmp/vg/w", b"w", dict(envd, **{"Content-Type": "application/octet-stream"}))
+        expect("watcher events", req("POST", "/filesystem.Filesystem/GetWatcherEvents",
+                                     json.dumps({"watcherId": wid}).encode(), unary), 200)
+        expect("remove watcher", req("POST", "/filesystem.Filesystem/RemoveWatcher",
+                                     json.dumps({"watcherId": wid}).encode(), unary), 200)
+    # A watch stream that the client leaves.
+    c = http.client.HTTPConnection(host, int(port), timeout=60)
+    c.request("POST", "/filesystem.Filesystem/WatchDir", body=env({"path": "/tmp"}), headers=stream)
+    r = c.getresponse()
+    r.read(5)
+    c.close()
+    # A port nothing listens on, with the traffic token; and without.
+    expect("port", req("GET", "/x", headers={"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "8000",
+                                             "E2b-Traffic-Access-Token": sb["trafficAccessToken"]}), 502)
+    expect("port no token", req("GET", "/x", headers={"E2b-Sandbox-Id": sid,
+                                                       "E2b-Sandbox-Port": "8000"}), 401)
+    expect("code plane", req("POST", "/execute", b"{}", dict(envd, **{"E2b-Sandbox-Port": "49999"})), 501)
+    expect("kill", req("DELETE", "/sandboxes/" + sid, headers=api), 204)
+    expect("gone", req("GET", "/health", headers=envd), 502)
+    return problems
 
 
 def check_logs(logdir, main_pid):
@@ -130,6 +238,7 @@ def main():
                 if not soak.run_scenario(c, rng, fn, stats, cleanup):
                     failures.append("%s over %s failed" % (fn.__name__, c.transport))
             c.close()
+        failures += e2b_paths(d, key)
         left = soak.delete_all(d)
         if left:
             failures.append("sandboxes left by the scenarios: %r" % left)
