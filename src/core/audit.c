@@ -736,6 +736,102 @@ writer_main (void *arg)
   return NULL;
 }
 
+/* ---- reading (GET /v1/audit) ------------------------------------------ */
+
+/* Append file `name`'s matching records to out; 1 when limit was hit. */
+static int
+query_file (int dir, const char *name, const char *sandbox, uint64_t after_seq, size_t limit,
+            json_t *out, sbx_error_t **err)
+{
+  int fd = openat (dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  FILE *fp;
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  int full = 0;
+
+  if (fd < 0)
+    return errno == ENOENT ? 0 : sbx_err_sys (err, errno, "open `%s`", name);
+  fp = fdopen (fd, "r");
+  if (fp == NULL)
+    {
+      close (fd);
+      return sbx_err_sys (err, errno, "open `%s`", name);
+    }
+  while ((len = getline (&line, &cap, fp)) > 0)
+    {
+      json_t *o, *s;
+      if (line[len - 1] != '\n')
+        break; /* being written */
+      o = json_loadb (line, (size_t) len - 1, 0, NULL);
+      s = json_object_get (o, "sandbox");
+      if (o == NULL || (uint64_t) json_integer_value (json_object_get (o, "seq")) <= after_seq
+          || (sandbox && (!json_is_string (s) || strcmp (json_string_value (s), sandbox) != 0)))
+        {
+          json_decref (o);
+          continue;
+        }
+      if (json_array_size (out) >= limit)
+        {
+          json_decref (o);
+          full = 1;
+          break;
+        }
+      json_array_append_new (out, o);
+    }
+  free (line);
+  fclose (fp);
+  return full;
+}
+
+json_t *
+sbx_audit_query (const char *sandbox, uint64_t after_seq, size_t limit, sbx_error_t **err)
+{
+  cleanup_close int dir = -1;
+  json_t *records, *o;
+  unsigned top, first, i;
+  int rc = 0;
+
+  pthread_mutex_lock (&A.mu);
+  if (A.open)
+    dir = dup (A.dir);
+  pthread_mutex_unlock (&A.mu);
+  if (dir < 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "the audit log is not open"), NULL;
+  records = json_array ();
+  if (records == NULL)
+    return sbx_err_oom (err), NULL;
+  /* From the newest rotated file back to the first that reaches past
+     after_seq; then forward from there. */
+  top = highest_rotated (dir);
+  for (first = top; first > 0; first--)
+    {
+      char name[64];
+      uint64_t seq = 0, torn;
+      unsigned char h[SHA256_DIGEST_LENGTH];
+      snprintf (name, sizeof name, SBX_AUDIT_FILE ".%u", first);
+      if (last_record (dir, name, &seq, h, &torn, NULL) == 1 && seq <= after_seq)
+        break;
+    }
+  for (i = first ? first + 1 : 1; i <= top && rc == 0; i++)
+    {
+      char name[64];
+      snprintf (name, sizeof name, SBX_AUDIT_FILE ".%u", i);
+      rc = query_file (dir, name, sandbox, after_seq, limit, records, err);
+    }
+  if (rc == 0)
+    rc = query_file (dir, SBX_AUDIT_FILE, sandbox, after_seq, limit, records, err);
+  if (rc < 0)
+    {
+      json_decref (records);
+      return NULL;
+    }
+  o = json_object ();
+  json_object_set_new (o, "records", records);
+  json_object_set_new (o, "more", json_boolean (rc == 1));
+  return o;
+}
+
 /* ---- open and close ---------------------------------------------------- */
 
 int

@@ -74,6 +74,13 @@ int sbx_audit_healthy (void);
    "error", "file"}. */
 json_t *sbx_audit_info_json (void);
 
+/* Records with seq > after_seq (of `sandbox` when not NULL), oldest
+   first, at most limit: {"records": [...], "more": bool}. Files whose last
+   record is not after after_seq are skipped unread. NULL with err when
+   the log is not open or cannot be read. */
+json_t *sbx_audit_query (const char *sandbox, uint64_t after_seq, size_t limit,
+                         sbx_error_t **err);
+
 /* Hex of SHA-256 of p[0..n) into hex[65]. */
 void sbx_audit_sha256_hex (const void *p, size_t n, char hex[65]);
 /* RFC 3339 UTC with milliseconds ("2026-11-29T21:40:00.123Z") into out[32]. */

@@ -82,6 +82,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
+    {"GET", "v1/audit", SBX_BODY_NONE, 1, sbx_route_audit},
     /* E2B's control plane (e2b_control.c): E2B_API_URL points here. */
     {"GET", "health", SBX_BODY_NONE, 0, sbx_route_e2b_health},
     {"POST", "sandboxes", SBX_BODY_JSON, 0, sbx_route_e2b_create},
@@ -691,7 +692,10 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
     }
   if (r->route->admin_only && !r->admin)
     {
-      reply_error_kind (r, 403, "forbidden", "API keys are managed through the unix socket only");
+      reply_error_kind (r, 403, "forbidden",
+                        strncmp (r->route->pattern, "v1/keys", 7) == 0
+                            ? "API keys are managed through the unix socket only"
+                            : "this route is for the administrator (the unix socket) only");
       return;
     }
   if ((r->route->body == SBX_BODY_JSON || r->route->body == SBX_BODY_RAW)

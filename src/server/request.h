@@ -164,6 +164,7 @@ void sbx_route_file_watch (struct sbx_req *r);
 void sbx_route_key_create (struct sbx_req *r);
 void sbx_route_key_list (struct sbx_req *r);
 void sbx_route_key_delete (struct sbx_req *r);
+void sbx_route_audit (struct sbx_req *r);
 
 /* Request bodies as options, without a connection or the core (for the
    handlers, unit tests and fuzzers). Each takes the parsed body, returns 0

@@ -227,6 +227,29 @@ class AuditRecords(DaemonTest):
             prev = hashlib.sha256(line).hexdigest()
         self.assertEqual(json.loads(lines[0])["kind"], "daemon_started")
 
+    def test_api_route(self):
+        d = self.d
+        sid = d.create()
+        d.sh(sid, "echo via-api")
+        find(d, lambda r: r["kind"] == "command" and r["sandbox"] == sid, "the command")
+        r = d.api("GET", "/v1/audit?sandbox=%s&limit=1000" % sid)
+        self.assertEqual(r.status, 200, r)
+        recs = r.json()["records"]
+        self.assertFalse(r.json()["more"])
+        self.assertTrue(all(x["sandbox"] == sid for x in recs), recs)
+        self.assertIn("command", [x["kind"] for x in recs])
+        # Paging: after_seq and limit.
+        r = d.api("GET", "/v1/audit?after_seq=%d&limit=2" % recs[0]["seq"])
+        page = r.json()
+        self.assertEqual([x["seq"] for x in page["records"]],
+                         [recs[0]["seq"] + 1, recs[0]["seq"] + 2])
+        self.assertTrue(page["more"])
+        for bad in ("limit=0", "limit=1001", "after_seq=-1", "after_seq=x", "sandbox="):
+            self.assertError(d.api("GET", "/v1/audit?" + bad), 400, "invalid_argument")
+        # A tenant's key cannot read it.
+        st, body = self.tcp("GET", "/v1/audit", None, {"Authorization": "Bearer " + self.key})
+        self.assertEqual(st, 403, body)
+
     def test_tail(self):
         d = self.d
         a, b = d.create(), d.create()
@@ -439,6 +462,54 @@ class AuditRotationRestart(unittest.TestCase):
             except OSError:
                 pass
             self.assertEqual(problems, [])
+
+
+class AuditUnwritable(unittest.TestCase):
+    """While the log cannot be written, changes are refused (503) and
+    /v1/info says why; once it can, the queued records are written in
+    order and the chain holds."""
+
+    def test_refuse_then_recover(self):
+        d = Daemon(pool=1, extra=("--audit-max-size", "4K"))
+        blocker = None
+        try:
+            d.start()
+            # The next rotation's name taken by a directory: the rename fails.
+            blocker = os.path.join(audit_dir(d), "audit.log.1")
+            os.mkdir(blocker)
+            sid = d.create()
+            wait_until(lambda: not d.api("GET", "/v1/info").json()["audit"]["healthy"]
+                       or d.api("POST", "/v1/sandboxes/%s/exec" % sid,
+                                {"cmd": "true"}).status < 0, what="the log to fill")
+            info = d.api("GET", "/v1/info").json()["audit"]
+            self.assertFalse(info["healthy"])
+            self.assertIn("rename", info["error"])
+            r = d.api("POST", "/v1/sandboxes", {})
+            self.assertEqual(r.status, 503, r)
+            self.assertIn("audit log", r.json()["message"])
+            r = d.api("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": "true"})
+            self.assertEqual(r.status, 503, r)
+            # Reads go on.
+            self.assertEqual(d.api("GET", "/v1/sandboxes/" + sid).status, 200)
+            self.assertIn("audit log: ", d.read_log())
+            os.rmdir(blocker)
+            blocker = None
+            wait_until(lambda: d.api("GET", "/v1/info").json()["audit"]["healthy"],
+                       what="the log to be writable again")
+            d.sh(sid, "echo back")
+            find(d, lambda r: r["kind"] == "command" and r["argv"][-1] == "echo back",
+                 "a record after the recovery")
+            self.assertTrue(any(r["kind"] == "api" and r["status"] == 503
+                                for r in all_records(d)))
+            d.kill(sid)
+            time.sleep(0.3)
+            p = verify(d.state)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        finally:
+            if blocker:
+                os.rmdir(blocker)
+            d.stop()
+            self.assertEqual(d.cleanup(), [])
 
 
 def _cmdline(pid):
