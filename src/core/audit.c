@@ -547,7 +547,8 @@ format_line (json_t *o, uint64_t seq, size_t *len)
 }
 
 /* Write one record (the next seq), rotating first when it would not fit.
-   -1: nothing of it is in the file. */
+   -1: nothing of it is in the file (an I/O error, now the log's state);
+   -2: no memory to format it (tried again soon: the log is only behind). */
 static int
 write_record (json_t *o)
 {
@@ -567,16 +568,16 @@ write_record (json_t *o)
     }
   text = format_line (o, A.seq + 1, &len);
   if (text == NULL)
-    {
-      set_error (ENOMEM, "format a record");
-      return -1;
-    }
+    return -2;
   if (A.size > 0 && A.size + len + 1 > A.max_size)
     {
       char previous[64];
       sbx_error_t *err = NULL;
       json_t *r = json_object ();
+      int rc;
 
+      if (r == NULL)
+        return -2;
       if (rotate (previous, sizeof previous, &err) < 0)
         {
           set_error_text (err->msg);
@@ -587,19 +588,14 @@ write_record (json_t *o)
       sbx_audit_format_time (real_ms (), previous);
       json_object_set_new (r, "time", json_string (previous));
       json_object_set_new (r, "kind", json_string ("rotated"));
-      if (write_record (r) < 0)
-        {
-          json_decref (r);
-          return -1;
-        }
+      rc = write_record (r);
       json_decref (r);
+      if (rc < 0)
+        return rc;
       free (text);
       text = format_line (o, A.seq + 1, &len);
       if (text == NULL)
-        {
-          set_error (ENOMEM, "format a record");
-          return -1;
-        }
+        return -2;
     }
   text[len] = '\n';
   /* One write: with O_APPEND the line lands whole at the end. */
@@ -629,6 +625,8 @@ write_gap (uint64_t n)
   char when[32];
   int rc;
 
+  if (o == NULL)
+    return -2;
   sbx_audit_format_time (real_ms (), when);
   json_object_set_new (o, "kind", json_string ("dropped"));
   json_object_set_new (o, "time", json_string (when));
@@ -686,8 +684,8 @@ writer_main (void *arg)
       dropped = A.dropped;
       pthread_mutex_unlock (&A.mu);
 
-      if (dropped && write_gap (dropped) < 0)
-        failed = 1;
+      if (dropped)
+        failed = write_gap (dropped);
       /* One at a time: producers append while we write. */
       while (!failed)
         {
@@ -696,11 +694,9 @@ writer_main (void *arg)
           pthread_mutex_unlock (&A.mu);
           if (e == NULL)
             break;
-          if (write_record (e->obj) < 0)
-            {
-              failed = 1;
-              break;
-            }
+          failed = write_record (e->obj);
+          if (failed < 0)
+            break;
           pthread_mutex_lock (&A.mu);
           A.head = e->next;
           if (A.head == NULL)
@@ -712,7 +708,7 @@ writer_main (void *arg)
         }
       if (!failed)
         set_healthy ();
-      if (A.dirty && (failed || mono_ms () - A.last_sync_mono >= 1000))
+      if (A.dirty && (failed == -1 || mono_ms () - A.last_sync_mono >= 1000))
         {
           if (fdatasync (A.fd) < 0)
             set_error (errno, "fdatasync");
@@ -724,9 +720,10 @@ writer_main (void *arg)
         break;
       if (failed)
         {
-          /* Again in a second (a full disk may get space); the queue
-             keeps the records meanwhile, up to its bound. */
-          deadline (&ts, 1000);
+          /* Again in a second (a full disk may get space), or soon when
+             memory was short; the queue keeps the records meanwhile, up
+             to its bound. */
+          deadline (&ts, failed == -2 ? 10 : 1000);
           pthread_cond_timedwait (&A.cond, &A.mu, &ts);
         }
     }
