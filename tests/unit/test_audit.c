@@ -52,7 +52,7 @@ chain (uint64_t *n, uint64_t *last, int *files)
 {
   unsigned char prev[SHA256_DIGEST_LENGTH] = {0};
   char path[600], hex[65];
-  int i, f = 0;
+  int i, f = 0, bad = 0;
 
   *n = 0;
   *last = 0;
@@ -76,33 +76,39 @@ chain (uint64_t *n, uint64_t *last, int *files)
         {
           json_t *o;
           char *canon;
-          int k;
+          const char *t;
+          int k, ok;
           if (line[len - 1] != '\n')
-            return -1;
+            {
+              bad = 1;
+              break;
+            }
           line[--len] = '\0';
           o = json_loads (line, 0, NULL);
-          if (o == NULL)
-            return -1;
-          canon = json_dumps (o, JSON_COMPACT | JSON_SORT_KEYS);
-          if (strcmp (canon, line) != 0)
-            return -1;
-          free (canon);
+          canon = o ? json_dumps (o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
           for (k = 0; k < 32; k++)
             snprintf (hex + 2 * k, 3, "%02x", prev[k]);
-          if (strcmp (json_string_value (json_object_get (o, "prev")), hex) != 0)
-            return -1;
-          if ((uint64_t) json_integer_value (json_object_get (o, "seq")) != *last + 1)
-            return -1;
-          if (json_string_value (json_object_get (o, "time")) == NULL
-              || strlen (json_string_value (json_object_get (o, "time"))) != 24)
-            return -1;
+          t = json_string_value (json_object_get (o, "time"));
+          ok = canon && strcmp (canon, line) == 0
+               && json_string_value (json_object_get (o, "prev"))
+               && strcmp (json_string_value (json_object_get (o, "prev")), hex) == 0
+               && (uint64_t) json_integer_value (json_object_get (o, "seq")) == *last + 1
+               && t && strlen (t) == 24;
+          free (canon);
+          json_decref (o);
+          if (!ok)
+            {
+              bad = 1;
+              break;
+            }
           *last += 1;
           *n += 1;
           SHA256 ((unsigned char *) line, (size_t) len, prev);
-          json_decref (o);
         }
       free (line);
       fclose (fp);
+      if (bad)
+        return -1;
       if (!more)
         break;
     }
