@@ -379,7 +379,8 @@ class AuditRotationRestart(unittest.TestCase):
     """Small files: the chain goes on across rotations and restarts."""
 
     def test_rotation_and_restart(self):
-        d = Daemon(pool=1, extra=("--audit-max-size", "4K"), kill_on_exit=False)
+        # No pool: a new pool sandbox could take the lost one's id range.
+        d = Daemon(pool=0, extra=("--audit-max-size", "4K"), kill_on_exit=False)
         d2 = None
         try:
             d.start()
@@ -399,16 +400,28 @@ class AuditRotationRestart(unittest.TestCase):
             self.assertEqual(first["prev"], hashlib.sha256(last).hexdigest())
             p = verify(d.state)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+            dead = d.create(timeout="120s")
+            time.sleep(0.3)
             before = all_records(d)[-1]["seq"]
 
-            # kill -9 of the whole daemon, then a new one on the same state.
+            # kill -9 of the whole daemon, then a new one on the same state;
+            # meanwhile one sandbox dies (everything in its cgroup killed).
             d.proc.send_signal(signal.SIGKILL)
             d.proc.wait()
             d.log.close()
-            time.sleep(0.5)
+            for pid in _cgroup_pids(d, dead):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            wait_until(lambda: not _cgroup_pids(d, dead), what="the dead sandbox to empty")
             d.start()
             find(d, lambda r: r["kind"] == "sandbox" and r["event"] == "adopted"
                  and r["sandbox"] == sid, "the adopted record")
+            lost = find(d, lambda r: r["kind"] == "sandbox" and r["event"] == "lost"
+                        and r["sandbox"] == dead, "the lost record")
+            self.assertTrue(lost["reason"])
             started = [r for r in all_records(d) if r["kind"] == "daemon_started"]
             self.assertGreaterEqual(len(started), 2)
             self.assertGreater(started[-1]["seq"], before)
@@ -510,6 +523,19 @@ class AuditUnwritable(unittest.TestCase):
                 os.rmdir(blocker)
             d.stop()
             self.assertEqual(d.cleanup(), [])
+
+
+def _cgroup_pids(d, sid):
+    from harness import cgroup_version
+    if cgroup_version() == 2:
+        path = os.path.join("/sys/fs/cgroup", d.cgroup_parent, sid, "cgroup.procs")
+    else:
+        path = os.path.join("/sys/fs/cgroup", "pids", d.cgroup_parent, sid, "cgroup.procs")
+    try:
+        with open(path) as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        return []
 
 
 def _cmdline(pid):
