@@ -34,6 +34,7 @@ struct sbx_config
   /* E2B's sandbox domain: Host "PORT-ID.DOMAIN" reaches a sandbox's port
      (server/e2b_route.h); "" = by headers only. */
   char domain[256];
+  uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);
