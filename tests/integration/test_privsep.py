@@ -31,8 +31,13 @@ def children(pid):
 def frontend_of(d):
     """The daemon's front end: its child running as the front end's user."""
     uid = pwd.getpwnam("sbx").pw_uid
-    found = [p for p in children(d.proc.pid)
-             if int(status_fields(p)["Uid"][0]) == uid]
+    found = []
+    for p in children(d.proc.pid):
+        try:
+            if int(status_fields(p)["Uid"][0]) == uid:
+                found.append(p)
+        except FileNotFoundError:
+            pass  # it ended meanwhile (a front end that was just killed)
     return found[0] if len(found) == 1 else None
 
 
