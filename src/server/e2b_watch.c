@@ -41,7 +41,8 @@ struct watch_opts
 {
   char path[SBX_FS_PATH_MAX];
   int recursive, include_entry;
-  const char *user;
+  /* A copy: a polled watcher outlives the request that made it. */
+  char user[16];
 };
 
 /* The files API's own temporaries (iso/fs.c): an upload is an unnamed
@@ -112,7 +113,7 @@ parse_watch (struct sbx_req *r, json_t *msg, struct watch_opts *o, sbx_error_t *
   int net = 0;
 
   memset (o, 0, sizeof *o);
-  o->user = sbx_e2b_user (r);
+  snprintf (o->user, sizeof o->user, "%s", sbx_e2b_user (r));
   if (sbx_params_only (msg, fields, err) < 0 || sbx_param_string (msg, "path", &path, err) < 0
       || sbx_param_bool (msg, "recursive", &o->recursive, err) < 0
       || sbx_param_bool (msg, "includeEntry", &o->include_entry, err) < 0
