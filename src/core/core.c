@@ -31,6 +31,7 @@ sbx_config_defaults (struct sbx_config *cfg)
   memset (cfg, 0, sizeof *cfg);
   snprintf (cfg->state_dir, sizeof cfg->state_dir, "/var/lib/sbx");
   snprintf (cfg->frontend_user, sizeof cfg->frontend_user, "sbx");
+  cfg->egress_fd = -1;
   cfg->pool_size = 4;
   cfg->max_sandboxes = 1024;
   /* 0x60000000: far above any real account, below 2^31 (some tools treat

@@ -106,6 +106,11 @@ void sbx__dirwatch_end_all (struct sbx_sandbox *sb);
 /* A connect's answer: its socket (ev->fd) goes to the waiter, which takes
    it (ev->fd = -1); with nobody waiting it is left for the caller to close. */
 void sbx__connect_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
+/* core/egress.c: a connection to the sandbox's proxy address goes to the
+   egress process with the sandbox's policy (the fd is taken). */
+void sbx__egress_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
+/* 1 when the policy (NULL: none) lets anything through. */
+int sbx__network_allows_any (json_t *network);
 void sbx__connect_cancel_all (struct sbx_sandbox *sb);
 
 /* outbuf.c */
