@@ -181,6 +181,31 @@ write_all (int fd, const void *buf, size_t n, int timeout_ms)
   return 0;
 }
 
+/* After an error answer: stop writing and read what the client still
+   sends (a bounded amount, briefly), so closing does not reset the
+   connection before the client has read the answer. */
+static void
+linger (int fd)
+{
+  char buf[4096];
+  size_t total = 0;
+  int64_t deadline = now_ms () + 1000;
+
+  shutdown (fd, SHUT_WR);
+  while (total < 256 * 1024)
+    {
+      struct pollfd pfd = {fd, POLLIN, 0};
+      int64_t left = deadline - now_ms ();
+      ssize_t n;
+      if (left <= 0 || poll (&pfd, 1, (int) left) <= 0)
+        return;
+      n = recv (fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n <= 0)
+        return;
+      total += (size_t) n;
+    }
+}
+
 static void
 answer (int fd, int status, const char *reason, const char *text)
 {
@@ -194,6 +219,7 @@ answer (int fd, int status, const char *reason, const char *text)
                 status, reason, body, text);
   if (n > 0 && (size_t) n < sizeof buf)
     write_all (fd, buf, (size_t) n, 1000);
+  linger (fd);
 }
 
 /* Read until the end of the head (CRLF CRLF). Returns the head's length,
