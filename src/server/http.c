@@ -98,7 +98,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "sandboxes/*/resume", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
     {"POST", "sandboxes/*/fork", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
     {"POST", "sandboxes/*/snapshots", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
-    {"PUT", "sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
+    {"PUT", "sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_e2b_network},
     {"GET", "snapshots", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
     {"DELETE", "templates/*", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
     /* Any method; routed from the raw URI in begin_request (proxy.c). */

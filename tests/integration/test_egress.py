@@ -448,6 +448,72 @@ class TestEgress(EgressBase):
         self.assertEqual(r.returncode, 0, r)
         self.assertIn(b"none", r.stdout)
 
+    def test_e2b_network(self):
+        key = self.d.new_key()
+        h = {"X-API-Key": key, "Content-Type": "application/json"}
+
+        def e2b(method, path, body=None):
+            return self.d.tcp(method, path, body, headers=h)
+
+        def native(sid):
+            return self.d.tcp("GET", "/v1/sandboxes/" + sid, key=key).json()["network"]
+
+        r = e2b("POST", "/sandboxes", {"templateID": "base"})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["sandboxID"]
+        self.assertEqual(native(sid), {"allow": [], "deny": []})
+        info = e2b("GET", "/sandboxes/" + sid).json()
+        self.assertIs(info["allowInternetAccess"], False)
+        self.assertEqual(info["network"], {"allowOut": [], "denyOut": ["0.0.0.0/0"]})
+
+        sid = e2b("POST", "/sandboxes", {"templateID": "base", "allow_internet_access": True}).json()["sandboxID"]
+        self.assertEqual(native(sid), {"allow": ["*"], "deny": []})
+        self.assertIs(e2b("GET", "/sandboxes/" + sid).json()["allowInternetAccess"], True)
+
+        sid = e2b("POST", "/sandboxes", {"templateID": "base", "allow_internet_access": True,
+                                         "network": {"denyOut": ["127.0.0.2"]}}).json()["sandboxID"]
+        self.assertEqual(native(sid), {"allow": ["*"], "deny": ["127.0.0.2"]})
+        self.assertEqual(e2b("GET", "/sandboxes/" + sid).json()["network"],
+                         {"allowOut": [], "denyOut": ["127.0.0.2"]})
+
+        r = e2b("POST", "/sandboxes", {"templateID": "base",
+                                       "network": {"allowOut": ["127.0.0.1"],
+                                                   "denyOut": ["0.0.0.0/0"]}})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["sandboxID"]
+        self.assertEqual(native(sid), {"allow": ["127.0.0.1"], "deny": []})
+        self.assertEqual(e2b("GET", "/sandboxes/" + sid).json()["network"],
+                         {"allowOut": ["127.0.0.1"], "denyOut": ["0.0.0.0/0"]})
+        r = self.d.tcp("PUT", "/v1/sandboxes/%s/files?path=/tmp/client.py" % sid,
+                       CLIENT.encode(), key=key, raw=True)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.status(self.get(sid, "127.0.0.1", self.port1)), 200)
+        self.assertEqual(self.status(self.get(sid, "127.0.0.2", self.port2)), 403)
+
+        # updateNetwork: the whole setting, in force for the next connection.
+        r = e2b("PUT", "/sandboxes/%s/network" % sid,
+                {"allowOut": ["127.0.0.2"], "denyOut": ["0.0.0.0/0"]})
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(native(sid), {"allow": ["127.0.0.2"], "deny": []})
+        self.assertEqual(self.status(self.get(sid, "127.0.0.2", self.port2)), 200)
+        self.assertEqual(self.status(self.get(sid, "127.0.0.1", self.port1)), 403)
+        r = e2b("PUT", "/sandboxes/%s/network" % sid, {"allow_internet_access": False})
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(native(sid), {"allow": [], "deny": []})
+
+        for body in ({"templateID": "base", "network": {"allowOut": ["x.com"]}},
+                     {"templateID": "base", "network": {"rules": {"x.com": [{}]}}},
+                     {"templateID": "base", "network": {"egressProxy": {"address": "a:1"}}},
+                     {"templateID": "base", "network": {"allowOut": "x.com"}},
+                     {"templateID": "base", "network": {"denyOut": ["not a host"]}},
+                     {"templateID": "base", "allow_internet_access": "yes"}):
+            r = e2b("POST", "/sandboxes", body)
+            self.assertEqual(r.status, 400, (body, r))
+        r = e2b("PUT", "/sandboxes/%s/network" % sid, {"bogus": 1})
+        self.assertEqual(r.status, 400, r)
+        r = e2b("PUT", "/sandboxes/%s/network" % ("a" * 20), {})
+        self.assertEqual(r.status, 404, r)
+
     def test_egress_process_is_confined(self):
         pids = egress_pids(self.d.proc.pid)
         self.assertEqual(len(pids), 1, pids)
