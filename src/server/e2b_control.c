@@ -169,7 +169,7 @@ refuse_unsupported (json_t *body, sbx_error_t **err)
 static int
 e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t **err)
 {
-  json_t *allow_out = NULL, *deny_out = NULL, *v, *policy;
+  json_t *allow_out = NULL, *deny_out = NULL, *v, *policy, *empty;
   int open, all_denied = 0, rc;
   size_t i;
 
@@ -215,11 +215,12 @@ e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t
     return sbx_err (err, SBX_E_INVALID,
                     "network.allowOut needs denyOut to hold ALL_TRAFFIC (0.0.0.0/0) or"
                     " allow_internet_access false: the internet is open otherwise");
+  empty = json_array ();
   if (open)
-    policy = json_pack ("{s:[s], s:O}", "allow", "*", "deny",
-                        deny_out ? deny_out : json_array ());
+    policy = json_pack ("{s:[s], s:O}", "allow", "*", "deny", deny_out ? deny_out : empty);
   else
-    policy = json_pack ("{s:O, s:[]}", "allow", allow_out ? allow_out : json_array (), "deny");
+    policy = json_pack ("{s:O, s:[]}", "allow", allow_out ? allow_out : empty, "deny");
+  json_decref (empty);
   if (policy == NULL)
     return sbx_err_oom (err);
   rc = sbx_network_canon (policy, canon, err);
