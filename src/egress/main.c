@@ -222,6 +222,29 @@ answer (int fd, int status, const char *reason, const char *text)
   linger (fd);
 }
 
+/* The same from the thread that reads the channel, which must not wait
+   on a sandbox: what the client sent so far is read (so that closing does
+   not reset the connection under the answer), the answer goes into the
+   fresh socket's buffer without waiting, and the connection is closed. */
+static void
+refuse_now (int fd, const char *text)
+{
+  char buf[1024];
+  int body = (int) strlen (text) + 1, n, i;
+
+  for (i = 0; i < 16 && recv (fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
+    ;
+  n = snprintf (buf, sizeof buf,
+                "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                "Content-Length: %d\r\nConnection: close\r\n\r\n%s\n",
+                body, text);
+  if (n > 0 && (size_t) n < sizeof buf && send (fd, buf, (size_t) n, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+    shutdown (fd, SHUT_WR);
+  for (i = 0; i < 16 && recv (fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
+    ;
+  close (fd);
+}
+
 /* Read until the end of the head (CRLF CRLF). Returns the head's length,
    0 when the client went away, -1 too large, -2 too slow. */
 static ssize_t
@@ -566,8 +589,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
     {
       char text[200];
       snprintf (text, sizeof text, "sbx: %s", why);
-      answer (fd, 429, "Too Many Requests", text);
-      close (fd);
+      refuse_now (fd, text);
       sbx_net_policy_free (&c->policy);
       free (c);
       return;
@@ -577,8 +599,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
   pthread_attr_setstacksize (&attr, 256 * 1024);
   if (pthread_create (&t, &attr, serve, c) != 0)
     {
-      answer (fd, 503, "Service Unavailable", "sbx: the egress proxy is out of threads");
-      close (fd);
+      refuse_now (fd, "sbx: the egress proxy is out of threads");
       release (c->sb);
       sbx_net_policy_free (&c->policy);
       free (c);
@@ -605,7 +626,11 @@ sbx_egress_main (const struct sbx_egress_opts *o, int channel, uid_t uid, gid_t 
       sbx_error_free (err);
       return 1;
     }
-  sbx_info ("egress proxy ready%s", opts.allow_private ? " (private destinations ALLOWED: tests only)" : "");
+  if (opts.allow_private)
+    sbx_warn ("egress proxy: private and loopback destinations are ALLOWED"
+              " (--egress-allow-private: tests only)");
+  else
+    sbx_debug ("egress proxy ready");
   for (;;)
     {
       char cbuf[CMSG_SPACE (sizeof (int) * 4)];

@@ -32,6 +32,7 @@ import unittest
 
 from harness import Daemon, DaemonTest, free_port
 from sbx_helpers import wait_until
+from test_restart import RestartTest
 
 ASAN_SUBSET = True
 
@@ -593,6 +594,28 @@ class TestEgressByteLimit(EgressBase):
         # Another sandbox has its own.
         sid2 = self.box(allow=["127.0.0.1"])
         self.assertEqual(self.status(self.get(sid2, "127.0.0.1", self.port1)), 200)
+
+
+class EgressRestart(RestartTest):
+    """The policy is kept with the sandbox: a restarted daemon enforces it."""
+
+    def test_policy_survives_a_restart(self):
+        want = {"allow": ["pypi.org", "*.pythonhosted.org:443"], "deny": ["10.0.0.0/8"]}
+        sid = self.d.create(network=want)
+        other = self.d.create()
+        self.kill9()
+        self.restart()
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"], want)
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + other).json()["network"],
+                         {"allow": [], "deny": []})
+        self.assertIn("HTTP_PROXY=", self.d.sh(sid, "env")["stdout"])
+        r = self.d.api("PUT", "/v1/sandboxes/%s/network" % sid, {})
+        self.assertEqual(r.status, 200, r)
+        self.kill9()
+        self.restart()
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"],
+                         {"allow": [], "deny": []})
+        self.assertNotIn("HTTP_PROXY=", self.d.sh(sid, "env")["stdout"])
 
 
 if __name__ == "__main__":
