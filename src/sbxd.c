@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "core/audit.h"
 #include "core/core.h"
 #include "egress/egress.h"
 #include "iso/inuse.h"
@@ -51,6 +52,7 @@ static const char usage[]
       "  --max-timeout DUR    longest sandbox lifetime allowed (default 24h)\n"
       "  --proxy-timeout DUR  port proxy: how long a server in a sandbox may stay\n"
       "                       silent before the request fails (default 60s)\n"
+      "  --audit-max-size N   rotate the audit log at this size (default 64M, min 4K)\n"
       "  --log-level LEVEL    debug, info, warn or error (default info)\n"
       "  --kill-on-exit       kill running sandboxes when stopped (default: they keep\n"
       "                       running and the next start re-adopts them)\n"
@@ -211,6 +213,15 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
             }
           cfg->egress_max_bytes = n;
         }
+      else if (strcmp (name, "--audit-max-size") == 0)
+        {
+          if (sbx_parse_size (val, &n, &err) < 0 || n < 4096)
+            {
+              sbx_error_free (err);
+              return fail ("--audit-max-size `%s` is not a size of 4K or more", val);
+            }
+          cfg->audit_max_size = n;
+        }
       else if (strcmp (name, "--log-level") == 0)
         {
           if (strcmp (val, "debug") == 0)
@@ -355,7 +366,8 @@ frontend_account (const char *name, uid_t *uid, gid_t *gid)
   return 0;
 }
 
-/* The state directory belongs to the front end (SQLite lives there); the
+/* The state directory belongs to the front end (SQLite and the audit log
+   live there; it may not mkdir, so its audit directory is made here); the
    lock file and the admin socket stay root's. */
 static int
 give_state_dir (const char *dir, uid_t uid, gid_t gid)
@@ -369,6 +381,13 @@ give_state_dir (const char *dir, uid_t uid, gid_t gid)
       fprintf (stderr, "sbx serve: `%s`: %s\n", dir, strerror (errno));
       if (fd >= 0)
         close (fd);
+      return -1;
+    }
+  if ((mkdirat (fd, SBX_AUDIT_DIR, 0700) < 0 && errno != EEXIST)
+      || fchownat (fd, SBX_AUDIT_DIR, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+    {
+      fprintf (stderr, "sbx serve: `%s/" SBX_AUDIT_DIR "`: %s\n", dir, strerror (errno));
+      close (fd);
       return -1;
     }
   for (i = 0; i < sizeof files / sizeof *files; i++)

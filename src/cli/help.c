@@ -97,6 +97,16 @@ static const struct
    "\n"
    "Manage API keys for the daemon's TCP listener (only over the unix\n"
    "socket). `create` prints the key, once, alone on its last line.\n"},
+  {"audit",
+   "usage: sbx audit verify [--state DIR]\n"
+   "       sbx audit tail [--state DIR] [--sandbox ID] [-n N] [--follow]\n"
+   "\n"
+   "Read the daemon's audit log ($SBX_STATE/audit, default /var/lib/sbx/audit)\n"
+   "on its host (as root). `verify` checks every record's seq and hash chain:\n"
+   "\"ok: N records, last seq S\", or the first break and exit status 1.\n"
+   "`tail` prints the last N records (default 10, 0: all) as JSON lines, of\n"
+   "one sandbox with --sandbox; --follow (-f) then prints new ones as they\n"
+   "are written, across rotations. See docs/audit.md.\n"},
   {"serve",
    "usage: sbx serve [ARGS...]\n"
    "\n"
@@ -120,6 +130,7 @@ const char sbx_cli_main_help[] =
     "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
     "  key create|ls|rm                     manage API keys\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"
+    "  audit verify|tail                    check or read the audit log (on the host)\n"
     "  version                              print the version\n"
     "  help [COMMAND]                       show help; also `sbx COMMAND --help`\n"
     "\n"

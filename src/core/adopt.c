@@ -231,6 +231,7 @@ end_record (const struct sbx_sandbox_record *r, const char *why)
 
   snprintf (reason, sizeof reason, "%s", expired ? "sandbox expired" : why);
   sbx_warn ("sandbox %s was not re-adopted: %s", r->id, why);
+  sbx_audit_lifecycle (expired ? "expired" : "lost", r->id, r->tenant, reason);
   if (sbx_store_sandbox_end (sbx_core.store, r->id, expired ? "expired" : "lost", reason,
                              sbx_now_ms (), &err)
       < 0)
@@ -345,6 +346,7 @@ adopt_one (const struct sbx_sandbox_record *r)
       return NULL;
     }
   sbx_info ("re-adopted sandbox %s (init pid %d)", sb->id, (int) sb->box.pid);
+  sbx_audit_lifecycle ("adopted", sb->id, sb->tenant, NULL);
   return sb;
 }
 

@@ -39,6 +39,7 @@ struct sbx_config
   int egress_allow_private; /* --egress-allow-private: tests only */
   uint64_t egress_max_bytes; /* per sandbox; 0: unbounded */
   int egress_fd;
+  uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);

@@ -40,6 +40,7 @@ sbx_config_defaults (struct sbx_config *cfg)
   cfg->default_timeout_ms = 300 * 1000;
   cfg->max_timeout_ms = 24 * 3600 * 1000;
   cfg->proxy_idle_ms = 60 * 1000;
+  cfg->audit_max_size = SBX_AUDIT_DEFAULT_MAX_SIZE;
   cfg->defaults.memory_bytes = 512 * MIB;
   cfg->defaults.cpu_milli = 1000;
   cfg->defaults.pids = 256;

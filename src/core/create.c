@@ -336,6 +336,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     pthread_cond_broadcast (&sbx_core.creating_cond);
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop (); /* a new deadline */
+  sbx_audit_lifecycle ("created", sb->id, sb->tenant, NULL);
   return sb;
 
 fail_discard:

@@ -3,6 +3,7 @@
 #ifndef SBX_CORE_INTERNAL_H
 #define SBX_CORE_INTERNAL_H
 
+#include "core/audit.h"
 #include "core/core.h"
 #include "priv/host.h"
 
@@ -123,6 +124,8 @@ void sbx__outbuf_close (struct sbx_outbuf *o);
 /* result.c */
 const char *sbx__signal_name (int sig); /* "SIGKILL"; NULL when not in the table */
 json_t *sbx__process_result_locked (struct sbx_process *p, int with_output, int base64);
+/* Its audit record (core/audit.h), when it is done. */
+void sbx__process_audit_locked (struct sbx_process *p);
 
 /* process.c */
 /* Takes ev->fd (sets it to -1) when it keeps it. */

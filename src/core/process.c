@@ -123,6 +123,7 @@ sbx__process_maybe_done (struct sbx_process *p)
   p->state = SBX_PROC_DONE;
   if (p->end_mono == 0) /* an adopted one may know when it ended */
     p->end_mono = sbx_mono_ms ();
+  sbx__process_audit_locked (p);
   p->stdin_open = 0;
   sbx__watch_del (&p->stdin_watch);
   close_and_reset (&p->stdin_fd);

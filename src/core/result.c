@@ -189,6 +189,33 @@ sbx__process_result_locked (struct sbx_process *p, int with_output, int base64)
   return o;
 }
 
+void
+sbx__process_audit_locked (struct sbx_process *p)
+{
+  char reason[200];
+  int code = -1;
+  const char *sig = NULL;
+  char signum[16];
+
+  if (p->spawn_errno)
+    code = p->spawn_errno == ENOENT && p->spawn_stage == SBX_STAGE_EXEC ? 127 : 126;
+  else if (WIFEXITED (p->wait_status))
+    code = WEXITSTATUS (p->wait_status);
+  else
+    {
+      sig = sbx__signal_name (WTERMSIG (p->wait_status));
+      if (sig == NULL)
+        {
+          snprintf (signum, sizeof signum, "%d", WTERMSIG (p->wait_status));
+          sig = signum;
+        }
+    }
+  describe (p, reason, sizeof reason);
+  sbx_audit_command (p->sb->id, p->pid, p->argv, p->user, p->cwd, code, sig,
+                     (p->end_mono ? p->end_mono : sbx_mono_ms ()) - p->start_mono,
+                     reason[0] ? reason : NULL);
+}
+
 json_t *
 sbx_process_result_json (struct sbx_process *p, int with_output, int base64)
 {

@@ -1,5 +1,5 @@
 /* sbx: the egress process (`sbxd --egress`), the only way out of a
- * sandbox (docs/egress.md, docs/security.md 2.16). */
+ * sandbox (docs/egress.md, docs/security.md 2.17). */
 #ifndef SBX_EGRESS_EGRESS_H
 #define SBX_EGRESS_EGRESS_H
 

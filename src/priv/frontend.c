@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "core/audit.h"
 #include "core/core.h"
 #include "priv/drop.h"
 #include "priv/host.h"
@@ -45,10 +46,17 @@ sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fd
   if (sbx_priv_drop (uid, gid, cfg->state_dir, &err) < 0
       || sbx_host_connect (master, &info, &err) < 0)
     goto fail;
+  /* Before the core: re-adoption already makes records. */
+  if (sbx_audit_open (cfg->state_dir, cfg->audit_max_size, &err) < 0)
+    {
+      sbx_err_wrap (&err, "audit log");
+      goto fail;
+    }
   if (sbx_core_start (cfg, &err) < 0)
     {
       sbx_core_stop ();
       sbx_core_free ();
+      sbx_audit_close ();
       goto fail;
     }
   if (sbx_server_start (cfg->state_dir, cfg->listen, listen_fds, &err) < 0
@@ -56,6 +64,7 @@ sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fd
     {
       sbx_core_stop ();
       sbx_core_free ();
+      sbx_audit_close ();
       goto fail;
     }
   sbx_info ("sbx ready (state %s)", cfg->state_dir);
@@ -70,6 +79,7 @@ sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fd
   sbx_core_stop ();
   sbx_server_stop ();
   sbx_core_free ();
+  sbx_audit_close ();
   sbx_host_disconnect ();
   return 0;
 fail:

@@ -280,6 +280,7 @@ sbx_route_e2b_create (struct sbx_req *r)
   opts.network = NULL;
   if (sb == NULL)
     goto fail;
+  snprintf (r->audit_sandbox, sizeof r->audit_sandbox, "%s", sb->id);
   sbx_reply_json (r, 201, sandbox_json (sb));
   if (r->out_of_memory || r->queue_failed)
     sbx_sandbox_kill (sb, "sandbox killed", NULL); /* nobody learnt its id */

@@ -7,6 +7,7 @@
  *   signature = "v1_" + base64(sha256("PATH:OPERATION:USER:TOKEN[:EXPIRY]"))
  * without padding (infra packages/shared/pkg/keys/sha256.go). */
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/audit.h"
 #include "priv/host.h"
 #include "server/e2b.h"
 #include "util/base64.h"
@@ -36,6 +38,10 @@ struct files_upload
   unsigned files;
   json_t *written; /* [{path, name, type}] */
   sbx_error_t *err;
+  /* the audit record of each file: its content's hash as it streams by */
+  EVP_MD_CTX *sha;
+  uint64_t file_bytes;
+  const char *sandbox; /* r->sb's id */
 };
 
 /* ---- authorization ------------------------------------------------------ */
@@ -192,6 +198,17 @@ commit_current (struct files_upload *u)
       fail_upload (u, err);
       return -1;
     }
+  {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned dn = 0;
+    char hexd[65];
+    unsigned i;
+    EVP_DigestFinal_ex (u->sha, d, &dn);
+    for (i = 0; i < dn && i < 32; i++)
+      snprintf (hexd + 2 * i, 3, "%02x", d[i]);
+    hexd[64] = '\0';
+    sbx_audit_file_write (u->sandbox, u->current, u->file_bytes, hexd, "e2b");
+  }
   leaf = strrchr (u->current, '/');
   json_array_append_new (u->written, json_pack ("{s:s, s:s, s:s}", "path", u->current, "name",
                                                 leaf ? leaf + 1 : u->current, "type", "file"));
@@ -222,8 +239,28 @@ open_file (struct sbx_req *r, struct files_upload *u, const char *name)
       fail_upload (u, err);
       return -1;
     }
+  if ((u->sha == NULL && (u->sha = EVP_MD_CTX_new ()) == NULL)
+      || EVP_DigestInit_ex (u->sha, EVP_sha256 (), NULL) != 1)
+    {
+      sbx_host_fs_upload_abort (&u->up);
+      sbx_err_oom (&err);
+      fail_upload (u, err);
+      return -1;
+    }
   u->open = 1;
   u->part_bytes = 0;
+  u->file_bytes = 0;
+  return 0;
+}
+
+/* Into the file, and into its hash. */
+static int
+upload_write (struct files_upload *u, const char *data, size_t size, sbx_error_t **err)
+{
+  if (sbx_host_fs_upload_write (&u->up, data, size, err) < 0)
+    return -1;
+  EVP_DigestUpdate (u->sha, data, size);
+  u->file_bytes += size;
   return 0;
 }
 
@@ -258,7 +295,7 @@ on_part (void *cls, enum MHD_ValueKind kind, const char *key, const char *filena
     {
       if (!u->open)
         return MHD_NO;
-      if (sbx_host_fs_upload_write (&u->up, data, size, &err) < 0)
+      if (upload_write (u, data, size, &err) < 0)
         {
           fail_upload (u, err);
           return MHD_NO;
@@ -303,6 +340,7 @@ sbx_e2b_files_begin (struct sbx_req *r, sbx_error_t **err)
   r->e2b_files = u;
   u->ctx.root = -1;
   u->written = json_array ();
+  u->sandbox = r->sb->id;
   u->query_path = sbx_req_query (r, "path");
   if (u->query_path && u->query_path[0] == '\0')
     u->query_path = NULL;
@@ -354,7 +392,7 @@ sbx_e2b_files_body (struct sbx_req *r, const char *data, size_t len)
         }
       return;
     }
-  if (u->open && sbx_host_fs_upload_write (&u->up, data, len, &err) < 0)
+  if (u->open && upload_write (u, data, len, &err) < 0)
     fail_upload (u, err);
 }
 
@@ -372,6 +410,8 @@ sbx_e2b_files_free (struct sbx_req *r)
   sbx_sandbox_fs_close (&u->ctx);
   json_decref (u->written);
   sbx_error_free (u->err);
+  if (u->sha)
+    EVP_MD_CTX_free (u->sha);
   free (u);
   r->e2b_files = NULL;
 }

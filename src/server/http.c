@@ -25,7 +25,9 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
+#include "core/audit.h"
 #include "core/keys.h"
 #include "priv/host.h"
 #include "server/e2b.h"
@@ -81,6 +83,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
+    {"GET", "v1/audit", SBX_BODY_NONE, 1, sbx_route_audit},
     /* E2B's control plane (e2b_control.c): E2B_API_URL points here. */
     {"GET", "health", SBX_BODY_NONE, 0, sbx_route_e2b_health},
     {"POST", "sandboxes", SBX_BODY_JSON, 0, sbx_route_e2b_create},
@@ -116,6 +119,7 @@ sbx_reply_response (struct sbx_req *r, unsigned status, struct MHD_Response *res
       MHD_destroy_response (resp);
       return;
     }
+  r->status = status;
   /* A proxied answer is the server's own: its caching, its types. */
   if (!r->raw_response)
     {
@@ -350,6 +354,8 @@ unescape (void *cls, struct MHD_Connection *c, char *s)
 static void
 free_request (struct sbx_req *r)
 {
+  if (r->audit_sha)
+    EVP_MD_CTX_free (r->audit_sha);
   if (r->deferred)
     MHD_destroy_response (r->deferred);
   sbx_proxy_free (r->proxy);
@@ -366,13 +372,76 @@ free_request (struct sbx_req *r)
   free (r);
 }
 
+/* The sandbox a request acted on: the data plane's, the one a create
+   made, or the segment after "sandboxes" in the route's pattern (as the
+   client wrote it: a 404's may be no sandbox's id). NULL when none. */
+static const char *
+audit_sandbox (const struct sbx_req *r)
+{
+  const char *p;
+  int i;
+
+  if (r->audit_sandbox[0])
+    return r->audit_sandbox;
+  if (r->e2b.plane != SBX_PLANE_API && r->e2b.sandbox_id[0])
+    return r->e2b.sandbox_id;
+  if (r->route == NULL)
+    return NULL;
+  for (p = r->route->pattern, i = 0; *p && i + 1 < r->nsegs; i++)
+    {
+      size_t n = strcspn (p, "/");
+      if (n == 9 && strncmp (p, "sandboxes", 9) == 0 && strncmp (p + n, "/*", 2) == 0)
+        return strnlen (r->segs[i + 1], SBX_ID_LEN + 1) <= SBX_ID_LEN ? r->segs[i + 1] : "?";
+      p += n;
+      if (*p == '/')
+        p++;
+    }
+  return NULL;
+}
+
+/* One record per request: who, which route (its pattern: never the
+   query, a body or a credential), which sandbox, what it was answered. */
+static void
+audit_request (struct sbx_req *r, enum MHD_RequestTerminationCode toe)
+{
+  char action[160];
+  const char *tenant;
+
+  if (!r->begun)
+    return;
+  tenant = r->admin ? "admin" : r->tenant[0] ? r->tenant : NULL;
+  if (tenant == NULL && r->sb && r->e2b.plane != SBX_PLANE_API)
+    tenant = r->sb->tenant; /* its access token spoke for it */
+  if (r->route)
+    snprintf (action, sizeof action, "%.16s /%s", r->method ? r->method : "?",
+              r->route->pattern);
+  else
+    snprintf (action, sizeof action, "%.16s (no route)", r->method ? r->method : "?");
+  sbx_audit_api (tenant, action, audit_sandbox (r), r->status,
+                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+}
+
+/* Refused while the audit log cannot be written: anything but a read
+   (docs/audit.md). 1 when it answered. */
+static int
+audit_refuses (struct sbx_req *r, const char *method)
+{
+  if (sbx_audit_healthy () || strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0)
+    return 0;
+  reply_error_kind (r, 503, "unavailable",
+                    "the audit log cannot be written: changes are refused until it can"
+                    " (see GET /v1/info)");
+  return 1;
+}
+
 static void
 on_completed (void *cls, struct MHD_Connection *c, void **con_cls,
               enum MHD_RequestTerminationCode toe)
 {
   (void) cls;
   (void) c;
-  (void) toe;
+  if (*con_cls)
+    audit_request (*con_cls, toe);
   if (*con_cls)
     free_request (*con_cls);
   *con_cls = NULL;
@@ -510,6 +579,8 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
       sbx_connect_reply_code (r, "resource_exhausted", "request body larger than 1 MiB");
       return;
     }
+  if (audit_refuses (r, method))
+    return;
   if (r->route->body == SBX_BODY_E2B_FILES && sbx_e2b_files_begin (r, &err) < 0)
     {
       sbx_reply_error (r, err);
@@ -622,7 +693,10 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
     }
   if (r->route->admin_only && !r->admin)
     {
-      reply_error_kind (r, 403, "forbidden", "API keys are managed through the unix socket only");
+      reply_error_kind (r, 403, "forbidden",
+                        strncmp (r->route->pattern, "v1/keys", 7) == 0
+                            ? "API keys are managed through the unix socket only"
+                            : "this route is for the administrator (the unix socket) only");
       return;
     }
   if ((r->route->body == SBX_BODY_JSON || r->route->body == SBX_BODY_RAW)
@@ -631,6 +705,8 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
       reply_error_kind (r, 413, "too_large", "request body larger than 1 MiB");
       return;
     }
+  if (r->route->body != SBX_BODY_PROXY && audit_refuses (r, method))
+    return;
   if (r->route->body == SBX_BODY_UPLOAD && sbx_files_upload_begin (r, &err) < 0)
     {
       sbx_reply_error (r, err);
@@ -663,6 +739,11 @@ take_body (struct sbx_req *r, const char *data, size_t len)
           r->upload_err = err;
           sbx_host_fs_upload_abort (&r->up);
           r->upload_open = 0;
+        }
+      else if (r->upload_open && r->upload_err == NULL)
+        {
+          EVP_DigestUpdate (r->audit_sha, data, len);
+          r->audit_size += len;
         }
       break;
     case SBX_BODY_PROXY:

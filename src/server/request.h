@@ -92,6 +92,11 @@ struct sbx_req
   const char *proxy_target; /* native route: what follows PORT in raw_uri */
   struct sbx_proxy *proxy;  /* owned until its response takes it */
   int raw_response;         /* a proxied answer: none of our own headers */
+  /* the audit record (core/audit.h), made at completion */
+  unsigned status;          /* of the answer queued; 0: none */
+  char audit_sandbox[SBX_ID_LEN + 1]; /* a sandbox the handler made (create) */
+  void *audit_sha;          /* EVP_MD_CTX of an upload's content (routes_files.c) */
+  uint64_t audit_size;      /* bytes of it */
 };
 
 /* Tenant filter for the core: NULL for the administrator. */
@@ -160,6 +165,7 @@ void sbx_route_file_watch (struct sbx_req *r);
 void sbx_route_key_create (struct sbx_req *r);
 void sbx_route_key_list (struct sbx_req *r);
 void sbx_route_key_delete (struct sbx_req *r);
+void sbx_route_audit (struct sbx_req *r);
 
 /* Request bodies as options, without a connection or the core (for the
    handlers, unit tests and fuzzers). Each takes the parsed body, returns 0

@@ -2,11 +2,13 @@
  * (priv/host.h), whose iso/fs.c resolves it inside the sandbox's root as
  * the sandbox's user; copies into the sandbox run in its own helper. */
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/audit.h"
 #include "priv/host.h"
 #include "server/request.h"
 #include "util/cleanup.h"
@@ -150,6 +152,10 @@ sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err)
     if (r->content_length != UINT64_MAX && r->content_length > sbx_sandbox_disk_limit (r->sb))
       return sbx_err (err, SBX_E_TOO_LARGE, "the file is larger than the sandbox's disk");
   }
+  /* The audit record's hash, computed as the content streams through. */
+  r->audit_sha = EVP_MD_CTX_new ();
+  if (r->audit_sha == NULL || EVP_DigestInit_ex (r->audit_sha, EVP_sha256 (), NULL) != 1)
+    return sbx_err_oom (err);
   if (sbx_host_fs_upload_begin (&r->fs, path, mode, parents, &r->up, err) < 0)
     return -1;
   r->upload_open = 1;
@@ -184,6 +190,16 @@ sbx_route_file_put (struct sbx_req *r)
       sbx_reply_error (r, err);
       return;
     }
+  {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned dn = 0, i;
+    char hexd[65];
+    EVP_DigestFinal_ex (r->audit_sha, d, &dn);
+    for (i = 0; i < dn && i < 32; i++)
+      snprintf (hexd + 2 * i, 3, "%02x", d[i]);
+    hexd[64] = '\0';
+    sbx_audit_file_write (r->sb->id, abs, r->audit_size, hexd, "native");
+  }
   reply_stat (r, &r->fs, abs, 201);
 }
 

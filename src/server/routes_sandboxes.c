@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/audit.h"
 #include "core/keys.h"
 #include "server/request.h"
 #include "util/cleanup.h"
@@ -24,12 +25,21 @@ sbx_route_info (struct sbx_req *r)
   unsigned running = 0, pooled = 0, cgroup_mode = 0, landlock_abi = 0;
 
   sbx_core_counts (sbx_req_tenant (r), &running, &pooled);
+  json_t *o, *audit = sbx_audit_info_json ();
+
   sbx_core_host_info (&cgroup_mode, &landlock_abi);
-  sbx_reply_json (r, 200,
-                  json_pack ("{s:s, s:s, s:i, s:i, s:i}", "version", SBX_VERSION, "cgroup",
-                             cgroup_mode == SBX_CGROUP_V2 ? "v2" : "v1", "landlock_abi",
-                             (int) landlock_abi, "pool", (int) pooled, "sandboxes",
-                             (int) running));
+  o = json_pack ("{s:s, s:s, s:i, s:i, s:i}", "version", SBX_VERSION, "cgroup",
+                 cgroup_mode == SBX_CGROUP_V2 ? "v2" : "v1", "landlock_abi", (int) landlock_abi,
+                 "pool", (int) pooled, "sandboxes", (int) running);
+  /* A tenant learns whether changes are accepted; the administrator why. */
+  if (!r->admin)
+    {
+      json_t *h = json_incref (json_object_get (audit, "healthy"));
+      json_decref (audit);
+      audit = json_pack ("{s:o}", "healthy", h ? h : json_true ());
+    }
+  json_object_set_new (o, "audit", audit);
+  sbx_reply_json (r, 200, o);
 }
 
 int
@@ -76,6 +86,7 @@ sbx_route_sandbox_create (struct sbx_req *r)
   json_decref (opts.network);
   if (sb == NULL)
     goto fail;
+  snprintf (r->audit_sandbox, sizeof r->audit_sandbox, "%s", sb->id);
   sbx_reply_json (r, 201, sbx_sandbox_json (sb));
   if (r->out_of_memory || r->queue_failed)
     {

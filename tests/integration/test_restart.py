@@ -382,7 +382,10 @@ class RestartTest(unittest.TestCase):
                   raw=True)
         self.assertEqual(r.status, 204, r)
         init = find_init(d, sid)
-        wait_until(lambda: open(in_sandbox(init, "/tmp/in")).read() == "first\n",
+        # The shell may not have made /tmp/in yet (the stdin answer only
+        # says the bytes are in cat's pipe).
+        wait_until(lambda: os.path.exists(in_sandbox(init, "/tmp/in"))
+                   and open(in_sandbox(init, "/tmp/in")).read() == "first\n",
                    what="cat to write the first line")
         wait_until(lambda: os.path.exists(in_sandbox(init, "/home/user/gate")),
                    what="the gate")
