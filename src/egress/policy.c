@@ -46,7 +46,8 @@ name_parse (const char *s, size_t len, char *out)
         }
       out[i] = (char) c;
     }
-  if (out[len - 1] == '-' || !alpha)
+  /* label 0: an empty last label ("a.." less its one trailing dot). */
+  if (label == 0 || out[len - 1] == '-' || !alpha)
     return -1;
   out[len] = '\0';
   return 0;
