@@ -24,8 +24,12 @@ import hashlib
 import http.server
 import json
 import os
+import shutil
 import socket
 import socketserver
+import ssl
+import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -318,6 +322,52 @@ class TestEgress(EgressBase):
         # Another port of the same host is not in the list.
         out = self.client(sid, "connect", "127.0.0.1:%d" % self.port1, "x")
         self.assertTrue(out["head"].startswith("HTTP/1.1 403"), out)
+
+    def test_https_through_connect_with_a_test_ca(self):
+        if not os.path.exists("/usr/bin/curl") or shutil.which("openssl") is None:
+            self.skipTest("no curl or openssl")
+        tmp = tempfile.mkdtemp(prefix="sbx-egress-tls-")
+        server = None
+        try:
+            def ossl(*args):
+                subprocess.run(["openssl"] + list(args), cwd=tmp, check=True,
+                               capture_output=True)
+            ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+                 "-out", "ca.pem", "-days", "1", "-subj", "/CN=sbx egress test CA")
+            ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out",
+                 "srv.csr", "-subj", "/CN=localhost")
+            with open(os.path.join(tmp, "ext"), "w") as f:
+                f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+            ossl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", "srv.pem", "-days", "1", "-extfile", "ext")
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+            server.daemon_threads = True
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(os.path.join(tmp, "srv.pem"), os.path.join(tmp, "srv.key"))
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            port = server.server_address[1]
+            sid = self.box(allow=["localhost:%d" % port])
+            with open(os.path.join(tmp, "ca.pem"), "rb") as f:
+                self.assertEqual(self.d.upload(sid, "/tmp/ca.pem", f.read()).status, 201)
+            # (--noproxy '': NO_PROXY names localhost, the upstream here.)
+            curl = "curl -sS --noproxy '' --cacert /tmp/ca.pem "
+            r = self.d.sh(sid, curl + "https://localhost:%d/tls" % port)
+            self.assertEqual(r["exit_code"], 0, r)
+            self.assertEqual(json.loads(r["stdout"])["path"], "/tls")
+            # The certificate is checked end to end: sbx does not look inside.
+            r = self.d.sh(sid, "curl -sS --noproxy '' https://localhost:%d/tls" % port)
+            self.assertNotEqual(r["exit_code"], 0, r)
+            self.assertIn("certificate", r["stderr"])
+            # Another host: the tunnel is refused, and curl says 403.
+            r = self.d.sh(sid, curl + "-o /dev/null -w '%%{http_connect}' "
+                                      "https://127.0.0.1:%d/tls" % port)
+            self.assertEqual(r["stdout"], "403", r)
+        finally:
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def test_ip_literals_and_cidrs(self):
         sid = self.box(allow=["127.0.0.0/8"])
