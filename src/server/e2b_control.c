@@ -128,7 +128,7 @@ seconds_param (json_t *o, const char *key, uint64_t *out_s, sbx_error_t **err)
 static int
 refuse_unsupported (json_t *body, sbx_error_t **err)
 {
-  json_t *v, *network = json_object_get (body, "network");
+  json_t *v;
   int b = 0;
 
   if (sbx_param_bool (body, "autoPause", &b, err) < 0)
@@ -150,8 +150,7 @@ refuse_unsupported (json_t *body, sbx_error_t **err)
   v = json_object_get (body, "iam");
   if (v != NULL && !json_is_null (v))
     return sbx_err (err, SBX_E_INVALID, "iam: workload identity is not supported by sbx");
-  (void) network; /* e2b_network checks it */
-  return 0;
+  return 0; /* network: e2b_network */
 }
 
 /* E2B's network settings as an sbx policy (docs/e2b.md, docs/egress.md).
