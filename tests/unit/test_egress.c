@@ -5,12 +5,20 @@
  * the private networks and the cloud's metadata service: every range it
  * must refuse is checked at its edges, and public neighbours must pass. */
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include <netinet/in.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include "egress/egress.h"
 #include "egress/policy.h"
+#include "iso/engine.h"
+#include "iso/proto.h"
 #include "tap.h"
 
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
@@ -404,6 +412,150 @@ test_parse_refused (void)
   return 0;
 }
 
+/* One packet with descriptors, as a (hostile) init would send it. */
+static void
+send_packet (int fd, const void *msg, size_t len, const int *fds, int nfds)
+{
+  char cbuf[CMSG_SPACE (sizeof (int) * 4)];
+  struct iovec iov = {(void *) (uintptr_t) msg, len};
+  struct msghdr mh;
+
+  memset (&mh, 0, sizeof mh);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (nfds > 0)
+    {
+      struct cmsghdr *cm;
+      mh.msg_control = cbuf;
+      mh.msg_controllen = CMSG_SPACE (sizeof (int) * (size_t) nfds);
+      cm = CMSG_FIRSTHDR (&mh);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN (sizeof (int) * (size_t) nfds);
+      memcpy (CMSG_DATA (cm), fds, sizeof (int) * (size_t) nfds);
+    }
+  if (sendmsg (fd, &mh, 0) < 0)
+    abort ();
+}
+
+/* A connected TCP socket pair on the loopback (the test's namespace). */
+static int
+tcp_pair (int *a, int *b)
+{
+  struct sockaddr_in sa;
+  socklen_t sl = sizeof sa;
+  int l = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  memset (&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  if (l < 0 || bind (l, (struct sockaddr *) &sa, sizeof sa) < 0 || listen (l, 1) < 0
+      || getsockname (l, (struct sockaddr *) &sa, &sl) < 0)
+    return -1;
+  *a = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (*a < 0 || connect (*a, (struct sockaddr *) &sa, sizeof sa) < 0)
+    return -1;
+  *b = accept4 (l, NULL, NULL, SOCK_CLOEXEC);
+  close (l);
+  return *b < 0 ? -1 : 0;
+}
+
+/* SBX_MSG_EGRESS from init: exactly one descriptor, a connected TCP
+   socket, the exact size, zero reserved words; anything else is init
+   breaking the protocol (the caller then kills the sandbox). */
+static int
+test_init_egress_message (void)
+{
+  struct sbx_msg_egress m;
+  struct sbx_iso_box box;
+  struct sbx_iso_event ev;
+  sbx_error_t *err = NULL;
+  int sv[2], a, b, p[2], listener;
+  struct
+  {
+    struct sbx_msg_egress m;
+    char extra[4];
+  } longer;
+
+  static char open_before[256];
+
+  for (int fd = 0; fd < 256; fd++)
+    open_before[fd] = fcntl (fd, F_GETFD) >= 0;
+  CHECK (tcp_pair (&a, &b) == 0);
+  CHECK (pipe2 (p, O_CLOEXEC) == 0);
+  listener = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CHECK (listener >= 0 && listen (listener, 1) == 0);
+  memset (&m, 0, sizeof m);
+  m.hdr.type = SBX_MSG_EGRESS;
+  m.hdr.len = sizeof m;
+
+  /* Good. */
+  CHECK (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
+  sbx_iso_box_init (&box);
+  box.ctl = sv[0];
+  send_packet (sv[1], &m, sizeof m, &a, 1);
+  CHECK (sbx_iso_next_event (&box, &ev, &err) == 1);
+  CHECK (ev.type == SBX_ISO_EGRESS && ev.fd >= 0);
+  close (ev.fd);
+  CHECK (sbx_iso_next_event (&box, &ev, &err) == 0);
+
+  /* Bad, each on a fresh socket (a broken init is not read further). */
+  for (int i = 0; i < 6; i++)
+    {
+      int fds[2] = {a, b};
+      close (sv[0]);
+      close (sv[1]);
+      CHECK (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
+      box.ctl = sv[0];
+      m.reserved[0] = 0;
+      switch (i)
+        {
+        case 0: /* no descriptor */
+          send_packet (sv[1], &m, sizeof m, NULL, 0);
+          break;
+        case 1: /* two */
+          send_packet (sv[1], &m, sizeof m, fds, 2);
+          break;
+        case 2: /* a pipe */
+          send_packet (sv[1], &m, sizeof m, &p[0], 1);
+          break;
+        case 3: /* a listening socket */
+          send_packet (sv[1], &m, sizeof m, &listener, 1);
+          break;
+        case 4: /* reserved set */
+          m.reserved[0] = 1;
+          send_packet (sv[1], &m, sizeof m, &a, 1);
+          break;
+        default: /* longer than the message */
+          memset (&longer, 0, sizeof longer);
+          longer.m = m;
+          longer.m.hdr.len = sizeof longer;
+          send_packet (sv[1], &longer, sizeof longer, &a, 1);
+          break;
+        }
+      if (sbx_iso_next_event (&box, &ev, &err) != -1)
+        {
+          fprintf (stderr, "#   case %d accepted\n", i);
+          return -1;
+        }
+      CHECK (err != NULL && strstr (err->msg, "protocol") != NULL);
+      sbx_error_free (err);
+      err = NULL;
+    }
+  close (sv[0]);
+  close (sv[1]);
+  close (a);
+  close (b);
+  close (p[0]);
+  close (p[1]);
+  close (listener);
+  /* Nothing of what was refused stays open here: the descriptors that
+     came with bad packets were closed. */
+  for (int fd = 3; fd < 256; fd++)
+    CHECK ((fcntl (fd, F_GETFD) >= 0) == open_before[fd]);
+  return 0;
+}
+
 int
 main (void)
 {
@@ -416,5 +568,6 @@ main (void)
   RUN (test_parse_connect);
   RUN (test_parse_forward);
   RUN (test_parse_refused);
+  RUN (test_init_egress_message);
   return tap_done ();
 }
