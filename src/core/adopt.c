@@ -60,7 +60,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->strings[6] = strdup (r->access_token);
   c->strings[7] = strdup (r->traffic_token);
   c->strings[8] = strdup (r->network_json);
-  for (int i = 0; i < 9; i++)
+  for (size_t i = 0; i < sizeof c->strings / sizeof *c->strings; i++)
     if (c->strings[i] == NULL)
       sbx_oom ();
   c->r.id = c->strings[0];
@@ -366,7 +366,7 @@ sbx__adopt_all (void)
     {
       if (adopt_one (&rs.v[i].r) != NULL)
         adopted++;
-      for (int k = 0; k < 8; k++)
+      for (size_t k = 0; k < sizeof rs.v[i].strings / sizeof *rs.v[i].strings; k++)
         free (rs.v[i].strings[k]);
     }
   free (rs.v);
