@@ -61,6 +61,8 @@ static const char usage[]
       "                       that sandbox (default: by E2b-Sandbox-Id headers only)\n"
       "  --egress-max-bytes N bytes each sandbox may move through the egress proxy\n"
       "                       (both ways, while the daemon runs; default unbounded)\n"
+      "  --egress-idle-timeout DUR  close an egress connection silent both ways this\n"
+      "                       long (default 5m)\n"
       "  --egress-allow-private  TESTS ONLY: let the egress proxy reach loopback and\n"
       "                       private addresses (SSRF protection off)\n";
 
@@ -212,6 +214,15 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
               return fail ("--egress-max-bytes `%s` is not a size of 1 byte or more", val);
             }
           cfg->egress_max_bytes = n;
+        }
+      else if (strcmp (name, "--egress-idle-timeout") == 0)
+        {
+          if (sbx_parse_duration_ms (val, &n, &err) < 0 || n < 1000 || n > 24 * 3600 * 1000)
+            {
+              sbx_error_free (err);
+              return fail ("--egress-idle-timeout `%s` is not a duration of 1s to 24h", val);
+            }
+          cfg->egress_idle_ms = n;
         }
       else if (strcmp (name, "--audit-max-size") == 0)
         {
@@ -503,6 +514,8 @@ egress_main_from_args (int argc, char **argv)
   sbx_egress_opts_defaults (&o);
   o.allow_private = cfg.egress_allow_private;
   o.max_bytes = cfg.egress_max_bytes;
+  if (cfg.egress_idle_ms)
+    o.idle_ms = cfg.egress_idle_ms;
   return sbx_egress_main (&o, channel, (uid_t) uid, (gid_t) gid);
 }
 

@@ -38,6 +38,7 @@ struct sbx_config
      end of the channel to it (-1 in the parent and in tests). */
   int egress_allow_private; /* --egress-allow-private: tests only */
   uint64_t egress_max_bytes; /* per sandbox; 0: unbounded */
+  uint64_t egress_idle_ms;   /* a relay silent both ways this long is closed; 0: default */
   int egress_fd;
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
 };

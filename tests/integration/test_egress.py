@@ -123,6 +123,22 @@ elif mode == "direct":
 '''
 
 
+# A tunnel that goes quiet: when does the proxy close it?
+IDLE_CLIENT = r'''
+import json, socket, time
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n")
+data = b""
+while b"\r\n\r\n" not in data:
+    data += s.recv(4096)
+s.sendall(b"ping")
+echo = s.recv(4096)
+t = time.monotonic()
+rest = s.recv(4096)
+print(json.dumps({"echo": echo.decode(), "rest": rest.decode(), "closed_after": time.monotonic() - t}))
+'''
+
+
 class Upstream(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -626,7 +642,18 @@ class TestEgressNoPrivate(EgressBase):
 
 
 class TestEgressByteLimit(EgressBase):
-    extra_args = ("--egress-allow-private", "--egress-max-bytes", "1000000")
+    extra_args = ("--egress-allow-private", "--egress-max-bytes", "1000000",
+                  "--egress-idle-timeout", "2s")
+
+    def test_idle_connections_are_closed(self):
+        sid = self.box(allow=["127.0.0.1"])
+        r = self.d.exec(sid, argv=["python3", "-c", IDLE_CLIENT % self.echo_port], timeout="30s")
+        self.assertEqual(r["exit_code"], 0, r)
+        out = json.loads(r["stdout"])
+        self.assertEqual(out["echo"], "ping")
+        # Closed by the proxy after 2 s of silence (not at once, not never).
+        self.assertGreaterEqual(out["closed_after"], 1.5, out)
+        self.assertLess(out["closed_after"], 10, out)
 
     def test_byte_limit(self):
         sid = self.box(allow=["127.0.0.1"])
