@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/audit.h"
 #include "core/internal.h"
 #include "egress/policy.h"
 #include "egress/wire.h"
@@ -201,4 +202,58 @@ sbx__egress_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
     sbx_debug ("sandbox %s: egress connection dropped: %s", sb->id, strerror (errno));
   close (fd);
   sbx_buf_free (&b);
+}
+
+/* A NUL-terminated string of printable ASCII filling at most cap bytes. */
+static int
+printable (const char *s, size_t cap)
+{
+  size_t i;
+
+  for (i = 0; i < cap && s[i] != '\0'; i++)
+    if ((unsigned char) s[i] < 0x20 || (unsigned char) s[i] > 0x7e)
+      return 0;
+  return i < cap;
+}
+
+static int
+id_shaped (const char *s, size_t cap)
+{
+  size_t i;
+
+  for (i = 0; i < cap && s[i] != '\0'; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+      return 0;
+  return i > 0 && i < cap;
+}
+
+void
+sbx__egress_on_reports (void)
+{
+  struct sbx_egress_report r;
+  int n;
+
+  /* Bounded per wakeup, like init events. */
+  for (n = 0; n < 256; n++)
+    {
+      /* One byte more than a report: a longer packet shows as such. */
+      char buf[sizeof r + 1];
+      ssize_t got = recv (sbx_core.cfg.egress_fd, buf, sizeof buf, MSG_DONTWAIT);
+
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0)
+        return;
+      memcpy (&r, buf, got < (ssize_t) sizeof r ? (size_t) got : sizeof r);
+      if (got != (ssize_t) sizeof r || r.type != SBX_EGRESS_MSG_REPORT || r.len != sizeof r
+          || !id_shaped (r.sandbox, sizeof r.sandbox) || !printable (r.host, sizeof r.host)
+          || !printable (r.reason, sizeof r.reason) || r.port > 65535 || r.allowed > 1
+          || r.status < 100 || r.status > 599 || r.reserved != 0)
+        {
+          sbx_warn ("egress: a malformed report from the egress process (dropped)");
+          continue;
+        }
+      sbx_audit_egress (r.sandbox, r.host, r.port, r.allowed ? "allow" : "deny",
+                        r.reason[0] ? r.reason : NULL, r.bytes_out, r.bytes_in);
+    }
 }

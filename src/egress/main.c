@@ -49,10 +49,19 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sandbox_stats *stats;
 static unsigned nstats, total_conns;
 
+static int channel_fd = -1;
+static uint64_t reports_dropped;
+
 struct conn
 {
   int client, upstream;
   struct sandbox_stats *sb;
+  /* For the report (wire.h). */
+  char host[256];
+  uint16_t port;
+  int status, allowed;
+  char reason[192];
+  uint64_t bytes_out, bytes_in;
   struct sbx_net_policy policy;
   char *head;      /* what was read from the client */
   size_t head_len; /* bytes in head, the request and maybe more */
@@ -152,6 +161,33 @@ count_bytes (struct sandbox_stats *s, size_t n)
   return ok;
 }
 
+/* The audit record of one connection, to the front end (wire.h). */
+static void
+report (const char *sandbox, const char *host, unsigned port, int status, int allowed,
+        const char *reason, uint64_t out, uint64_t in)
+{
+  struct sbx_egress_report r;
+  uint64_t dropped;
+
+  memset (&r, 0, sizeof r);
+  r.type = SBX_EGRESS_MSG_REPORT;
+  r.len = sizeof r;
+  snprintf (r.sandbox, sizeof r.sandbox, "%s", sandbox);
+  snprintf (r.host, sizeof r.host, "%s", host);
+  snprintf (r.reason, sizeof r.reason, "%s", reason);
+  r.port = port;
+  r.status = (uint32_t) status;
+  r.allowed = allowed ? 1 : 0;
+  r.bytes_out = out;
+  r.bytes_in = in;
+  if (send (channel_fd, &r, sizeof r, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t) sizeof r)
+    return;
+  dropped = __atomic_add_fetch (&reports_dropped, 1, __ATOMIC_RELAXED);
+  if ((dropped & (dropped - 1)) == 0)
+    sbx_warn ("egress: %llu audit reports dropped (the front end does not read them)",
+              (unsigned long long) dropped);
+}
+
 /* Write all of buf, waiting at most timeout_ms for room each time. */
 static int
 write_all (int fd, const void *buf, size_t n, int timeout_ms)
@@ -220,6 +256,15 @@ answer (int fd, int status, const char *reason, const char *text)
   if (n > 0 && (size_t) n < sizeof buf)
     write_all (fd, buf, (size_t) n, 1000);
   linger (fd);
+}
+
+/* answer, remembered for the report. */
+static void
+respond (struct conn *c, int status, const char *phrase, const char *text)
+{
+  c->status = status;
+  snprintf (c->reason, sizeof c->reason, "%s", strncmp (text, "sbx: ", 5) == 0 ? text + 5 : text);
+  answer (c->client, status, phrase, text);
 }
 
 /* The same from the thread that reads the channel, which must not wait
@@ -346,7 +391,7 @@ open_upstream (struct conn *c, const struct sbx_egress_req *r)
   kind = sbx_net_host_parse (r->host, strlen (r->host), name, &lit);
   if (kind < 0)
     {
-      answer (c->client, 400, "Bad Request", "sbx: the host is not a valid name or address");
+      respond (c, 400, "Bad Request", "sbx: the host is not a valid name or address");
       return -1;
     }
   if (kind == 1 && lit.family == AF_INET6)
@@ -354,6 +399,8 @@ open_upstream (struct conn *c, const struct sbx_egress_req *r)
   else
     snprintf (shown, sizeof shown, "%s:%u", kind == 1 ? r->host : name, (unsigned) r->port);
   host_for_policy = kind == 0 ? name : NULL;
+  snprintf (c->host, sizeof c->host, "%s", kind == 0 ? name : r->host);
+  c->port = r->port;
   if (kind == 0 && sbx_net_precheck (&c->policy, name, r->port) == SBX_NET_DENY)
     goto denied;
   snprintf (port, sizeof port, "%u", (unsigned) r->port);
@@ -368,7 +415,7 @@ open_upstream (struct conn *c, const struct sbx_egress_req *r)
       if (kind == 0 && sbx_net_decide (&c->policy, name, r->port, NULL) != SBX_NET_ALLOW)
         goto denied;
       snprintf (text, sizeof text, "sbx: cannot resolve %s: %s", shown, gai_strerror (gai));
-      answer (c->client, 502, "Bad Gateway", text);
+      respond (c, 502, "Bad Gateway", text);
       return -1;
     }
   for (a = res; a != NULL; a = a->ai_next)
@@ -395,15 +442,16 @@ open_upstream (struct conn *c, const struct sbx_egress_req *r)
       last_err = -fd;
     }
   freeaddrinfo (res);
+  c->allowed = tried;
   if (fd >= 0)
     return fd;
   if (tried)
     {
       snprintf (text, sizeof text, "sbx: cannot connect to %s: %s", shown, strerror (last_err));
       if (last_err == ETIMEDOUT)
-        answer (c->client, 504, "Gateway Timeout", text);
+        respond (c, 504, "Gateway Timeout", text);
       else
-        answer (c->client, 502, "Bad Gateway", text);
+        respond (c, 502, "Bad Gateway", text);
       return -1;
     }
   if (special_seen[0])
@@ -411,13 +459,13 @@ open_upstream (struct conn *c, const struct sbx_egress_req *r)
       snprintf (text, sizeof text,
                 "sbx: egress to %s is not allowed: it resolves to a non-public address %s",
                 shown, special_seen);
-      answer (c->client, 403, "Forbidden", text);
+      respond (c, 403, "Forbidden", text);
       return -1;
     }
 denied:
   snprintf (text, sizeof text, "sbx: egress to %s is not allowed by this sandbox's policy",
             shown);
-  answer (c->client, 403, "Forbidden", text);
+  respond (c, 403, "Forbidden", text);
   return -1;
 }
 
@@ -462,6 +510,10 @@ relay (struct conn *c)
                 goto out;
               continue;
             }
+          if (i == 0)
+            c->bytes_out += (uint64_t) n;
+          else
+            c->bytes_in += (uint64_t) n;
           if (!count_bytes (c->sb, (size_t) n)
               || write_all (to, buf, (size_t) n, (int) opts.idle_ms) < 0)
             goto out;
@@ -479,41 +531,53 @@ serve (void *arg)
   char why[200], text[300];
   ssize_t hl;
 
+  memset (&r, 0, sizeof r);
   hl = read_head (c);
   if (hl == -1)
-    answer (c->client, 400, "Bad Request", "sbx: the request head is too large");
+    respond (c, 400, "Bad Request", "sbx: the request head is too large");
   else if (hl == -2)
-    answer (c->client, 408, "Request Timeout", "sbx: the request head did not come in time");
+    respond (c, 408, "Request Timeout", "sbx: the request head did not come in time");
   if (hl <= 0)
     goto done;
   if (sbx_egress_parse (c->head, (size_t) hl, &r, why, sizeof why) < 0)
     {
       snprintf (text, sizeof text, "sbx: bad proxy request: %s", why);
-      answer (c->client, 400, "Bad Request", text);
+      respond (c, 400, "Bad Request", text);
       goto done;
     }
   c->upstream = open_upstream (c, &r);
   if (c->upstream >= 0)
     {
       int ok;
+      c->status = 200;
       if (r.method == SBX_EGRESS_CONNECT)
         {
           static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
           ok = write_all (c->client, established, sizeof established - 1, 10000) == 0;
         }
       else
-        ok = count_bytes (c->sb, r.head_len)
-             && write_all (c->upstream, r.head, r.head_len, (int) opts.idle_ms) == 0;
+        {
+          c->bytes_out += r.head_len;
+          ok = count_bytes (c->sb, r.head_len)
+               && write_all (c->upstream, r.head, r.head_len, (int) opts.idle_ms) == 0;
+        }
       /* What the client sent after the head (a body, a TLS hello). */
       if (ok && c->head_len > (size_t) hl)
-        ok = count_bytes (c->sb, c->head_len - (size_t) hl)
-             && write_all (c->upstream, c->head + hl, c->head_len - (size_t) hl,
-                           (int) opts.idle_ms) == 0;
+        {
+          c->bytes_out += c->head_len - (size_t) hl;
+          ok = count_bytes (c->sb, c->head_len - (size_t) hl)
+               && write_all (c->upstream, c->head + hl, c->head_len - (size_t) hl,
+                             (int) opts.idle_ms) == 0;
+        }
       if (ok)
         relay (c);
     }
   free (r.head);
 done:
+  /* A connection that never sent a request attempted nothing. */
+  if (c->status != 0)
+    report (c->sb->id, c->host, c->port, c->status, c->allowed, c->reason, c->bytes_out,
+            c->bytes_in);
   if (c->upstream >= 0)
     close (c->upstream);
   close (c->client);
@@ -590,6 +654,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
       char text[200];
       snprintf (text, sizeof text, "sbx: %s", why);
       refuse_now (fd, text);
+      report (m->sandbox, "", 0, 429, 0, why, 0, 0);
       sbx_net_policy_free (&c->policy);
       free (c);
       return;
@@ -600,6 +665,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
   if (pthread_create (&t, &attr, serve, c) != 0)
     {
       refuse_now (fd, "sbx: the egress proxy is out of threads");
+      report (m->sandbox, "", 0, 429, 0, "the egress proxy is out of threads", 0, 0);
       release (c->sb);
       sbx_net_policy_free (&c->policy);
       free (c);
@@ -615,6 +681,7 @@ sbx_egress_main (const struct sbx_egress_opts *o, int channel, uid_t uid, gid_t 
   sigset_t mask;
 
   opts = *o;
+  channel_fd = channel;
   signal (SIGPIPE, SIG_IGN);
   /* SIGTERM ends us at once (nothing to save); the parent's death too. */
   sigemptyset (&mask);

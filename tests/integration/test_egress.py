@@ -581,6 +581,36 @@ class TestEgress(EgressBase):
         r = e2b("PUT", "/sandboxes/%s/network" % ("a" * 20), {})
         self.assertEqual(r.status, 404, r)
 
+    def test_audit_records_every_attempt(self):
+        sid = self.box(allow=["127.0.0.1"])
+        self.assertEqual(self.status(self.get(sid, "127.0.0.1", self.port1, "/big/100000")), 200)
+        self.assertEqual(self.status(self.get(sid, "evil.example", 443)), 403)
+        out = self.client(sid, "connect", "127.0.0.2:%d" % self.port2, "x")
+        self.assertTrue(out["head"].startswith("HTTP/1.1 403"), out)
+
+        def records():
+            out = []
+            with open(os.path.join(self.d.state, "audit", "audit.log")) as f:
+                for line in f:
+                    r = json.loads(line)
+                    if r.get("kind") == "egress" and r.get("sandbox") == sid:
+                        out.append(r)
+            return out if len(out) >= 3 else None
+        recs = wait_until(records, what="the egress records")
+        self.assertEqual(len(recs), 3, recs)
+        ok, bad, tunnel = recs
+        self.assertEqual((ok["host"], ok["port"], ok["decision"], ok["reason"]),
+                         ("127.0.0.1", self.port1, "allow", None))
+        self.assertGreater(ok["bytes_in"], 100000)
+        self.assertGreater(ok["bytes_out"], 50)
+        self.assertEqual((bad["host"], bad["port"], bad["decision"], bad["bytes_in"],
+                          bad["bytes_out"]), ("evil.example", 443, "deny", 0, 0))
+        self.assertIn("not allowed by this sandbox's policy", bad["reason"])
+        self.assertEqual((tunnel["host"], tunnel["port"], tunnel["decision"]),
+                         ("127.0.0.2", self.port2, "deny"))
+        r = self.d.sbx("audit", "verify")
+        self.assertEqual(r.returncode, 0, r)
+
     def test_egress_process_is_confined(self):
         pids = egress_pids(self.d.proc.pid)
         self.assertEqual(len(pids), 1, pids)
