@@ -422,11 +422,17 @@ audit_request (struct sbx_req *r, enum MHD_RequestTerminationCode toe)
 }
 
 /* Refused while the audit log cannot be written: anything but a read
-   (docs/audit.md). 1 when it answered. */
+   (docs/audit.md), and but the two safety actions: killing a sandbox and
+   revoking a key must work when the disk is full (they are recorded as
+   soon as the log can take them). 1 when it answered. */
 static int
 audit_refuses (struct sbx_req *r, const char *method)
 {
   if (sbx_audit_healthy () || strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0)
+    return 0;
+  if (r->route != NULL
+      && (r->route->handler == sbx_route_sandbox_kill || r->route->handler == sbx_route_e2b_kill
+          || r->route->handler == sbx_route_key_delete))
     return 0;
   reply_error_kind (r, 503, "unavailable",
                     "the audit log cannot be written: changes are refused until it can"

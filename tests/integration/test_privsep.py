@@ -32,8 +32,13 @@ def frontend_of(d, role="--frontend"):
     """The daemon's front end (or, with role="--egress", its egress proxy):
     its child running as the front end's user, in that role."""
     uid = pwd.getpwnam("sbx").pw_uid
-    found = [p for p in children(d.proc.pid)
-             if int(status_fields(p)["Uid"][0]) == uid and argv1(p) == role]
+    found = []
+    for p in children(d.proc.pid):
+        try:
+            if int(status_fields(p)["Uid"][0]) == uid and argv1(p) == role:
+                found.append(p)
+        except FileNotFoundError:
+            pass  # it ended meanwhile (a front end that was just killed)
     return found[0] if len(found) == 1 else None
 
 
