@@ -33,7 +33,7 @@
 #define HEAD_TIMEOUT_MS 30000
 #define CONNECT_TIMEOUT_MS 10000
 #define MAX_SANDBOXES 4096
-#define RELAY_CHUNK 65536
+#define RELAY_CHUNK 65536 /* per connection: 1024 of them hold 64 MiB */
 
 static struct sbx_egress_opts opts;
 
