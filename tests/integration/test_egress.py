@@ -294,6 +294,15 @@ class TestEgress(EgressBase):
         self.assertEqual(self.status(self.get(sid, "127.0.0.1", self.port1)), 200)
         self.assertEqual(self.status(self.get(sid, "localhost", self.port1)), 200)
         self.assertEqual(self.status(self.get(sid, "127.0.0.2", self.port2)), 200)
+        # A name that does not resolve (.invalid never does): 502 and why.
+        out = self.get(sid, "no-such-host.invalid", 80)
+        self.assertEqual(self.status(out), 502, out)
+        self.assertIn("sbx: cannot resolve no-such-host.invalid:80", out["body"])
+        # Nothing listens: 502 too.
+        port = free_port()
+        out = self.get(sid, "127.0.0.1", port)
+        self.assertEqual(self.status(out), 502, out)
+        self.assertIn("cannot connect to 127.0.0.1:%d: Connection refused" % port, out["body"])
 
     def test_none_refuses_and_there_is_no_route(self):
         sid = self.box()
