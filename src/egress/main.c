@@ -602,8 +602,8 @@ policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p
     return -1;
   for (i = 0; i < count; i++)
     {
-      const char *z = memchr (s, '\0', (size_t) (end - s));
-      if (s >= end || z == NULL)
+      const char *z = s < end ? memchr (s, '\0', (size_t) (end - s)) : NULL;
+      if (z == NULL)
         return -1;
       items[i] = s;
       s = z + 1;
