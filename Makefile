@@ -52,7 +52,7 @@ Q := $(if $(V),,@)
 UTIL_SRC   := $(wildcard src/util/*.c)
 CLI_SRC    := src/sbx.c $(wildcard src/cli/*.c) src/util/error.c src/util/parse.c \
               src/util/buf.c src/util/base64.c src/util/id.c
-DAEMON_LIB_SRC := $(wildcard src/server/*.c src/core/*.c src/iso/*.c src/priv/*.c) $(UTIL_SRC)
+DAEMON_LIB_SRC := $(wildcard src/server/*.c src/core/*.c src/iso/*.c src/priv/*.c src/egress/*.c) $(UTIL_SRC)
 INIT_SRC   := $(wildcard src/iso/init/*.c)
 
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)

@@ -30,6 +30,7 @@
 
 #include "core/audit.h"
 #include "core/core.h"
+#include "egress/egress.h"
 #include "iso/inuse.h"
 #include "iso/proto.h"
 #include "priv/frontend.h"
@@ -57,7 +58,13 @@ static const char usage[]
       "                       running and the next start re-adopts them)\n"
       "  --user NAME          account of the unprivileged HTTP front end (default sbx)\n"
       "  --domain NAME        E2B sandbox domain: Host PORT-ID.NAME reaches that port of\n"
-      "                       that sandbox (default: by E2b-Sandbox-Id headers only)\n";
+      "                       that sandbox (default: by E2b-Sandbox-Id headers only)\n"
+      "  --egress-max-bytes N bytes each sandbox may move through the egress proxy\n"
+      "                       (both ways, while the daemon runs; default unbounded)\n"
+      "  --egress-idle-timeout DUR  close an egress connection silent both ways this\n"
+      "                       long (default 5m)\n"
+      "  --egress-allow-private  TESTS ONLY: let the egress proxy reach loopback and\n"
+      "                       private addresses (SSRF protection off)\n";
 
 static int __attribute__ ((format (printf, 1, 2)))
 fail (const char *fmt, ...)
@@ -98,6 +105,11 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
       if (strcmp (opt, "--kill-on-exit") == 0)
         {
           cfg->kill_on_exit = 1;
+          continue;
+        }
+      if (strcmp (opt, "--egress-allow-private") == 0)
+        {
+          cfg->egress_allow_private = 1;
           continue;
         }
       if (eq)
@@ -193,6 +205,24 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
               return fail ("--proxy-timeout `%s` is not a duration of 1s to 1h", val);
             }
           cfg->proxy_idle_ms = n;
+        }
+      else if (strcmp (name, "--egress-max-bytes") == 0)
+        {
+          if (sbx_parse_size (val, &n, &err) < 0 || n == 0)
+            {
+              sbx_error_free (err);
+              return fail ("--egress-max-bytes `%s` is not a size of 1 byte or more", val);
+            }
+          cfg->egress_max_bytes = n;
+        }
+      else if (strcmp (name, "--egress-idle-timeout") == 0)
+        {
+          if (sbx_parse_duration_ms (val, &n, &err) < 0 || n < 1000 || n > 24 * 3600 * 1000)
+            {
+              sbx_error_free (err);
+              return fail ("--egress-idle-timeout `%s` is not a duration of 1s to 24h", val);
+            }
+          cfg->egress_idle_ms = n;
         }
       else if (strcmp (name, "--audit-max-size") == 0)
         {
@@ -392,8 +422,8 @@ struct frontend
 /* fork + exec ourselves as the front end: a fresh process with nothing of
    ours in its memory (and no locks another thread held at fork). */
 static int
-spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], uid_t uid, gid_t gid,
-                struct frontend *fe)
+spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], int egress_fd,
+                uid_t uid, gid_t gid, struct frontend *fe)
 {
   static char frontend_flag[] = "--frontend";
   char spec[128], **nargv;
@@ -401,8 +431,8 @@ spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], uid_t 
 
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     return -1;
-  snprintf (spec, sizeof spec, "%d,%d,%d,%u,%u", sv[1], listen_fds[0], listen_fds[1],
-            (unsigned) uid, (unsigned) gid);
+  snprintf (spec, sizeof spec, "%d,%d,%d,%u,%u,%d", sv[1], listen_fds[0], listen_fds[1],
+            (unsigned) uid, (unsigned) gid, egress_fd);
   nargv = calloc ((size_t) argc + 3, sizeof *nargv);
   if (nargv == NULL)
     sbx_oom ();
@@ -419,6 +449,7 @@ spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], uid_t 
       fcntl (listen_fds[0], F_SETFD, 0);
       if (listen_fds[1] >= 0)
         fcntl (listen_fds[1], F_SETFD, 0);
+      fcntl (egress_fd, F_SETFD, 0);
       syscall (SYS_execveat, self, "", nargv, environ, AT_EMPTY_PATH);
       _exit (127);
     }
@@ -431,6 +462,61 @@ spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], uid_t 
     }
   fe->master = sv[0];
   return 0;
+}
+
+/* fork + exec ourselves as the egress proxy (egress/main.c), given its
+   end of the channel the front end hands it connections on. The parent
+   keeps both ends: either side restarts without the other noticing. */
+static pid_t
+spawn_egress (int self, char **argv, int argc, int channel, uid_t uid, gid_t gid)
+{
+  static char egress_flag[] = "--egress";
+  char spec[64], **nargv;
+  pid_t pid;
+  int i;
+
+  snprintf (spec, sizeof spec, "%d,%u,%u", channel, (unsigned) uid, (unsigned) gid);
+  nargv = calloc ((size_t) argc + 3, sizeof *nargv);
+  if (nargv == NULL)
+    sbx_oom ();
+  nargv[0] = argv[0];
+  nargv[1] = egress_flag;
+  nargv[2] = spec;
+  for (i = 1; i < argc; i++)
+    nargv[i + 2] = argv[i];
+  pid = fork ();
+  if (pid == 0)
+    {
+      fcntl (channel, F_SETFD, 0);
+      syscall (SYS_execveat, self, "", nargv, environ, AT_EMPTY_PATH);
+      _exit (127);
+    }
+  free (nargv);
+  return pid;
+}
+
+static int
+egress_main_from_args (int argc, char **argv)
+{
+  struct sbx_config cfg;
+  struct sbx_egress_opts o;
+  int channel, rc;
+  unsigned uid, gid;
+
+  if (argc < 3 || sscanf (argv[2], "%d,%u,%u", &channel, &uid, &gid) != 3)
+    return 2;
+  argv[2] = argv[0];
+  sbx_config_defaults (&cfg);
+  rc = parse_args (argc - 2, argv + 2, &cfg);
+  if (rc)
+    return rc;
+  fcntl (channel, F_SETFD, FD_CLOEXEC);
+  sbx_egress_opts_defaults (&o);
+  o.allow_private = cfg.egress_allow_private;
+  o.max_bytes = cfg.egress_max_bytes;
+  if (cfg.egress_idle_ms)
+    o.idle_ms = cfg.egress_idle_ms;
+  return sbx_egress_main (&o, channel, (uid_t) uid, (gid_t) gid);
 }
 
 static void *
@@ -459,10 +545,12 @@ static int
 frontend_main_from_args (int argc, char **argv)
 {
   struct sbx_config cfg;
-  int master, fds[2], rc;
+  int master, fds[2], rc, egress_fd;
   unsigned uid, gid;
 
-  if (argc < 3 || sscanf (argv[2], "%d,%d,%d,%u,%u", &master, &fds[0], &fds[1], &uid, &gid) != 5)
+  if (argc < 3
+      || sscanf (argv[2], "%d,%d,%d,%u,%u,%d", &master, &fds[0], &fds[1], &uid, &gid, &egress_fd)
+             != 6)
     return 2;
   /* The rest are the parent's own arguments. */
   argv[2] = argv[0];
@@ -474,6 +562,8 @@ frontend_main_from_args (int argc, char **argv)
   fcntl (fds[0], F_SETFD, FD_CLOEXEC);
   if (fds[1] >= 0)
     fcntl (fds[1], F_SETFD, FD_CLOEXEC);
+  fcntl (egress_fd, F_SETFD, FD_CLOEXEC);
+  cfg.egress_fd = egress_fd;
   return sbx_frontend_main (&cfg, master, fds, (uid_t) uid, (gid_t) gid);
 }
 
@@ -487,7 +577,10 @@ main (int argc, char **argv)
   struct rlimit rl;
   sigset_t mask;
   siginfo_t info;
-  int rc, self, listen_fds[2] = {-1, -1}, restarts = 0, status = 0;
+  int rc, self, listen_fds[2] = {-1, -1}, restarts = 0, status = 0, egress[2];
+  int egress_restarts = 0;
+  pid_t egress_pid;
+  time_t egress_start;
   time_t last_start;
   uid_t fe_uid;
   gid_t fe_gid;
@@ -506,6 +599,8 @@ main (int argc, char **argv)
   sbx_json_checked_alloc ();
   if (argc >= 2 && strcmp (argv[1], "--frontend") == 0)
     return frontend_main_from_args (argc, argv);
+  if (argc >= 2 && strcmp (argv[1], "--egress") == 0)
+    return egress_main_from_args (argc, argv);
   sbx_config_defaults (&cfg);
   rc = parse_args (argc, argv, &cfg);
   if (rc)
@@ -579,12 +674,21 @@ main (int argc, char **argv)
       return 1;
     }
 
+  /* The egress proxy: the only way out of a sandbox (docs/egress.md). */
+  if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, egress) < 0
+      || (egress_pid = spawn_egress (self, argv, argc, egress[1], fe_uid, fe_gid)) < 0)
+    {
+      fprintf (stderr, "sbx serve: cannot start the egress proxy: %s\n", strerror (errno));
+      return 1;
+    }
+  egress_start = time (NULL);
+
   for (;;)
     {
       int stop = 0;
 
       last_start = time (NULL);
-      if (spawn_frontend (self, argv, argc, listen_fds, fe_uid, fe_gid, &fe) < 0
+      if (spawn_frontend (self, argv, argc, listen_fds, egress[0], fe_uid, fe_gid, &fe) < 0
           || pthread_create (&fe.serving, NULL, serve_frontend, &fe) != 0)
         {
           fprintf (stderr, "sbx serve: cannot start the front end: %s\n", strerror (errno));
@@ -597,6 +701,24 @@ main (int argc, char **argv)
             continue;
           if (info.si_signo == SIGCHLD)
             {
+              int estatus;
+              if (egress_pid > 0 && reaped (egress_pid, &estatus))
+                {
+                  /* Its connections are cut; the channel (both ends ours)
+                     keeps what the front end sends meanwhile. */
+                  egress_restarts = time (NULL) - egress_start < 10 ? egress_restarts + 1 : 0;
+                  sbx_error ("the egress proxy died (%s %d)%s",
+                             WIFSIGNALED (estatus) ? "signal" : "status",
+                             WIFSIGNALED (estatus) ? WTERMSIG (estatus) : WEXITSTATUS (estatus),
+                             egress_restarts >= 5 ? "; it keeps dying, sandboxes have no egress"
+                                                  : "; restarting it");
+                  egress_pid = -1;
+                  if (egress_restarts < 5)
+                    {
+                      egress_start = time (NULL);
+                      egress_pid = spawn_egress (self, argv, argc, egress[1], fe_uid, fe_gid);
+                    }
+                }
               if (reaped (fe.pid, &status))
                 break;
               continue;
@@ -637,6 +759,12 @@ main (int argc, char **argv)
         }
       if (restarts > 0)
         sleep ((unsigned) restarts);
+    }
+  if (egress_pid > 0)
+    {
+      kill (egress_pid, SIGTERM);
+      while (waitpid (egress_pid, &status, 0) < 0 && errno == EINTR)
+        ;
     }
   sbx_priv_server_stop ();
   sbx_engine_close (&engine);

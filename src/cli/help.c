@@ -9,7 +9,10 @@
   "  --cpus N               CPU limit, fractions allowed (0.5; default 1)\n"   \
   "  --pids N               process limit (default 256)\n"                     \
   "  --disk SIZE            size of /home/user + /tmp + /dev/shm (default 1G)\n" \
-  "  --template NAME        sandbox template (default base)\n"
+  "  --template NAME        sandbox template (default base)\n"                 \
+  "  --net SPEC             network egress (repeatable): all, none (default),\n" \
+  "                         allow:HOST[,HOST...], deny:HOST[,HOST...]; HOST is\n" \
+  "                         a name, *.domain, NAME:PORT, an IP or a CIDR\n"
 
 #define FILE_OPTION_HELP                                                       \
   "  --file LOCAL[:REMOTE]  copy a local file in before the command runs\n"    \
@@ -80,6 +83,13 @@ static const struct
    "\n"
    "Kill sandboxes: their processes and files are gone. Exits 1 if any\n"
    "could not be killed (the others still are).\n"},
+  {"net",
+   "usage: sbx net ID [SPEC...]\n"
+   "\n"
+   "Show the egress policy of sandbox ID, or replace it with SPECs: all,\n"
+   "none, allow:HOST[,HOST...], deny:HOST[,HOST...] (deny wins). HOST is a\n"
+   "name (pypi.org), *.domain, NAME:PORT, an IP ([::1]:443) or a CIDR\n"
+   "(10.0.0.0/8). Takes effect on the sandbox's next connection.\n"},
   {"key",
    "usage: sbx key create [--tenant NAME]\n"
    "       sbx key ls [--json]\n"
@@ -117,6 +127,7 @@ const char sbx_cli_main_help[] =
     "  cp SRC DST                           copy a file in or out (ID:PATH on one side)\n"
     "  ls [--json]                          list running sandboxes\n"
     "  kill ID...                           kill sandboxes\n"
+    "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
     "  key create|ls|rm                     manage API keys\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"
     "  audit verify|tail                    check or read the audit log (on the host)\n"

@@ -29,6 +29,7 @@ static const struct opt_def opt_defs[] = {
   {"template", 0, SBX_OPT_TEMPLATE, 1},
   {"file", 0, SBX_OPT_FILE, 1},
   {"interactive", 'i', SBX_OPT_INTERACTIVE, 0},
+  {"net", 0, SBX_OPT_NET, 1},
 };
 
 #define N_OPT_DEFS (sizeof opt_defs / sizeof opt_defs[0])
@@ -70,6 +71,56 @@ add_env (struct sbx_cli_opts *o, const char *value, sbx_error_t **err)
       return sbx_err (err, SBX_E_INVALID, "--env: `%s` is not valid UTF-8", value);
     }
   free (name);
+  return 0;
+}
+
+int
+sbx_cli_net_spec (json_t **network, const char *spec, sbx_error_t **err)
+{
+  const char *list = NULL, *key = NULL, *p;
+  json_t *arr;
+
+  if (*network == NULL)
+    {
+      *network = json_pack ("{s:[], s:[]}", "allow", "deny");
+      if (*network == NULL)
+        sbx_oom ();
+    }
+  if (strcmp (spec, "none") == 0)
+    {
+      json_array_clear (json_object_get (*network, "allow"));
+      json_array_clear (json_object_get (*network, "deny"));
+      return 0;
+    }
+  if (strcmp (spec, "all") == 0)
+    {
+      json_array_append_new (json_object_get (*network, "allow"), json_string ("*"));
+      return 0;
+    }
+  if (strncmp (spec, "allow:", 6) == 0)
+    key = "allow", list = spec + 6;
+  else if (strncmp (spec, "deny:", 5) == 0)
+    key = "deny", list = spec + 5;
+  else
+    return sbx_err (err, SBX_E_INVALID,
+                    "--net: `%s` is not all, none, allow:HOST[,HOST...] or deny:HOST[,HOST...]",
+                    spec);
+  arr = json_object_get (*network, key);
+  for (p = list;;)
+    {
+      size_t n = strcspn (p, ",");
+      json_t *s = json_stringn (p, n);
+      if (n == 0 || s == NULL)
+        {
+          json_decref (s);
+          return sbx_err (err, SBX_E_INVALID, "--net: `%s` has an empty or non-UTF-8 entry",
+                          spec);
+        }
+      json_array_append_new (arr, s);
+      if (p[n] == '\0')
+        break;
+      p += n + 1;
+    }
   return 0;
 }
 
@@ -138,6 +189,8 @@ apply (struct sbx_cli_opts *o, const struct opt_def *d, const char *value, sbx_e
     case SBX_OPT_INTERACTIVE:
       o->interactive = 1;
       break;
+    case SBX_OPT_NET:
+      return sbx_cli_net_spec (&o->network, value, err);
     default:
       break;
     }
@@ -264,6 +317,7 @@ sbx_cli_opts_clear (struct sbx_cli_opts *o)
   size_t i;
 
   json_decref (o->env);
+  json_decref (o->network);
   for (i = 0; i < o->n_files; i++)
     free (o->files[i].local);
   free (o->files);

@@ -22,6 +22,7 @@ enum
   SBX_OPT_TEMPLATE = 1u << 8,
   SBX_OPT_FILE = 1u << 9,
   SBX_OPT_INTERACTIVE = 1u << 10,
+  SBX_OPT_NET = 1u << 11,
 };
 
 struct sbx_cli_file
@@ -50,6 +51,7 @@ struct sbx_cli_opts
   struct sbx_cli_file *files; /* owned array */
   size_t n_files;
   int interactive;
+  json_t *network; /* owned; {"allow": [...], "deny": [...]}, NULL without --net */
   int help; /* --help was given: print help, do nothing else */
 };
 
@@ -60,6 +62,11 @@ struct sbx_cli_opts
 int sbx_cli_parse_opts (int argc, char **argv, unsigned allowed,
                         struct sbx_cli_opts *o, int *usage, sbx_error_t **err);
 void sbx_cli_opts_clear (struct sbx_cli_opts *o);
+
+/* One network spec (`--net`, `sbx net`) into *network (created when NULL):
+   `all` (allow *), `none` (empty both lists), `allow:A[,B...]`,
+   `deny:A[,B...]`. The daemon checks each entry. */
+int sbx_cli_net_spec (json_t **network, const char *spec, sbx_error_t **err);
 
 /* JSON for the daemon: sizes as integer bytes, CPUs as a number, durations
    as integer seconds or "<n>ms" when not whole seconds. */

@@ -24,10 +24,10 @@
 #define RUN_OPTS                                                               \
   (SBX_OPT_TIMEOUT | SBX_OPT_MEMORY | SBX_OPT_CPUS | SBX_OPT_PIDS | SBX_OPT_DISK \
    | SBX_OPT_ENV | SBX_OPT_WORKDIR | SBX_OPT_USER | SBX_OPT_TEMPLATE           \
-   | SBX_OPT_FILE | SBX_OPT_INTERACTIVE)
+   | SBX_OPT_FILE | SBX_OPT_INTERACTIVE | SBX_OPT_NET)
 #define CREATE_OPTS                                                            \
   (SBX_OPT_TIMEOUT | SBX_OPT_MEMORY | SBX_OPT_CPUS | SBX_OPT_PIDS | SBX_OPT_DISK \
-   | SBX_OPT_ENV | SBX_OPT_USER | SBX_OPT_TEMPLATE | SBX_OPT_FILE)
+   | SBX_OPT_ENV | SBX_OPT_USER | SBX_OPT_TEMPLATE | SBX_OPT_FILE | SBX_OPT_NET)
 #define EXEC_OPTS                                                              \
   (SBX_OPT_TIMEOUT | SBX_OPT_ENV | SBX_OPT_WORKDIR | SBX_OPT_USER | SBX_OPT_FILE \
    | SBX_OPT_INTERACTIVE)
@@ -129,6 +129,8 @@ create_body (const struct sbx_cli_opts *o, int for_run, sbx_error_t **err)
     json_object_set_new (b, "disk", sbx_cli_json_size (o->disk_bytes));
   if (o->env != NULL)
     json_object_set (b, "env", o->env);
+  if (o->network != NULL)
+    json_object_set (b, "network", o->network);
   if (!for_run && o->user != NULL && set_string (b, "user", o->user, "--user", err) < 0)
     goto fail;
   return b;

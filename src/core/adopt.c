@@ -27,7 +27,7 @@
 struct record
 {
   struct sbx_sandbox_record r;
-  char *strings[8]; /* owned copies behind r's pointers */
+  char *strings[9]; /* owned copies behind r's pointers */
 };
 
 struct records
@@ -59,7 +59,8 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->strings[5] = strdup (r->metadata_json);
   c->strings[6] = strdup (r->access_token);
   c->strings[7] = strdup (r->traffic_token);
-  for (int i = 0; i < 8; i++)
+  c->strings[8] = strdup (r->network_json);
+  for (size_t i = 0; i < sizeof c->strings / sizeof *c->strings; i++)
     if (c->strings[i] == NULL)
       sbx_oom ();
   c->r.id = c->strings[0];
@@ -70,6 +71,29 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->r.metadata_json = c->strings[5];
   c->r.access_token = c->strings[6];
   c->r.traffic_token = c->strings[7];
+  c->r.network_json = c->strings[8];
+}
+
+/* The egress policy of a record, checked again (a record is ours, but a
+   policy we cannot read must mean none, never "anything"). */
+static json_t *
+network_policy (const char *id, const char *text)
+{
+  json_t *in, *out = NULL;
+  sbx_error_t *err = NULL;
+
+  if (text == NULL || text[0] == '\0')
+    return NULL;
+  in = json_loads (text, JSON_REJECT_DUPLICATES, NULL);
+  if (in == NULL || sbx_network_canon (in, &out, &err) < 0)
+    {
+      sbx_warn ("sandbox %s: its stored egress policy is unreadable; it has none now%s%s", id,
+                err ? ": " : "", err ? err->msg : "");
+      sbx_error_free (err);
+      out = NULL;
+    }
+  json_decref (in);
+  return out;
 }
 
 /* A JSON object of strings from the record, or an empty one. */
@@ -271,6 +295,7 @@ adopt_one (const struct sbx_sandbox_record *r)
   sb->limits.disk_bytes = r->disk;
   sb->env = string_object (r->env_json);
   sb->metadata = string_object (r->metadata_json);
+  sb->network = network_policy (sb->id, r->network_json);
   if (strlen (r->access_token) == 40 && strlen (r->traffic_token) == 40)
     {
       snprintf (sb->access_token, sizeof sb->access_token, "%s", r->access_token);
@@ -341,7 +366,7 @@ sbx__adopt_all (void)
     {
       if (adopt_one (&rs.v[i].r) != NULL)
         adopted++;
-      for (int k = 0; k < 8; k++)
+      for (size_t k = 0; k < sizeof rs.v[i].strings / sizeof *rs.v[i].strings; k++)
         free (rs.v[i].strings[k]);
     }
   free (rs.v);

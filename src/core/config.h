@@ -34,6 +34,12 @@ struct sbx_config
   /* E2B's sandbox domain: Host "PORT-ID.DOMAIN" reaches a sandbox's port
      (server/e2b_route.h); "" = by headers only. */
   char domain[256];
+  /* The egress proxy (egress/egress.h): its options, and the front end's
+     end of the channel to it (-1 in the parent and in tests). */
+  int egress_allow_private; /* --egress-allow-private: tests only */
+  uint64_t egress_max_bytes; /* per sandbox; 0: unbounded */
+  uint64_t egress_idle_ms;   /* a relay silent both ways this long is closed; 0: default */
+  int egress_fd;
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
 };
 

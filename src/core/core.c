@@ -31,6 +31,7 @@ sbx_config_defaults (struct sbx_config *cfg)
   memset (cfg, 0, sizeof *cfg);
   snprintf (cfg->state_dir, sizeof cfg->state_dir, "/var/lib/sbx");
   snprintf (cfg->frontend_user, sizeof cfg->frontend_user, "sbx");
+  cfg->egress_fd = -1;
   cfg->pool_size = 4;
   cfg->max_sandboxes = 1024;
   /* 0x60000000: far above any real account, below 2^31 (some tools treat
@@ -195,6 +196,9 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   sbx__adopt_all ();
   pthread_mutex_lock (&sbx_core.lock);
   sbx__watch_add (sbx_core.wakefd, EPOLLIN, SBX_W_WAKE, NULL, 0);
+  /* The egress process's reports (core/egress.c). */
+  if (sbx_core.cfg.egress_fd >= 0)
+    sbx__watch_add (sbx_core.cfg.egress_fd, EPOLLIN, SBX_W_EGRESS, NULL, 0);
   pthread_mutex_unlock (&sbx_core.lock);
   pthread_cond_init (&sbx_core.pool_cond, NULL);
   pthread_cond_init (&sbx_core.janitor_cond, NULL);

@@ -163,6 +163,10 @@ struct sbx_sandbox
   struct sbx_limits limits;
   json_t *env;      /* owned object of strings */
   json_t *metadata; /* owned object of strings */
+  /* The egress policy: owned, canonical {"allow": [...], "deny": [...]}
+     (sbx_network_canon), or NULL for none. Replaced whole, under the lock;
+     a connection takes a snapshot (core/egress.c). */
+  json_t *network;
   uint32_t slot;
   uint64_t oom_seen;        /* the cgroup's OOM kills when last asked (see process.c) */
   uint64_t limit_hits_seen; /* and the times it reached its memory limit (v2) */
@@ -191,6 +195,7 @@ struct sbx_create_opts
   json_t *env;               /* borrowed, may be NULL */
   json_t *metadata;          /* borrowed, may be NULL */
   const char *user;          /* NULL: "user" */
+  json_t *network;           /* borrowed, from sbx_network_canon; NULL: none */
 };
 
 struct sbx_exec_opts
@@ -214,6 +219,18 @@ struct sbx_exec_opts
   unsigned pty_cols, pty_rows;
   const char *user_tag; /* NULL or a name (<= 63 bytes) to find it by */
 };
+
+/* ---- egress policies (core/egress.c, docs/egress.md) -------------------- */
+
+/* Check a policy as a client sent it ({"allow": [...], "deny": [...]},
+   both optional, nothing else; strings as egress/policy.h says) and return
+   its canonical form (entries rewritten as the proxy understands them,
+   duplicates dropped), or NULL for "none" when allow is empty and deny
+   too. *out is NULL or new. */
+int sbx_network_canon (json_t *in, json_t **out, sbx_error_t **err);
+/* Replace a sandbox's policy (canon borrowed, NULL: none): stored, then in
+   force for the next connection. */
+int sbx_sandbox_set_network (struct sbx_sandbox *sb, json_t *canon, sbx_error_t **err);
 
 /* ---- the core's API ---------------------------------------------------- */
 

@@ -202,7 +202,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   struct sbx_limits limits;
   uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
   const char *user = opts->user ? opts->user : "user";
-  cleanup_free char *env_json = NULL, *meta_json = NULL;
+  cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
 
   if (sbx_template_find (opts->template_name) == NULL)
     return sbx_err (err, SBX_E_INVALID, "unknown template `%s` (available: base)",
@@ -269,6 +269,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   snprintf (sb->user, sizeof sb->user, "%s", user);
   sb->env = opts->env ? json_deep_copy (opts->env) : json_object ();
   sb->metadata = opts->metadata ? json_deep_copy (opts->metadata) : json_object ();
+  json_decref (sb->network);
+  sb->network = opts->network ? json_deep_copy (opts->network) : NULL;
   sbx_random_hex (sb->access_token, 20);
   sbx_random_hex (sb->traffic_token, 20);
   sb->created_ms = sbx_now_ms ();
@@ -277,7 +279,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   sb->expires_mono = sbx_mono_ms () + (int64_t) timeout;
   env_json = sb->env ? json_dumps (sb->env, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   meta_json = sb->metadata ? json_dumps (sb->metadata, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-  if (env_json == NULL || meta_json == NULL)
+  net_json = sb->network ? json_dumps (sb->network, JSON_COMPACT) : strdup ("");
+  if (env_json == NULL || meta_json == NULL || net_json == NULL
+      || (opts->network && sb->network == NULL))
     {
       sbx_err_oom (err);
       goto fail_discard;
@@ -302,6 +306,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.timeout_ms = (int64_t) sb->timeout_ms;
   rec.access_token = sb->access_token;
   rec.traffic_token = sb->traffic_token;
+  rec.network_json = net_json;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next

@@ -16,6 +16,7 @@ enum sbx_watch_kind
   SBX_W_OUT,   /* obj: process, idx: stream */
   SBX_W_IN,    /* obj: process */
   SBX_W_DIRWATCH, /* obj: a directory watch (watch.c) */
+  SBX_W_EGRESS,   /* the channel to the egress process: its reports (egress.c) */
 };
 
 struct sbx_loop_watch
@@ -107,6 +108,13 @@ void sbx__dirwatch_end_all (struct sbx_sandbox *sb);
 /* A connect's answer: its socket (ev->fd) goes to the waiter, which takes
    it (ev->fd = -1); with nobody waiting it is left for the caller to close. */
 void sbx__connect_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
+/* core/egress.c: a connection to the sandbox's proxy address goes to the
+   egress process with the sandbox's policy (the fd is taken). */
+void sbx__egress_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
+/* The egress process's reports are readable: into the audit log. */
+void sbx__egress_on_reports (void);
+/* 1 when the policy (NULL: none) lets anything through. */
+int sbx__network_allows_any (json_t *network);
 void sbx__connect_cancel_all (struct sbx_sandbox *sb);
 
 /* outbuf.c */

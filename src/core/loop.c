@@ -169,6 +169,9 @@ dispatch (uint64_t handle, uint32_t events)
     case SBX_W_DIRWATCH:
       sbx__dirwatch_on_readable (w->obj);
       break;
+    case SBX_W_EGRESS:
+      sbx__egress_on_reports ();
+      break;
     case SBX_W_FREE:
     default:
       break;

@@ -266,6 +266,11 @@ sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
       sbx__connect_on_event (sb, ev);
       return;
     }
+  if (ev->type == SBX_ISO_EGRESS)
+    {
+      sbx__egress_on_event (sb, ev);
+      return;
+    }
   if (p == NULL)
     {
       /* A files-API copy, a directory watch, or a collected process
@@ -339,6 +344,7 @@ sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
       break;
     case SBX_ISO_CONNECTED:
     case SBX_ISO_CONNECT_FAILED: /* taken above */
+    case SBX_ISO_EGRESS:
     default:
       break;
     }
@@ -587,8 +593,15 @@ free_strv (char **v)
    a later NAME replaces an earlier one. NULL when memory ran out (a
    command must never run with part of its environment missing). */
 static char **
-build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home)
+build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home, int proxy)
 {
+  /* The sandbox's only way out is its proxy address (docs/egress.md):
+     told to every command while the policy lets anything through. */
+  static const char *const proxy_env[][2] = {
+      {"HTTP_PROXY", "http://127.0.0.1:3128"},  {"HTTPS_PROXY", "http://127.0.0.1:3128"},
+      {"http_proxy", "http://127.0.0.1:3128"},  {"https_proxy", "http://127.0.0.1:3128"},
+      {"NO_PROXY", "localhost,127.0.0.1,::1"}, {"no_proxy", "localhost,127.0.0.1,::1"},
+  };
   json_t *merged = json_object ();
   const char *k;
   json_t *v;
@@ -603,6 +616,9 @@ build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *
   json_object_set_new (merged, "SHELL", json_string ("/bin/bash"));
   json_object_set_new (merged, "LANG", json_string ("C.UTF-8"));
   json_object_set_new (merged, "HOSTNAME", json_string ("sandbox"));
+  for (i = 0; proxy && i < sizeof proxy_env / sizeof *proxy_env; i++)
+    json_object_set_new (merged, proxy_env[i][0], json_string (proxy_env[i][1]));
+  i = 0;
   if (sandbox_env)
     json_object_update (merged, sandbox_env);
   if (exec_env)
@@ -764,7 +780,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
       p->sb = NULL;
       goto fail_proc;
     }
-  envp = build_env (sb->env, opts->env, user, home);
+  envp = build_env (sb->env, opts->env, user, home, sbx__network_allows_any (sb->network));
   if (envp == NULL)
     {
       pthread_mutex_unlock (&sbx_core.lock);

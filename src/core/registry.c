@@ -61,6 +61,7 @@ sbx__sandbox_unref_locked (struct sbx_sandbox *sb)
     return;
   json_decref (sb->env);
   json_decref (sb->metadata);
+  json_decref (sb->network);
   pthread_cond_destroy (&sb->cond);
   free (sb);
 }
@@ -149,6 +150,10 @@ sandbox_json_locked (struct sbx_sandbox *sb)
   json_object_set_new (o, "limits", limits);
   json_object_set (o, "env", sb->env);
   json_object_set (o, "metadata", sb->metadata);
+  /* The egress policy: empty lists for none. A copy: it is replaced (not
+     changed) under the lock, and this object outlives the lock. */
+  json_object_set_new (o, "network", sb->network ? json_deep_copy (sb->network)
+                                                 : json_pack ("{s:[],s:[]}", "allow", "deny"));
   return o;
 }
 

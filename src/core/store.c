@@ -42,7 +42,8 @@ static const char schema[]
       "  init_pid INTEGER NOT NULL,"
       "  timeout_ms INTEGER NOT NULL DEFAULT 0,"
       "  access_token TEXT NOT NULL DEFAULT '',"
-      "  traffic_token TEXT NOT NULL DEFAULT '');"
+      "  traffic_token TEXT NOT NULL DEFAULT '',"
+      "  network TEXT NOT NULL DEFAULT '');"
       "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
       "CREATE TABLE IF NOT EXISTS api_keys ("
       "  id TEXT PRIMARY KEY,"
@@ -141,6 +142,12 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
                   "ALTER TABLE sandboxes ADD COLUMN access_token TEXT NOT NULL DEFAULT '';"
                   "ALTER TABLE sandboxes ADD COLUMN traffic_token TEXT NOT NULL DEFAULT ''",
                   NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT network FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* A database from before egress policies: no network (the default). */
+    sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT ''",
+                  NULL, NULL, &msg);
   if (msg != NULL || sqlite3_errcode (st->db) != SQLITE_OK)
     {
       sbx_err (err, SBX_E_SYSTEM, "database `%s`: %s", path, msg ? msg : "schema failed");
@@ -217,6 +224,7 @@ bind_insert (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_int64 (s, 16, r->timeout_ms);
   sqlite3_bind_text (s, 17, r->access_token ? r->access_token : "", -1, SQLITE_STATIC);
   sqlite3_bind_text (s, 18, r->traffic_token ? r->traffic_token : "", -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 19, r->network_json ? r->network_json : "", -1, SQLITE_STATIC);
 }
 
 int
@@ -226,9 +234,9 @@ sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record 
   return run (st,
               "INSERT INTO sandboxes (id, tenant, template, user, state, created_ms, expires_ms,"
               " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid, timeout_ms,"
-              " access_token, traffic_token)"
+              " access_token, traffic_token, network)"
               " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-              " ?16, ?17, ?18)",
+              " ?16, ?17, ?18, ?19)",
               bind_insert, r, NULL, err);
 }
 
@@ -439,7 +447,7 @@ sbx_store_sandbox_running (struct sbx_store *st,
   if (sqlite3_prepare_v2 (st->db,
                           "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
                           " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid,"
-                          " timeout_ms, access_token, traffic_token"
+                          " timeout_ms, access_token, traffic_token, network"
                           " FROM sandboxes WHERE state = 'running' ORDER BY created_ms",
                           -1, &stmt, NULL)
       != SQLITE_OK)
@@ -473,8 +481,9 @@ sbx_store_sandbox_running (struct sbx_store *st,
       r.timeout_ms = sqlite3_column_int64 (stmt, 15);
       r.access_token = (const char *) sqlite3_column_text (stmt, 16);
       r.traffic_token = (const char *) sqlite3_column_text (stmt, 17);
+      r.network_json = (const char *) sqlite3_column_text (stmt, 18);
       if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json
-          && r.access_token && r.traffic_token)
+          && r.access_token && r.traffic_token && r.network_json)
         fn (&r, arg);
     }
   if (rc != SQLITE_DONE)
@@ -489,13 +498,24 @@ struct tokens
   const char *id, *access, *traffic;
 };
 
+static void bind_tokens (sqlite3_stmt *s, const void *arg);
+
+int
+sbx_store_sandbox_set_network (struct sbx_store *st, const char *id, const char *network_json,
+                               sbx_error_t **err)
+{
+  struct tokens a = {id, network_json, NULL};
+  return run (st, "UPDATE sandboxes SET network = ?2 WHERE id = ?1", bind_tokens, &a, NULL, err);
+}
+
 static void
 bind_tokens (sqlite3_stmt *s, const void *arg)
 {
   const struct tokens *a = arg;
   sqlite3_bind_text (s, 1, a->id, -1, SQLITE_STATIC);
   sqlite3_bind_text (s, 2, a->access, -1, SQLITE_STATIC);
-  sqlite3_bind_text (s, 3, a->traffic, -1, SQLITE_STATIC);
+  if (a->traffic)
+    sqlite3_bind_text (s, 3, a->traffic, -1, SQLITE_STATIC);
 }
 
 int

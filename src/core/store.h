@@ -24,6 +24,9 @@ struct sbx_sandbox_record
   /* The data plane's secrets (E2B's envdAccessToken and
      trafficAccessToken): "" in records from before them. */
   const char *access_token, *traffic_token;
+  /* The egress policy as JSON ({"allow": [...], "deny": [...]}); "" for
+     none (the default, and records from before it). */
+  const char *network_json;
 };
 
 int sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err);
@@ -35,6 +38,8 @@ int sbx_store_sandbox_set_expiry (struct sbx_store *st, const char *id, int64_t 
                                   int64_t timeout_ms, sbx_error_t **err);
 int sbx_store_sandbox_set_tokens (struct sbx_store *st, const char *id, const char *access_token,
                                   const char *traffic_token, sbx_error_t **err);
+int sbx_store_sandbox_set_network (struct sbx_store *st, const char *id, const char *network_json,
+                                   sbx_error_t **err);
 int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
                            const char *reason, int64_t ended_ms, sbx_error_t **err);
 /* Call fn for every record still "running" (what a restarted daemon

@@ -201,7 +201,7 @@ sbx_iso_adopt (struct sbx_engine *eng, const char *name, uid_t uid_base, pid_t p
       if ((size_t) n < sizeof m.hdr
           || ((m.hdr.type < SBX_MSG_SPAWNED || m.hdr.type > SBX_MSG_EXITED)
               && m.hdr.type != SBX_MSG_RESIZED && m.hdr.type != SBX_MSG_CONNECTED
-              && m.hdr.type != SBX_MSG_CONNECT_FAILED))
+              && m.hdr.type != SBX_MSG_CONNECT_FAILED && m.hdr.type != SBX_MSG_EGRESS))
         {
           sbx_err (err, SBX_E_SYSTEM, "sandbox init broke the protocol");
           goto fail;

@@ -213,6 +213,7 @@ enum sbx_iso_event_type
   SBX_ISO_RESIZED, /* sys_errno: 0, or why the size did not change */
   SBX_ISO_CONNECTED,      /* fd: the connected socket */
   SBX_ISO_CONNECT_FAILED, /* sys_errno */
+  SBX_ISO_EGRESS,         /* fd: a connection to the sandbox's proxy address, or -1 (EMFILE) */
 };
 struct sbx_iso_event
 {
@@ -224,8 +225,9 @@ struct sbx_iso_event
   uint32_t stage;
   /* SPAWNED of a command on a terminal: its master (checked to be one), or
      -1 when our descriptor table was full (the command then has no way
-     to us; the caller ends it). CONNECTED: the connected socket (a TCP
-     stream socket, close-on-exec). Owned by the event: whoever handles it
+     to us; the caller ends it). CONNECTED and EGRESS: the connected
+     socket (a TCP stream socket, close-on-exec; EGRESS: -1 when our
+     descriptor table was full). Owned by the event: whoever handles it
      takes it (sets -1) or closes it. */
   int fd;
   int pty; /* SPAWNED: the command is on a terminal */

@@ -20,10 +20,11 @@
 #include <stdint.h>
 
 /* 2: terminals (SPAWN's flags and size, SPAWNED's master, RESIZE, RESIZED,
-   SBX_KEEP_PTY) and WATCH. 3: CONNECT (the port proxy). An init of another
+   SBX_KEEP_PTY) and WATCH. 3: CONNECT (the port proxy). 4: EGRESS (init's
+   proxy listener hands each connection out). An init of another
    version is not adopted (security.md section 4): an old init would die on
    a message it does not know. */
-#define SBX_PROTO_VERSION 3
+#define SBX_PROTO_VERSION 4
 #define SBX_INIT_CTL_FD 3 /* where init finds its control socket */
 /* Where init keeps the daemon's end of its control socket once the sandbox
    is handed out (SBX_MSG_KEEP): the socket then never reads EOF when the
@@ -67,6 +68,8 @@ enum sbx_msg_type
   /* init -> daemon, the answer to CONNECT: */
   SBX_MSG_CONNECTED = 25,      /* sbx_msg_connect_result, sys_errno 0; SCM_RIGHTS: the socket */
   SBX_MSG_CONNECT_FAILED = 26, /* sbx_msg_connect_result, sys_errno != 0; no descriptor */
+  /* init -> daemon, unasked: */
+  SBX_MSG_EGRESS = 27, /* sbx_msg_egress; SCM_RIGHTS: one accepted TCP socket */
 };
 
 struct sbx_msg_hdr
@@ -303,6 +306,26 @@ struct sbx_msg_connect_result
   uint64_t req_id;
   int32_t sys_errno; /* 0 with CONNECTED; ECONNREFUSED, ETIMEDOUT, EAGAIN... */
   uint32_t reserved;
+};
+
+/* ---- EGRESS ------------------------------------------------------------
+ *
+ * The sandbox's only way out (docs/egress.md). Init listens on
+ * SBX_EGRESS_PORT of 127.0.0.1 in the sandbox's network namespace (the
+ * commands' HTTP_PROXY) and passes every connection it accepts to the
+ * daemon, which hands it, with the sandbox's policy, to the egress proxy
+ * outside. Init never reads a byte of it and keeps none: a connection that
+ * does not fit in the control socket right now is closed (the client sees
+ * a reset), and while events wait to be sent the listener is not polled
+ * (connections wait in its backlog of SBX_EGRESS_BACKLOG). */
+
+#define SBX_EGRESS_PORT 3128
+#define SBX_EGRESS_BACKLOG 64
+
+struct sbx_msg_egress
+{
+  struct sbx_msg_hdr hdr;
+  uint32_t reserved[2]; /* 0 */
 };
 
 /* ---- KEEP, DEADLINE, RELEASE, ATTACH -------------------------------------

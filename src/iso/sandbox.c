@@ -847,6 +847,7 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
     struct sbx_msg_exited exited;
     struct sbx_msg_connect_result connect;
     struct sbx_msg_resized resized;
+    struct sbx_msg_egress egress;
     char raw[256];
   } m;
   int fds[4], nfds = 0;
@@ -884,6 +885,14 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
           ev->fd = -1;
           return 1;
         }
+      /* And an egress connection's: that connection is lost. */
+      if (errno == EMFILE && m.hdr.type == SBX_MSG_EGRESS && m.hdr.len == sizeof m.egress)
+        {
+          memset (ev, 0, sizeof *ev);
+          ev->type = SBX_ISO_EGRESS;
+          ev->fd = -1;
+          return 1;
+        }
       return sbx_err_sys (err, errno, "receive from sandbox init");
     }
   if (n == 0)
@@ -893,7 +902,8 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
      anything else ends the sandbox. */
   if ((size_t) n < sizeof m.hdr || m.hdr.len != (size_t) n)
     goto bad;
-  if (nfds != 0 && m.hdr.type != SBX_MSG_SPAWNED && m.hdr.type != SBX_MSG_CONNECTED)
+  if (nfds != 0 && m.hdr.type != SBX_MSG_SPAWNED && m.hdr.type != SBX_MSG_CONNECTED
+      && m.hdr.type != SBX_MSG_EGRESS)
     goto bad;
   memset (ev, 0, sizeof *ev);
   ev->fd = -1;
@@ -905,6 +915,13 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
         goto bad;
       ev->type = SBX_ISO_CONNECTED;
       ev->req_id = m.connect.req_id;
+      ev->fd = fds[0];
+      return 1;
+    case SBX_MSG_EGRESS:
+      if ((size_t) n != sizeof m.egress || m.egress.reserved[0] != 0
+          || m.egress.reserved[1] != 0 || nfds != 1 || !is_connected_tcp (fds[0]))
+        goto bad;
+      ev->type = SBX_ISO_EGRESS;
       ev->fd = fds[0];
       return 1;
     case SBX_MSG_CONNECT_FAILED:

@@ -91,6 +91,7 @@ void sbx_route_e2b_health (struct sbx_req *r);
 /* Pause, resume, fork, snapshots, network updates: not in this engine
    yet; a clear answer instead of a hang. */
 void sbx_route_e2b_not_yet (struct sbx_req *r);
+void sbx_route_e2b_network (struct sbx_req *r);
 
 /* ---- data plane --------------------------------------------------------- */
 

@@ -77,8 +77,30 @@ listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
     {
       json_object_set_new (o, "envdAccessToken", json_string (sb_or_null->access_token));
       json_object_set_new (o, "domain", domain_json ());
-      /* No network yet in this engine: the sandbox has loopback only. */
-      json_object_set_new (o, "allowInternetAccess", json_false ());
+      json_t *net = json_object_get (native, "network");
+      json_t *allow = json_object_get (net, "allow"), *v;
+      json_t *allow_out = json_array (), *deny_out = json_deep_copy (json_object_get (net, "deny"));
+      int internet = 0;
+      size_t i;
+
+      /* sbx's policy in E2B's terms (e2b_network): "*" allowed is
+         internet access; otherwise everything is denied (ALL_TRAFFIC) but
+         what allowOut lists. */
+      json_array_foreach (allow, i, v)
+      {
+        if (strcmp (json_string_value (v), "*") == 0)
+          internet = 1;
+        else
+          json_array_append (allow_out, v);
+      }
+      if (!internet)
+        {
+          json_array_clear (deny_out);
+          json_array_append_new (deny_out, json_string ("0.0.0.0/0"));
+        }
+      json_object_set_new (o, "allowInternetAccess", json_boolean (internet));
+      json_object_set_new (o, "network",
+                           json_pack ("{s:o, s:o}", "allowOut", allow_out, "denyOut", deny_out));
       json_object_set_new (o, "lifecycle",
                            json_pack ("{s:s, s:b}", "onTimeout", "kill", "autoResume", 0));
     }
@@ -106,7 +128,7 @@ seconds_param (json_t *o, const char *key, uint64_t *out_s, sbx_error_t **err)
 static int
 refuse_unsupported (json_t *body, sbx_error_t **err)
 {
-  json_t *v, *network = json_object_get (body, "network");
+  json_t *v;
   int b = 0;
 
   if (sbx_param_bool (body, "autoPause", &b, err) < 0)
@@ -128,20 +150,82 @@ refuse_unsupported (json_t *body, sbx_error_t **err)
   v = json_object_get (body, "iam");
   if (v != NULL && !json_is_null (v))
     return sbx_err (err, SBX_E_INVALID, "iam: workload identity is not supported by sbx");
-  if (network != NULL && !json_is_null (network))
+  return 0; /* network: e2b_network */
+}
+
+/* E2B's network settings as an sbx policy (docs/e2b.md, docs/egress.md).
+   E2B: the internet is open unless allow_internet_access is false or
+   denyOut holds ALL_TRAFFIC (0.0.0.0/0), and allowOut then lists the
+   exceptions. sbx: nothing unless allowed, deny wins. So:
+     - closed (false, or ALL_TRAFFIC denied): allow = allowOut, no deny;
+     - open: allow = "*", deny = denyOut (an allowOut is then a 400, as
+       at E2B, where it needs ALL_TRAFFIC denied);
+   and open means allow_internet_access true, or, when it is absent, a
+   `network` object given at all (E2B's default); with neither (a bare
+   create) the sandbox has no network, sbx's default. Per-host rules and
+   an egress proxy of the client's own come later: 400. *canon is NULL
+   (none) or new. */
+static int
+e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t **err)
+{
+  json_t *allow_out = NULL, *deny_out = NULL, *v, *policy, *empty;
+  int open, all_denied = 0, rc;
+  size_t i;
+
+  *canon = NULL;
+  if (internet_flag != NULL && json_is_null (internet_flag))
+    internet_flag = NULL;
+  if (internet_flag != NULL && !json_is_boolean (internet_flag))
+    return sbx_err (err, SBX_E_INVALID, "`allow_internet_access` must be a boolean");
+  if (network != NULL && json_is_null (network))
+    network = NULL;
+  if (network != NULL)
     {
-      json_t *allow = json_object_get (network, "allowOut");
+      json_t *rules = json_object_get (network, "rules");
+      json_t *proxy = json_object_get (network, "egressProxy");
       if (!json_is_object (network))
         return sbx_err (err, SBX_E_INVALID, "`network` must be an object");
-      if ((allow != NULL && !(json_is_array (allow) && json_array_size (allow) == 0))
-          || json_object_get (network, "rules") != NULL
-          || (json_object_get (network, "egressProxy") != NULL
-              && !json_is_null (json_object_get (network, "egressProxy"))))
+      if ((rules != NULL && !json_is_null (rules)
+           && !(json_is_object (rules) && json_object_size (rules) == 0))
+          || (proxy != NULL && !json_is_null (proxy)))
         return sbx_err (err, SBX_E_INVALID,
-                        "network: egress rules are not supported by this sbx yet (its sandboxes"
-                        " have no network)");
+                        "network: rules and egressProxy are not supported by this sbx yet"
+                        " (allowOut and denyOut are)");
+      allow_out = json_object_get (network, "allowOut");
+      deny_out = json_object_get (network, "denyOut");
+      if (allow_out != NULL && json_is_null (allow_out))
+        allow_out = NULL;
+      if (deny_out != NULL && json_is_null (deny_out))
+        deny_out = NULL;
+      if ((allow_out != NULL && !json_is_array (allow_out))
+          || (deny_out != NULL && !json_is_array (deny_out)))
+        return sbx_err (err, SBX_E_INVALID, "network.allowOut and denyOut must be arrays");
+      json_array_foreach (deny_out, i, v)
+      {
+        if (json_is_string (v) && strcmp (json_string_value (v), "0.0.0.0/0") == 0)
+          all_denied = 1;
+      }
     }
-  return 0;
+  open = internet_flag != NULL ? json_is_true (internet_flag) : network != NULL;
+  if (all_denied)
+    open = 0;
+  /* As E2B: allowOut means something only once everything is denied. */
+  if (open && json_array_size (allow_out) > 0)
+    return sbx_err (err, SBX_E_INVALID,
+                    "network.allowOut needs denyOut to hold ALL_TRAFFIC (0.0.0.0/0) or"
+                    " allow_internet_access false: the internet is open otherwise");
+  empty = json_array ();
+  if (open)
+    policy = json_pack ("{s:[s], s:O}", "allow", "*", "deny", deny_out ? deny_out : empty);
+  else
+    policy = json_pack ("{s:O, s:[]}", "allow", allow_out ? allow_out : empty, "deny");
+  json_decref (empty);
+  if (policy == NULL)
+    return sbx_err_oom (err);
+  rc = sbx_network_canon (policy, canon, err);
+  json_decref (policy);
+  /* Errors name sbx's lists: allow is allowOut (or "*"), deny denyOut. */
+  return rc;
 }
 
 void
@@ -171,7 +255,10 @@ sbx_route_e2b_create (struct sbx_req *r)
       || sbx_param_bool (body, "allow_internet_access", &flag, &err) < 0
       || sbx_param_bool (body, "secure", &flag, &err) < 0
       || sbx_param_bool (body, "autoPauseMemory", &flag, &err) < 0
-      || refuse_unsupported (body, &err) < 0)
+      || refuse_unsupported (body, &err) < 0
+      || e2b_network (json_object_get (body, "allow_internet_access"),
+                      json_object_get (body, "network"), &opts.network, &err)
+             < 0)
     goto fail;
   if (opts.template_name == NULL)
     {
@@ -188,6 +275,8 @@ sbx_route_e2b_create (struct sbx_req *r)
   opts.timeout_ms
       = (timeout_s ? timeout_s : (v2 ? TIMEOUT_V2_DEFAULT_S : TIMEOUT_V1_DEFAULT_S)) * 1000;
   sb = sbx_sandbox_create (tenant_of (r), &opts, &err);
+  json_decref (opts.network);
+  opts.network = NULL;
   if (sb == NULL)
     goto fail;
   snprintf (r->audit_sandbox, sizeof r->audit_sandbox, "%s", sb->id);
@@ -198,6 +287,48 @@ sbx_route_e2b_create (struct sbx_req *r)
   json_decref (body);
   return;
 fail:
+  json_decref (opts.network);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+/* PUT /sandboxes/{id}/network: SandboxNetworkUpdateConfig, the whole
+   setting (an omitted field is cleared); the next connection of the
+   sandbox is judged by it. */
+void
+sbx_route_e2b_network (struct sbx_req *r)
+{
+  static const char *const allowed[]
+      = {"allowOut", "denyOut", "rules", "egressProxy", "allow_internet_access", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL, *canon = NULL, *net = NULL;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0)
+    goto fail;
+  net = json_deep_copy (body);
+  if (net == NULL)
+    {
+      sbx_err_oom (&err);
+      goto fail;
+    }
+  json_object_del (net, "allow_internet_access");
+  if (e2b_network (json_object_get (body, "allow_internet_access"), net, &canon, &err) < 0)
+    goto fail;
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || sbx_sandbox_set_network (sb, canon, &err) < 0)
+    goto fail;
+  sbx_reply_empty (r, 204);
+  sbx_sandbox_unref (sb);
+  json_decref (net);
+  json_decref (canon);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (net);
+  json_decref (canon);
   json_decref (body);
   sbx_reply_error (r, err);
 }
@@ -658,8 +789,8 @@ sbx_route_e2b_not_yet (struct sbx_req *r)
     json_t *o = json_object ();
     char msg[200];
     snprintf (msg, sizeof msg,
-              "%s is not supported by this sbx yet (pause, resume, fork, snapshots and network"
-              " rules come in a later release; see docs/e2b.md)",
+              "%s is not supported by this sbx yet (pause, resume, fork and snapshots come in"
+              " a later release; see docs/e2b.md)",
               what);
     json_object_set_new (o, "code", json_integer (501));
     json_object_set_new (o, "message", json_string (msg));

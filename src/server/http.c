@@ -61,6 +61,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/sandboxes/*", SBX_BODY_NONE, 0, sbx_route_sandbox_get},
     {"DELETE", "v1/sandboxes/*", SBX_BODY_NONE, 0, sbx_route_sandbox_kill},
     {"POST", "v1/sandboxes/*/timeout", SBX_BODY_JSON, 0, sbx_route_sandbox_timeout},
+    {"PUT", "v1/sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_sandbox_network},
     {"GET", "v1/sandboxes/*/metrics", SBX_BODY_NONE, 0, sbx_route_sandbox_metrics},
     {"POST", "v1/sandboxes/*/exec", SBX_BODY_JSON, 0, sbx_route_exec},
     {"POST", "v1/sandboxes/*/processes", SBX_BODY_JSON, 0, sbx_route_process_start},
@@ -100,7 +101,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "sandboxes/*/resume", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
     {"POST", "sandboxes/*/fork", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
     {"POST", "sandboxes/*/snapshots", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
-    {"PUT", "sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
+    {"PUT", "sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_e2b_network},
     {"GET", "snapshots", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
     {"DELETE", "templates/*", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
     /* Any method; routed from the raw URI in begin_request (proxy.c). */

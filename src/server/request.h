@@ -143,6 +143,7 @@ void sbx_route_sandbox_list (struct sbx_req *r);
 void sbx_route_sandbox_get (struct sbx_req *r);
 void sbx_route_sandbox_kill (struct sbx_req *r);
 void sbx_route_sandbox_timeout (struct sbx_req *r);
+void sbx_route_sandbox_network (struct sbx_req *r);
 void sbx_route_sandbox_metrics (struct sbx_req *r);
 void sbx_route_exec (struct sbx_req *r);
 void sbx_route_process_start (struct sbx_req *r);

@@ -46,7 +46,7 @@ int
 sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t **err)
 {
   static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
-                                        "env",      "metadata", "user", NULL};
+                                        "env",      "metadata", "user", "network", NULL};
   uint64_t pids = 0;
 
   memset (opts, 0, sizeof *opts);
@@ -68,7 +68,8 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
       && (pids == 0 || pids > UINT32_MAX))
     return sbx_err (err, SBX_E_INVALID, "pids %llu is out of range", (unsigned long long) pids);
   opts->limits.pids = (uint32_t) pids;
-  return 0;
+  /* Last: the one field that allocates (the caller releases it). */
+  return sbx_network_canon (json_object_get (body, "network"), &opts->network, err);
 }
 
 void
@@ -82,6 +83,7 @@ sbx_route_sandbox_create (struct sbx_req *r)
   if (sbx_req_json (r, &body, &err) < 0 || sbx_create_opts_parse (body, &opts, &err) < 0)
     goto fail;
   sb = sbx_sandbox_create (sbx_req_tenant (r) ? sbx_req_tenant (r) : "default", &opts, &err);
+  json_decref (opts.network);
   if (sb == NULL)
     goto fail;
   snprintf (r->audit_sandbox, sizeof r->audit_sandbox, "%s", sb->id);
@@ -171,6 +173,33 @@ sbx_route_sandbox_kill (struct sbx_req *r)
   sbx_sandbox_kill (sb, "sandbox killed", NULL);
   sbx_sandbox_unref (sb);
   sbx_reply_empty (r, 204);
+}
+
+/* PUT /v1/sandboxes/ID/network: the whole policy, replaced; the next
+   connection the sandbox opens is judged by it (docs/egress.md). */
+void
+sbx_route_sandbox_network (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL, *canon = NULL;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_network_canon (body, &canon, &err) < 0)
+    goto fail;
+  sb = sbx_req_sandbox (r, 2, &err);
+  if (sb == NULL || sbx_sandbox_set_network (sb, canon, &err) < 0)
+    goto fail;
+  sbx_reply_json (r, 200, sbx_sandbox_json (sb));
+  sbx_sandbox_unref (sb);
+  json_decref (canon);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (canon);
+  json_decref (body);
+  sbx_reply_error (r, err);
 }
 
 void

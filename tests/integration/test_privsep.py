@@ -28,17 +28,27 @@ def children(pid):
         return [int(p) for p in f.read().split()]
 
 
-def frontend_of(d):
-    """The daemon's front end: its child running as the front end's user."""
+def frontend_of(d, role="--frontend"):
+    """The daemon's front end (or, with role="--egress", its egress proxy):
+    its child running as the front end's user, in that role."""
     uid = pwd.getpwnam("sbx").pw_uid
     found = []
     for p in children(d.proc.pid):
         try:
-            if int(status_fields(p)["Uid"][0]) == uid:
+            if int(status_fields(p)["Uid"][0]) == uid and argv1(p) == role:
                 found.append(p)
         except FileNotFoundError:
             pass  # it ended meanwhile (a front end that was just killed)
     return found[0] if len(found) == 1 else None
+
+
+def argv1(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return None
+    return argv[1].decode() if len(argv) > 1 else None
 
 
 class FrontEnd(DaemonTest):
@@ -98,10 +108,13 @@ class Lifecycle(unittest.TestCase):
         d = Daemon(pool=1).start()
         try:
             fe = wait_until(lambda: frontend_of(d), what="the front end")
+            eg = wait_until(lambda: frontend_of(d, "--egress"), what="the egress proxy")
             d.proc.kill()
             d.proc.wait()
             wait_until(lambda: not os.path.exists("/proc/%d" % fe)
                        or status_fields(fe)["State"][0] == "Z", what="the front end to die")
+            wait_until(lambda: not os.path.exists("/proc/%d" % eg)
+                       or status_fields(eg)["State"][0] == "Z", what="the egress proxy to die")
             # Its pool sandbox ends with its control socket...
             wait_until(lambda: not processes_with_uid_in(d.uid_base, d.uid_end),
                        what="the pool sandbox to end")

@@ -12,7 +12,7 @@
 #include "tap.h"
 
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
-#define ALL 0x7ffu
+#define ALL 0xfffu
 
 /*============================ Helpers ================================== */
 
@@ -330,6 +330,7 @@ test_allowed_sets (void)
     {"--file=a", SBX_OPT_FILE, "run: unknown option --file"},
     {"--interactive", SBX_OPT_INTERACTIVE, "run: unknown option --interactive"},
     {"-i", SBX_OPT_INTERACTIVE, "run: unknown option -i"},
+    {"--net=all", SBX_OPT_NET, "run: unknown option --net"},
   };
 
   for (size_t i = 0; i < ARRAY_SIZE (cases); i++)
@@ -533,6 +534,43 @@ test_parse_then_json (void)
   return 0;
 }
 
+/* --net: specs accumulate into {"allow", "deny"}; none empties both. */
+static int
+test_net (void)
+{
+  struct sbx_cli_opts o;
+  sbx_error_t *err = NULL;
+  int usage;
+  char *s;
+
+  CHECK (PARSE (ALL, &o, &usage, &err, "--net", "allow:pypi.org,files.pythonhosted.org",
+                "--net=deny:10.0.0.0/8", "--net", "all", "cmd")
+         == 6);
+  s = json_dumps (o.network, JSON_COMPACT | JSON_SORT_KEYS);
+  CHECK_STR (s, "{\"allow\":[\"pypi.org\",\"files.pythonhosted.org\",\"*\"],"
+                "\"deny\":[\"10.0.0.0/8\"]}");
+  free (s);
+  sbx_cli_opts_clear (&o);
+  CHECK (PARSE (ALL, &o, &usage, &err, "--net", "all", "--net", "none", "cmd") == 5);
+  s = json_dumps (o.network, JSON_COMPACT | JSON_SORT_KEYS);
+  CHECK_STR (s, "{\"allow\":[],\"deny\":[]}");
+  free (s);
+  sbx_cli_opts_clear (&o);
+  {
+    static const char *const bad[] = {"some", "allow:", "allow:a,,b", "deny:a,", "ALL", ""};
+    for (size_t i = 0; i < ARRAY_SIZE (bad); i++)
+      {
+        CHECK (PARSE (ALL, &o, &usage, &err, "--net", bad[i], "cmd") == -1);
+        CHECK (usage == 0);
+        CHECK (strstr (err->msg, "--net") != NULL);
+        sbx_error_free (err);
+        err = NULL;
+        sbx_cli_opts_clear (&o);
+      }
+  }
+  return 0;
+}
+
 int
 main (void)
 {
@@ -549,5 +587,6 @@ main (void)
   RUN (test_fresh_state);
   RUN (test_json_values);
   RUN (test_parse_then_json);
+  RUN (test_net);
   return tap_done ();
 }

@@ -98,6 +98,12 @@ int init_connect_timeout_ms (void);
 /* A new daemon (ATTACH): connects for the old one are dropped. */
 void init_connect_drop_all (void);
 
+/* egress.c: the proxy listener on 127.0.0.1:SBX_EGRESS_PORT (SBX_MSG_EGRESS). */
+void init_egress_listen (void);
+/* Fill pfd (room for 1) when the listener should be polled; returns 0 or 1. */
+int init_egress_pollfds (struct pollfd *pfd);
+void init_egress_after_poll (const struct pollfd *pfd, int n);
+
 /* procs.c: what init started, until the daemon releases it. */
 struct init_proc
 {

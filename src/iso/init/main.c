@@ -110,21 +110,24 @@ serve (int sigfd)
 {
   for (;;)
     {
-      struct pollfd pfd[3 + SBX_CONNECT_MAX] = {
+      struct pollfd pfd[3 + SBX_CONNECT_MAX + 1] = {
           {SBX_CTL_FD, POLLIN, 0}, {sigfd, POLLIN, 0}, {deadline_fd, POLLIN, 0}};
-      int fds[SBX_INIT_MAX_FDS], nfds, i, nconn;
+      int fds[SBX_INIT_MAX_FDS], nfds, i, nconn, negress;
 
       if (init_events_pending ())
         pfd[0].events |= POLLOUT;
       /* Connects for the port proxy (connect.c), each with a deadline. */
       nconn = init_connect_pollfds (pfd + 3);
-      if (poll (pfd, (nfds_t) (3 + nconn), init_connect_timeout_ms ()) < 0)
+      /* The egress listener (egress.c), last. */
+      negress = init_egress_pollfds (pfd + 3 + nconn);
+      if (poll (pfd, (nfds_t) (3 + nconn + negress), init_connect_timeout_ms ()) < 0)
         {
           if (errno == EINTR)
             continue;
           init_protocol_violation ();
         }
       init_connect_after_poll (pfd + 3, nconn);
+      init_egress_after_poll (pfd + 3 + nconn, negress);
       if (pfd[2].revents & POLLIN)
         {
           /* The sandbox outlived its lifetime and no daemon ended it (none
@@ -239,6 +242,7 @@ init_sandbox_main (void)
   cfg = receive_config (&plan, &filter, &filter_len);
   init_build_root (cfg, plan, &root_fd, &disk_fd);
   init_setup_network ();
+  init_egress_listen ();
   init_set_hostname (cfg->hostname);
   /* The daemon put us in our cgroup before we ran; a cgroup namespace
      rooted there hides the host's cgroup paths from /proc/self/cgroup. */

@@ -1,0 +1,737 @@
+/* sbx: the egress process: one thread per sandbox connection.
+ *
+ * Reads packets from the front end (egress/wire.h), each a connection a
+ * sandbox opened to its proxy address plus the policy to judge it by. The
+ * thread reads the request head (bounded in bytes and time), decides by
+ * the policy, resolves the name itself, refuses special addresses after
+ * resolution (so a name that resolves to 127.0.0.1 or the metadata
+ * service is caught, and the address checked is the one connected to:
+ * no second lookup a rebinding DNS server could answer differently),
+ * connects, and relays bytes both ways until either side closes or the
+ * connection is idle too long. Per sandbox: connections at once and bytes
+ * over the process's life are bounded; in all, connections at once.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "egress/egress.h"
+#include "egress/wire.h"
+#include "util/log.h"
+
+#define HEAD_TIMEOUT_MS 30000
+#define CONNECT_TIMEOUT_MS 10000
+#define MAX_SANDBOXES 4096
+#define RELAY_CHUNK 65536 /* per connection: 1024 of them hold 64 MiB */
+
+static struct sbx_egress_opts opts;
+
+struct sandbox_stats
+{
+  char id[SBX_EGRESS_ID_MAX];
+  unsigned conns;
+  uint64_t bytes;
+  int reported; /* the byte limit was logged */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sandbox_stats *stats;
+static unsigned nstats, total_conns;
+
+static int channel_fd = -1;
+static uint64_t reports_dropped;
+
+struct conn
+{
+  int client, upstream;
+  struct sandbox_stats *sb;
+  /* For the report (wire.h). */
+  char host[256];
+  uint16_t port;
+  int status, allowed;
+  char reason[192];
+  uint64_t bytes_out, bytes_in;
+  struct sbx_net_policy policy;
+  char *head;      /* what was read from the client */
+  size_t head_len; /* bytes in head, the request and maybe more */
+};
+
+void
+sbx_egress_opts_defaults (struct sbx_egress_opts *o)
+{
+  memset (o, 0, sizeof *o);
+  o->max_conns = 64;
+  o->max_total = 1024;
+  o->idle_ms = 300 * 1000;
+  o->max_bytes = 0;
+}
+
+static int64_t
+now_ms (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The entry of sandbox id, counted as one more connection; NULL when a
+   limit says no (why set). */
+static struct sandbox_stats *
+acquire (const char *id, const char **why)
+{
+  struct sandbox_stats *s = NULL;
+  unsigned i;
+
+  pthread_mutex_lock (&lock);
+  for (i = 0; i < nstats && s == NULL; i++)
+    if (strcmp (stats[i].id, id) == 0)
+      s = &stats[i];
+  if (s == NULL)
+    {
+      if (nstats == MAX_SANDBOXES)
+        {
+          /* Forget a sandbox with nothing open (its byte count goes). */
+          for (i = 0; i < nstats; i++)
+            if (stats[i].conns == 0)
+              {
+                stats[i] = stats[--nstats];
+                break;
+              }
+        }
+      if (nstats < MAX_SANDBOXES)
+        {
+          s = &stats[nstats++];
+          memset (s, 0, sizeof *s);
+          memcpy (s->id, id, sizeof s->id);
+        }
+    }
+  *why = NULL;
+  if (s == NULL || total_conns >= opts.max_total)
+    *why = "the daemon has too many egress connections open";
+  else if (s->conns >= opts.max_conns)
+    *why = "this sandbox has too many egress connections open";
+  else if (opts.max_bytes && s->bytes >= opts.max_bytes)
+    *why = "this sandbox has used up its egress byte allowance";
+  if (*why == NULL)
+    {
+      s->conns++;
+      total_conns++;
+    }
+  pthread_mutex_unlock (&lock);
+  return *why ? NULL : s;
+}
+
+static void
+release (struct sandbox_stats *s)
+{
+  pthread_mutex_lock (&lock);
+  s->conns--;
+  total_conns--;
+  pthread_mutex_unlock (&lock);
+}
+
+/* Count n more bytes; 0 when the sandbox is now over its allowance. */
+static int
+count_bytes (struct sandbox_stats *s, size_t n)
+{
+  int ok;
+
+  pthread_mutex_lock (&lock);
+  s->bytes += n;
+  ok = opts.max_bytes == 0 || s->bytes <= opts.max_bytes;
+  if (!ok && !s->reported)
+    {
+      s->reported = 1;
+      sbx_warn ("sandbox %s: egress byte allowance (%llu bytes) used up; its connections are"
+                " closed", s->id, (unsigned long long) opts.max_bytes);
+    }
+  pthread_mutex_unlock (&lock);
+  return ok;
+}
+
+/* The audit record of one connection, to the front end (wire.h). */
+static void
+report (const char *sandbox, const char *host, unsigned port, int status, int allowed,
+        const char *reason, uint64_t out, uint64_t in)
+{
+  struct sbx_egress_report r;
+  uint64_t dropped;
+
+  memset (&r, 0, sizeof r);
+  r.type = SBX_EGRESS_MSG_REPORT;
+  r.len = sizeof r;
+  snprintf (r.sandbox, sizeof r.sandbox, "%s", sandbox);
+  snprintf (r.host, sizeof r.host, "%s", host);
+  snprintf (r.reason, sizeof r.reason, "%s", reason);
+  r.port = port;
+  r.status = (uint32_t) status;
+  r.allowed = allowed ? 1 : 0;
+  r.bytes_out = out;
+  r.bytes_in = in;
+  if (send (channel_fd, &r, sizeof r, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t) sizeof r)
+    return;
+  dropped = __atomic_add_fetch (&reports_dropped, 1, __ATOMIC_RELAXED);
+  if ((dropped & (dropped - 1)) == 0)
+    sbx_warn ("egress: %llu audit reports dropped (the front end does not read them)",
+              (unsigned long long) dropped);
+}
+
+/* Write all of buf, waiting at most timeout_ms for room each time. */
+static int
+write_all (int fd, const void *buf, size_t n, int timeout_ms)
+{
+  const char *p = buf;
+
+  while (n > 0)
+    {
+      ssize_t w = send (fd, p, n, MSG_NOSIGNAL);
+      if (w > 0)
+        {
+          p += w;
+          n -= (size_t) w;
+          continue;
+        }
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0 && errno == EAGAIN)
+        {
+          struct pollfd pfd = {fd, POLLOUT, 0};
+          if (poll (&pfd, 1, timeout_ms) <= 0)
+            return -1;
+          continue;
+        }
+      return -1;
+    }
+  return 0;
+}
+
+/* After an error answer: stop writing and read what the client still
+   sends (a bounded amount, briefly), so closing does not reset the
+   connection before the client has read the answer. */
+static void
+linger (int fd)
+{
+  char buf[4096];
+  size_t total = 0;
+  int64_t deadline = now_ms () + 1000;
+
+  shutdown (fd, SHUT_WR);
+  while (total < 256 * 1024)
+    {
+      struct pollfd pfd = {fd, POLLIN, 0};
+      int64_t left = deadline - now_ms ();
+      ssize_t n;
+      if (left <= 0 || poll (&pfd, 1, (int) left) <= 0)
+        return;
+      n = recv (fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n <= 0)
+        return;
+      total += (size_t) n;
+    }
+}
+
+static void
+answer (int fd, int status, const char *reason, const char *text)
+{
+  char buf[1024];
+  int body, n;
+
+  body = (int) strlen (text) + 1;
+  n = snprintf (buf, sizeof buf,
+                "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                "Content-Length: %d\r\nConnection: close\r\n\r\n%s\n",
+                status, reason, body, text);
+  if (n > 0 && (size_t) n < sizeof buf)
+    write_all (fd, buf, (size_t) n, 1000);
+  linger (fd);
+}
+
+/* answer, remembered for the report. */
+static void
+respond (struct conn *c, int status, const char *phrase, const char *text)
+{
+  c->status = status;
+  snprintf (c->reason, sizeof c->reason, "%s", strncmp (text, "sbx: ", 5) == 0 ? text + 5 : text);
+  answer (c->client, status, phrase, text);
+}
+
+/* The same from the thread that reads the channel, which must not wait
+   on a sandbox: what the client sent so far is read (so that closing does
+   not reset the connection under the answer), the answer goes into the
+   fresh socket's buffer without waiting, and the connection is closed. */
+static void
+refuse_now (int fd, const char *text)
+{
+  char buf[1024];
+  int body = (int) strlen (text) + 1, n, i;
+
+  for (i = 0; i < 16 && recv (fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
+    ;
+  n = snprintf (buf, sizeof buf,
+                "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                "Content-Length: %d\r\nConnection: close\r\n\r\n%s\n",
+                body, text);
+  if (n > 0 && (size_t) n < sizeof buf && send (fd, buf, (size_t) n, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+    shutdown (fd, SHUT_WR);
+  for (i = 0; i < 16 && recv (fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
+    ;
+  close (fd);
+}
+
+/* Read until the end of the head (CRLF CRLF). Returns the head's length,
+   0 when the client went away, -1 too large, -2 too slow. */
+static ssize_t
+read_head (struct conn *c)
+{
+  int64_t deadline = now_ms () + HEAD_TIMEOUT_MS;
+  char *end;
+
+  c->head = malloc (SBX_EGRESS_HEAD_MAX + 1);
+  if (c->head == NULL)
+    return 0;
+  c->head_len = 0;
+  for (;;)
+    {
+      struct pollfd pfd = {c->client, POLLIN, 0};
+      int64_t left = deadline - now_ms ();
+      ssize_t n;
+
+      if (left <= 0)
+        return -2;
+      if (poll (&pfd, 1, (int) left) <= 0)
+        continue;
+      n = recv (c->client, c->head + c->head_len, SBX_EGRESS_HEAD_MAX - c->head_len, 0);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        continue;
+      if (n <= 0)
+        return 0;
+      c->head_len += (size_t) n;
+      c->head[c->head_len] = '\0';
+      end = memmem (c->head, c->head_len, "\r\n\r\n", 4);
+      if (end != NULL)
+        return end + 4 - c->head;
+      if (c->head_len == SBX_EGRESS_HEAD_MAX)
+        return -1;
+    }
+}
+
+/* Connect to a (non-blocking), within CONNECT_TIMEOUT_MS. fd or -errno. */
+static int
+dial (const struct addrinfo *a)
+{
+  struct pollfd pfd;
+  int fd, soerr = 0;
+  socklen_t sl = sizeof soerr;
+
+  fd = socket (a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  if (connect (fd, a->ai_addr, a->ai_addrlen) == 0)
+    return fd;
+  if (errno != EINPROGRESS)
+    {
+      int e = errno;
+      close (fd);
+      return -e;
+    }
+  pfd.fd = fd;
+  pfd.events = POLLOUT;
+  pfd.revents = 0;
+  if (poll (&pfd, 1, CONNECT_TIMEOUT_MS) <= 0)
+    {
+      close (fd);
+      return -ETIMEDOUT;
+    }
+  if (getsockopt (fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+    soerr = errno;
+  if (soerr != 0)
+    {
+      close (fd);
+      return -soerr;
+    }
+  return fd;
+}
+
+static void
+to_addr (const struct addrinfo *a, struct sbx_net_addr *out)
+{
+  memset (out, 0, sizeof *out);
+  out->family = a->ai_family;
+  if (a->ai_family == AF_INET)
+    memcpy (out->bytes, &((const struct sockaddr_in *) a->ai_addr)->sin_addr, 4);
+  else
+    memcpy (out->bytes, &((const struct sockaddr_in6 *) a->ai_addr)->sin6_addr, 16);
+}
+
+/* Decide, resolve, check, connect: the upstream fd, or -1 after answering
+   the client. */
+static int
+open_upstream (struct conn *c, const struct sbx_egress_req *r)
+{
+  char name[SBX_NET_NAME_MAX + 1], text[600], shown[300], a_text[INET6_ADDRSTRLEN];
+  char special_seen[INET6_ADDRSTRLEN + 40] = "";
+  struct sbx_net_addr lit;
+  struct addrinfo hints, *res = NULL, *a;
+  char port[8];
+  int kind, fd = -1, last_err = 0, gai, tried = 0;
+  const char *host_for_policy;
+
+  kind = sbx_net_host_parse (r->host, strlen (r->host), name, &lit);
+  if (kind < 0)
+    {
+      respond (c, 400, "Bad Request", "sbx: the host is not a valid name or address");
+      return -1;
+    }
+  if (kind == 1 && lit.family == AF_INET6)
+    snprintf (shown, sizeof shown, "[%s]:%u", r->host, (unsigned) r->port);
+  else
+    snprintf (shown, sizeof shown, "%s:%u", kind == 1 ? r->host : name, (unsigned) r->port);
+  host_for_policy = kind == 0 ? name : NULL;
+  snprintf (c->host, sizeof c->host, "%s", kind == 0 ? name : r->host);
+  c->port = r->port;
+  if (kind == 0 && sbx_net_precheck (&c->policy, name, r->port) == SBX_NET_DENY)
+    goto denied;
+  snprintf (port, sizeof port, "%u", (unsigned) r->port);
+  memset (&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (kind == 1 ? AI_NUMERICHOST : 0);
+  gai = getaddrinfo (kind == 1 ? r->host : name, port, &hints, &res);
+  if (gai != 0)
+    {
+      /* A name no entry allows by itself (only address entries could have
+         let it through) is refused as such, not reported as a DNS error. */
+      if (kind == 0 && sbx_net_decide (&c->policy, name, r->port, NULL) != SBX_NET_ALLOW)
+        goto denied;
+      snprintf (text, sizeof text, "sbx: cannot resolve %s: %s", shown, gai_strerror (gai));
+      respond (c, 502, "Bad Gateway", text);
+      return -1;
+    }
+  for (a = res; a != NULL; a = a->ai_next)
+    {
+      struct sbx_net_addr addr;
+      const char *special;
+
+      if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
+        continue;
+      to_addr (a, &addr);
+      special = sbx_net_addr_special (&addr);
+      if (special != NULL && !opts.allow_private)
+        {
+          sbx_net_addr_format (&addr, a_text, sizeof a_text);
+          snprintf (special_seen, sizeof special_seen, "%s (%s)", a_text, special);
+          continue;
+        }
+      if (sbx_net_decide (&c->policy, host_for_policy, r->port, &addr) != SBX_NET_ALLOW)
+        continue;
+      tried = 1;
+      fd = dial (a);
+      if (fd >= 0)
+        break;
+      last_err = -fd;
+    }
+  freeaddrinfo (res);
+  c->allowed = tried;
+  if (fd >= 0)
+    return fd;
+  if (tried)
+    {
+      snprintf (text, sizeof text, "sbx: cannot connect to %s: %s", shown, strerror (last_err));
+      if (last_err == ETIMEDOUT)
+        respond (c, 504, "Gateway Timeout", text);
+      else
+        respond (c, 502, "Bad Gateway", text);
+      return -1;
+    }
+  if (special_seen[0])
+    {
+      snprintf (text, sizeof text,
+                "sbx: egress to %s is not allowed: it resolves to a non-public address %s",
+                shown, special_seen);
+      respond (c, 403, "Forbidden", text);
+      return -1;
+    }
+denied:
+  snprintf (text, sizeof text, "sbx: egress to %s is not allowed by this sandbox's policy",
+            shown);
+  respond (c, 403, "Forbidden", text);
+  return -1;
+}
+
+/* Bytes both ways until both are done, an error, the idle limit, or the
+   byte allowance. */
+static void
+relay (struct conn *c)
+{
+  char *buf = malloc (RELAY_CHUNK);
+  int open_in = 1, open_out = 1; /* client->upstream, upstream->client */
+
+  if (buf == NULL)
+    return;
+  while (open_in || open_out)
+    {
+      struct pollfd pfd[2] = {{c->client, open_in ? POLLIN : 0, 0},
+                              {c->upstream, open_out ? POLLIN : 0, 0}};
+      int r = poll (pfd, 2, (int) opts.idle_ms), i;
+
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        break; /* idle */
+      for (i = 0; i < 2; i++)
+        {
+          int from = i == 0 ? c->client : c->upstream, to = i == 0 ? c->upstream : c->client;
+          ssize_t n;
+          if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+          n = recv (from, buf, RELAY_CHUNK, MSG_DONTWAIT);
+          if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+          if (n <= 0)
+            {
+              /* Half-close: the other side sees the end, may answer. */
+              shutdown (to, SHUT_WR);
+              if (i == 0)
+                open_in = 0;
+              else
+                open_out = 0;
+              if (n < 0)
+                goto out;
+              continue;
+            }
+          if (i == 0)
+            c->bytes_out += (uint64_t) n;
+          else
+            c->bytes_in += (uint64_t) n;
+          if (!count_bytes (c->sb, (size_t) n)
+              || write_all (to, buf, (size_t) n, (int) opts.idle_ms) < 0)
+            goto out;
+        }
+    }
+out:
+  free (buf);
+}
+
+static void *
+serve (void *arg)
+{
+  struct conn *c = arg;
+  struct sbx_egress_req r;
+  char why[200], text[300];
+  ssize_t hl;
+
+  memset (&r, 0, sizeof r);
+  hl = read_head (c);
+  if (hl == -1)
+    respond (c, 400, "Bad Request", "sbx: the request head is too large");
+  else if (hl == -2)
+    respond (c, 408, "Request Timeout", "sbx: the request head did not come in time");
+  if (hl <= 0)
+    goto done;
+  if (sbx_egress_parse (c->head, (size_t) hl, &r, why, sizeof why) < 0)
+    {
+      snprintf (text, sizeof text, "sbx: bad proxy request: %s", why);
+      respond (c, 400, "Bad Request", text);
+      goto done;
+    }
+  c->upstream = open_upstream (c, &r);
+  if (c->upstream >= 0)
+    {
+      int ok;
+      c->status = 200;
+      if (r.method == SBX_EGRESS_CONNECT)
+        {
+          static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+          ok = write_all (c->client, established, sizeof established - 1, 10000) == 0;
+        }
+      else
+        {
+          c->bytes_out += r.head_len;
+          ok = count_bytes (c->sb, r.head_len)
+               && write_all (c->upstream, r.head, r.head_len, (int) opts.idle_ms) == 0;
+        }
+      /* What the client sent after the head (a body, a TLS hello). */
+      if (ok && c->head_len > (size_t) hl)
+        {
+          c->bytes_out += c->head_len - (size_t) hl;
+          ok = count_bytes (c->sb, c->head_len - (size_t) hl)
+               && write_all (c->upstream, c->head + hl, c->head_len - (size_t) hl,
+                             (int) opts.idle_ms) == 0;
+        }
+      if (ok)
+        relay (c);
+    }
+  free (r.head);
+done:
+  /* A connection that never sent a request attempted nothing. */
+  if (c->status != 0)
+    report (c->sb->id, c->host, c->port, c->status, c->allowed, c->reason, c->bytes_out,
+            c->bytes_in);
+  if (c->upstream >= 0)
+    close (c->upstream);
+  close (c->client);
+  release (c->sb);
+  sbx_net_policy_free (&c->policy);
+  free (c->head);
+  free (c);
+  return NULL;
+}
+
+/* Rebuild the policy a packet carries; -1 when it is malformed. */
+static int
+policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p)
+{
+  const char *s = (const char *) (m + 1), *end = s + m->strings_len;
+  const char *items[2 * SBX_NET_MAX_ENTRIES];
+  size_t count = (size_t) m->nallow + m->ndeny, i;
+  sbx_error_t *err = NULL;
+
+  if (m->nallow > SBX_NET_MAX_ENTRIES || m->ndeny > SBX_NET_MAX_ENTRIES
+      || sizeof *m + (size_t) m->strings_len != n || m->reserved != 0)
+    return -1;
+  for (i = 0; i < count; i++)
+    {
+      const char *z = s < end ? memchr (s, '\0', (size_t) (end - s)) : NULL;
+      if (z == NULL)
+        return -1;
+      items[i] = s;
+      s = z + 1;
+    }
+  if (s != end)
+    return -1;
+  if (sbx_net_policy_build (p, items, m->nallow, items + m->nallow, m->ndeny, &err) < 0)
+    {
+      sbx_error_free (err);
+      return -1;
+    }
+  return 0;
+}
+
+static void
+accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
+{
+  struct conn *c;
+  const char *why;
+  pthread_attr_t attr;
+  pthread_t t;
+
+  if (n < sizeof *m || m->type != SBX_EGRESS_MSG_CONN || m->len != n
+      || memchr (m->sandbox, '\0', sizeof m->sandbox) == NULL || m->sandbox[0] == '\0')
+    {
+      sbx_warn ("egress: a malformed packet from the front end");
+      close (fd);
+      return;
+    }
+  c = calloc (1, sizeof *c);
+  if (c == NULL)
+    {
+      close (fd);
+      return;
+    }
+  c->client = fd;
+  c->upstream = -1;
+  if (policy_from (m, n, &c->policy) < 0)
+    {
+      sbx_warn ("egress: a malformed policy for sandbox %s", m->sandbox);
+      close (fd);
+      free (c);
+      return;
+    }
+  c->sb = acquire (m->sandbox, &why);
+  if (c->sb == NULL)
+    {
+      char text[200];
+      snprintf (text, sizeof text, "sbx: %s", why);
+      refuse_now (fd, text);
+      report (m->sandbox, "", 0, 429, 0, why, 0, 0);
+      sbx_net_policy_free (&c->policy);
+      free (c);
+      return;
+    }
+  pthread_attr_init (&attr);
+  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize (&attr, 256 * 1024);
+  if (pthread_create (&t, &attr, serve, c) != 0)
+    {
+      refuse_now (fd, "sbx: the egress proxy is out of threads");
+      report (m->sandbox, "", 0, 429, 0, "the egress proxy is out of threads", 0, 0);
+      release (c->sb);
+      sbx_net_policy_free (&c->policy);
+      free (c);
+    }
+  pthread_attr_destroy (&attr);
+}
+
+int
+sbx_egress_main (const struct sbx_egress_opts *o, int channel, uid_t uid, gid_t gid)
+{
+  static unsigned char packet[SBX_EGRESS_MSG_MAX] __attribute__ ((aligned (8)));
+  sbx_error_t *err = NULL;
+  sigset_t mask;
+
+  opts = *o;
+  channel_fd = channel;
+  signal (SIGPIPE, SIG_IGN);
+  /* SIGTERM ends us at once (nothing to save); the parent's death too. */
+  sigemptyset (&mask);
+  pthread_sigmask (SIG_SETMASK, &mask, NULL);
+  stats = calloc (MAX_SANDBOXES, sizeof *stats);
+  if (stats == NULL || sbx_egress_drop (uid, gid, &err) < 0)
+    {
+      fprintf (stderr, "sbx egress: %s\n", err ? err->msg : "out of memory");
+      sbx_error_free (err);
+      return 1;
+    }
+  if (opts.allow_private)
+    sbx_warn ("egress proxy: private and loopback destinations are ALLOWED"
+              " (--egress-allow-private: tests only)");
+  else
+    sbx_debug ("egress proxy ready");
+  for (;;)
+    {
+      char cbuf[CMSG_SPACE (sizeof (int) * 4)];
+      struct iovec iov = {packet, sizeof packet};
+      struct msghdr mh;
+      struct cmsghdr *cm;
+      int fds[4], nfds = 0, i;
+      ssize_t n;
+
+      memset (&mh, 0, sizeof mh);
+      mh.msg_iov = &iov;
+      mh.msg_iovlen = 1;
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof cbuf;
+      n = recvmsg (channel, &mh, MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      for (cm = CMSG_FIRSTHDR (&mh); cm != NULL; cm = CMSG_NXTHDR (&mh, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+          {
+            size_t k = (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int);
+            for (i = 0; i < (int) k && nfds < 4; i++)
+              memcpy (&fds[nfds++], CMSG_DATA (cm) + i * sizeof (int), sizeof (int));
+          }
+      if (nfds != 1 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+        {
+          for (i = 0; i < nfds; i++)
+            close (fds[i]);
+          sbx_warn ("egress: a packet without exactly one descriptor");
+          continue;
+        }
+      accept_packet ((const struct sbx_egress_conn *) packet, (size_t) n, fds[0]);
+    }
+  return 0;
+}
