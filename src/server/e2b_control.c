@@ -456,6 +456,13 @@ compare_listed (const void *a, const void *b)
 }
 
 static int
+template_is (json_t *native, const char *name)
+{
+  const char *t = json_string_value (json_object_get (native, "template"));
+  return t != NULL && strcmp (t, name) == 0;
+}
+
+static int
 after_token (json_t *native, int64_t started, const char *id, int desc)
 {
   int64_t s = started_s (native);
@@ -535,7 +542,7 @@ sbx_route_e2b_list (struct sbx_req *r)
   for (i = 0; i < n && (long) count < limit; i++)
     {
       native = sorted[desc ? n - 1 - i : i];
-      if (q_template && !json_equal (json_object_get (native, "template"), json_string (q_template)))
+      if (q_template && !template_is (native, q_template))
         continue;
       if (token_id[0] && !after_token (native, token_started, token_id, desc))
         continue;
@@ -548,7 +555,7 @@ sbx_route_e2b_list (struct sbx_req *r)
           for (j = i + 1; j < n; j++)
             {
               json_t *rest = sorted[desc ? n - 1 - j : j];
-              if (!q_template || json_equal (json_object_get (rest, "template"), json_string (q_template)))
+              if (!q_template || template_is (rest, q_template))
                 {
                   snprintf (next, sizeof next, "%lld.%s", (long long) started_s (native),
                             json_string_value (json_object_get (native, "id")));

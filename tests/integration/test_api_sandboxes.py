@@ -27,7 +27,9 @@ class SandboxCreate(DaemonTest):
         self.assertEqual(r.headers.get("Content-Type"), "application/json")
         sb = r.json()
         self.assertEqual(set(sb), {"id", "tenant", "template", "state", "user", "created_at",
-                                   "expires_at", "timeout", "limits", "env", "metadata"})
+                                   "expires_at", "timeout", "limits", "env", "metadata",
+                                   "network"})
+        self.assertEqual(sb["network"], {"allow": [], "deny": []})  # no network by default
         self.assertRegex(sb["id"], r"^[a-z0-9]{20}$")
         self.assertEqual(sb["tenant"], "default")
         self.assertEqual(sb["template"], "base")

@@ -448,6 +448,11 @@ class E2BWire(DaemonTest):
                   "nextToken=zzz", "metadata=a%3D%25zz"):
             st, _, data = self.request("GET", "/v2/sandboxes?" + q, headers=h)
             self.assertEqual(st, 400, (q, data))
+        mine = self.new_sandbox()["sandboxID"]
+        st, _, data = self.request("GET", "/v2/sandboxes?template=base&limit=1000", headers=h)
+        self.assertIn(mine, [s["sandboxID"] for s in json.loads(data)])
+        st, _, data = self.request("GET", "/v2/sandboxes?template=code-interpreter-v1", headers=h)
+        self.assertNotIn(mine, [s["sandboxID"] for s in json.loads(data)])
         st, _, data = self.request("GET", "/sandboxes/" + "a" * 20, headers=h)
         self.assertEqual(st, 404, data)
         st, _, data = self.request("POST", "/sandboxes/%s/timeout" % ("a" * 20), b'{"timeout":10}', h)

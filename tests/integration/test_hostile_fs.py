@@ -32,6 +32,7 @@ Observed errnos, and why each is that one:
 """
 import json
 import os
+import re
 import unittest
 
 from harness import DaemonTest
@@ -455,9 +456,11 @@ class LeakedFds(DaemonTest):
         # stdio (/dev/null), its control socket and the daemon's end of it
         # (kept so that the sandbox outlives a daemon restart), its
         # signalfd and deadline timer, O_PATH fds of the sandbox's own root
-        # and disk (for a daemon that re-adopts it), and the daemon's ends
-        # of each command's output pipes; nothing of the daemon's (state
-        # dir, database, cgroup dirs, the init memfd, host paths).
+        # and disk (for a daemon that re-adopts it), its egress listener
+        # (127.0.0.1:3128 in the sandbox's own network namespace, docs/
+        # egress.md), and the daemon's ends of each command's output pipes;
+        # nothing of the daemon's (state dir, database, cgroup dirs, the
+        # init memfd, host paths).
         r = self.d.api("POST", "/v1/sandboxes/%s/processes" % self.sid,
                        {"argv": ["sleep", "1000"]})
         self.assertEqual(r.status, 201, r)
@@ -472,20 +475,27 @@ class LeakedFds(DaemonTest):
 
         def settled(f):
             # init closes the command's own stdio ends just after the spawn
-            return f if len(f) == 11 else None
+            return f if len(f) == 12 else None
         try:
             got = wait_until(lambda: settled(fds(init)), timeout=10, what="init's fds to settle")
         except AssertionError:
             got = fds(init)
-        self.assertEqual(sorted(got)[:9], list(range(9)), got)
-        self.assertEqual(len(got), 11, got)
+        self.assertEqual(sorted(got)[:10], list(range(10)), got)
+        self.assertEqual(len(got), 12, got)
         self.assertEqual([got[i] for i in (0, 1, 2)], ["/dev/null"] * 3)
         self.assertRegex(got[3], r"^socket:\[\d+\]$")
         self.assertRegex(got[4], r"^socket:\[\d+\]$")
         self.assertEqual(got[5], "anon_inode:[signalfd]")
         self.assertEqual(got[6], "anon_inode:[timerfd]")
         self.assertEqual((got[7], got[8]), ("/", "/"))  # the sandbox's root and disk
-        pipes = sorted(v for k, v in got.items() if k > 8)
+        # fd 9: a TCP socket listening on 127.0.0.1:3128, in init's own
+        # network namespace (its /proc/PID/net/tcp), nowhere else.
+        inode = re.match(r"^socket:\[(\d+)\]$", got[9]).group(1)
+        with open("/proc/%d/net/tcp" % init) as f:
+            rows = [line.split() for line in f.readlines()[1:]]
+        mine = [r for r in rows if r[9] == inode]
+        self.assertEqual([(r[1], r[3]) for r in mine], [("0100007F:0C38", "0A")], got)
+        pipes = sorted(v for k, v in got.items() if k > 9)
         self.assertEqual(len(pipes), 2)
         for p in pipes:
             self.assertRegex(p, r"^pipe:\[\d+\]$")

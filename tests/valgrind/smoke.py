@@ -94,7 +94,7 @@ def e2b_paths(d, key):
     unary = dict(envd, **{"Content-Type": "application/json"})
     stream = dict(envd, **{"Content-Type": "application/connect+json"})
     expect("get", req("GET", "/sandboxes/" + sid, headers=api), 200)
-    expect("list", req("GET", "/v2/sandboxes?metadata=vg%3D1&limit=1&state=running", headers=api), 200)
+    expect("list", req("GET", "/v2/sandboxes?metadata=vg%3D1&limit=1&state=running&template=base", headers=api), 200)
     expect("timeout", req("POST", "/sandboxes/%s/timeout" % sid, b'{"timeout":100}', api), 204)
     expect("connect", req("POST", "/v2/sandboxes/%s/connect" % sid, b'{"timeout":200}', api), 200)
     expect("metrics", req("GET", "/sandboxes/%s/metrics" % sid, headers=api), 200)
