@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "egress/egress.h"
+#include "priv/drop.h"
 #include "util/cleanup.h"
 #include "util/landlock.h"
 #include "util/log.h"
@@ -219,10 +220,8 @@ apply_landlock (sbx_error_t **err)
 int
 sbx_egress_drop (uid_t uid, gid_t gid, sbx_error_t **err)
 {
-  pid_t parent = getppid ();
   struct addrinfo hints, *res = NULL;
   long abi;
-  int cap;
 
   if (uid == 0 || gid == 0)
     return sbx_err (err, SBX_E_INVALID, "the egress process must not run as root");
@@ -232,29 +231,8 @@ sbx_egress_drop (uid_t uid, gid_t gid, sbx_error_t **err)
   hints.ai_socktype = SOCK_STREAM;
   if (getaddrinfo ("localhost", "80", &hints, &res) == 0)
     freeaddrinfo (res);
-  for (cap = 0; cap <= CAP_LAST_CAP; cap++)
-    if (prctl (PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-      return sbx_err_sys (err, errno, "drop capability %d from the bounding set", cap);
-  if (prctl (PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-    return sbx_err_sys (err, errno, "clear ambient capabilities");
-  if (setgroups (0, NULL) < 0 || setresgid (gid, gid, gid) < 0)
-    return sbx_err_sys (err, errno, "setresgid %u", (unsigned) gid);
-  if (prctl (PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0 || setresuid (uid, uid, uid) < 0)
-    return sbx_err_sys (err, errno, "setresuid %u", (unsigned) uid);
-  if (setresuid (0, 0, 0) == 0)
-    return sbx_err (err, SBX_E_SYSTEM, "could regain root after dropping it");
-  if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    return sbx_err_sys (err, errno, "PR_SET_PDEATHSIG");
-  if (getppid () != parent)
-    return sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
-  if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-    return sbx_err_sys (err, errno, "prctl");
-#if defined(__SANITIZE_ADDRESS__)
-  if (prctl (PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
-#else
-  if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-#endif
-    return sbx_err_sys (err, errno, "prctl");
+  if (sbx_drop_credentials (uid, gid, err) < 0)
+    return -1;
   abi = apply_landlock (err);
   if (abi < 0)
     return -1;

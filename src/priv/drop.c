@@ -232,14 +232,11 @@ apply_landlock (const char *state_dir, sbx_error_t **err)
 }
 
 int
-sbx_priv_drop (uid_t uid, gid_t gid, const char *state_dir, sbx_error_t **err)
+sbx_drop_credentials (uid_t uid, gid_t gid, sbx_error_t **err)
 {
   pid_t parent = getppid ();
-  long abi;
   int cap;
 
-  if (uid == 0 || gid == 0)
-    return sbx_err (err, SBX_E_INVALID, "the front end must not run as root");
   /* Gone from the bounding set, no exec can bring a capability back. */
   for (cap = 0; cap <= CAP_LAST_CAP; cap++)
     if (prctl (PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
@@ -270,6 +267,18 @@ sbx_priv_drop (uid_t uid, gid_t gid, const char *state_dir, sbx_error_t **err)
   if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 #endif
     return sbx_err_sys (err, errno, "prctl");
+  return 0;
+}
+
+int
+sbx_priv_drop (uid_t uid, gid_t gid, const char *state_dir, sbx_error_t **err)
+{
+  long abi;
+
+  if (uid == 0 || gid == 0)
+    return sbx_err (err, SBX_E_INVALID, "the front end must not run as root");
+  if (sbx_drop_credentials (uid, gid, err) < 0)
+    return -1;
   abi = apply_landlock (state_dir, err);
   if (abi < 0)
     return -1;

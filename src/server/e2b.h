@@ -21,6 +21,9 @@ extern const struct sbx_route sbx_envd_routes[];
 
 /* ---- Connect protocol (e2b_connect.c) ---------------------------------- */
 
+/* A JSON string of text that need not be UTF-8 (a client's bytes in a
+   message, a file name): invalid sequences become U+FFFD. */
+json_t *sbx_e2b_text_json (const char *text);
 /* Connect's name for an sbx error kind ("not_found", ...). */
 const char *sbx_connect_code (enum sbx_error_kind kind);
 /* The HTTP status of a unary error with that code. */

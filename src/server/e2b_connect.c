@@ -73,9 +73,8 @@ sbx_connect_status (const char *code)
   return 500;
 }
 
-/* The message as a JSON string: it may quote a client's bytes. */
-static json_t *
-message_json (const char *msg)
+json_t *
+sbx_e2b_text_json (const char *msg)
 {
   json_t *m = json_string (msg);
   struct sbx_buf b = SBX_BUF_INIT;
@@ -94,7 +93,7 @@ sbx_connect_reply_code (struct sbx_req *r, const char *code, const char *message
   json_t *o = json_object ();
 
   json_object_set_new (o, "code", json_string (code));
-  json_object_set_new (o, "message", message_json (message));
+  json_object_set_new (o, "message", sbx_e2b_text_json (message));
   sbx_reply_json (r, sbx_connect_status (code), o);
 }
 
@@ -249,7 +248,7 @@ append_end (struct sbx_buf *out, const char *code, const char *message)
 
   if (code != NULL)
     json_object_set_new (o, "error",
-                         json_pack ("{s:s, s:o}", "code", code, "message", message_json (message)));
+                         json_pack ("{s:s, s:o}", "code", code, "message", sbx_e2b_text_json (message)));
   text = json_dumps (o, JSON_COMPACT);
   json_decref (o);
   if (text == NULL)

@@ -9,7 +9,6 @@
 
 #include "iso/fs.h"
 #include "server/e2b.h"
-#include "util/utf8.h"
 
 #define R_UNARY(name, fn) {"POST", name, SBX_BODY_RAW, 0, fn, SBX_AUTH_TOKEN}
 
@@ -186,21 +185,6 @@ id_name (uint32_t id)
   return json_string (buf);
 }
 
-/* File names need not be UTF-8; JSON strings must be. */
-static json_t *
-text_json (const char *s)
-{
-  json_t *v = json_string (s);
-  struct sbx_buf b = SBX_BUF_INIT;
-
-  if (v != NULL)
-    return v;
-  sbx_utf8_sanitize (&b, s, strlen (s), 1);
-  v = json_stringn (b.data ? b.data : "", b.len);
-  sbx_buf_free (&b);
-  return v;
-}
-
 json_t *
 sbx_e2b_entry_json (const struct sbx_fs_entry *e)
 {
@@ -209,12 +193,12 @@ sbx_e2b_entry_json (const struct sbx_fs_entry *e)
 
   permissions_string (e->mode, e->type, perms);
   snprintf (size, sizeof size, "%llu", (unsigned long long) e->size);
-  json_object_set_new (o, "name", text_json (e->name));
+  json_object_set_new (o, "name", sbx_e2b_text_json (e->name));
   json_object_set_new (o, "type", json_string (e->type == SBX_FS_DIR       ? "FILE_TYPE_DIRECTORY"
                                                : e->type == SBX_FS_SYMLINK ? "FILE_TYPE_SYMLINK"
                                                : e->type == SBX_FS_FILE    ? "FILE_TYPE_FILE"
                                                                            : "FILE_TYPE_UNSPECIFIED"));
-  json_object_set_new (o, "path", text_json (e->path));
+  json_object_set_new (o, "path", sbx_e2b_text_json (e->path));
   json_object_set_new (o, "size", json_string (size)); /* int64: a string in proto3 JSON */
   json_object_set_new (o, "mode", json_integer (e->mode));
   json_object_set_new (o, "permissions", json_string (perms));
@@ -222,7 +206,7 @@ sbx_e2b_entry_json (const struct sbx_fs_entry *e)
   json_object_set_new (o, "group", id_name (e->gid));
   json_object_set_new (o, "modifiedTime", sbx_json_time (e->mtime_sec * 1000));
   if (e->type == SBX_FS_SYMLINK)
-    json_object_set_new (o, "symlinkTarget", text_json (e->target));
+    json_object_set_new (o, "symlinkTarget", sbx_e2b_text_json (e->target));
   return o;
 }
 
