@@ -234,6 +234,11 @@ def make_shell():
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     os.environ.setdefault("MPLCONFIGDIR", "/tmp/.sbx-code/matplotlib")
     os.environ.setdefault("IPYTHONDIR", "/tmp/.sbx-code/ipython")
+    # Debian keeps matplotlib's defaults in /etc/matplotlibrc, which the
+    # sandbox's generated /etc does not have; the same file ships in /usr.
+    for rc in ("/etc/matplotlibrc", "/usr/share/matplotlib/mpl-data/matplotlibrc"):
+        if "MATPLOTLIBRC" not in os.environ and os.path.exists(rc):
+            os.environ["MATPLOTLIBRC"] = rc
     from IPython.core.displayhook import DisplayHook
     from IPython.core.displaypub import DisplayPublisher
     from IPython.core.interactiveshell import InteractiveShell
@@ -491,6 +496,10 @@ class Server:
             a.close()
             try:
                 zygote_main(b)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
             finally:
                 os._exit(1)
         b.close()

@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 
 #include "core/internal.h"
+#include "core/code.h"
 #include "core/template.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -45,10 +46,17 @@ sbx__effective_disk (const struct sbx_limits *limits)
 
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
-struct sbx_sandbox *
-sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
+int
+sbx__is_code (const struct sbx_sandbox *sb)
 {
-  const struct sbx_template *tmpl = sbx_template_find ("base");
+  return strcmp (sb->template_name, SBX_CODE_TEMPLATE) == 0;
+}
+
+struct sbx_sandbox *
+sbx__build (const struct sbx_limits *limits, int background, const char *template_name,
+            sbx_error_t **err)
+{
+  const struct sbx_template *tmpl = sbx_template_find (template_name);
   struct sbx_host_create req;
   struct sbx_sandbox *sb;
   uint32_t slot;
@@ -60,7 +68,7 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
   sb->state = SBX_SB_POOLED;
   pthread_cond_init (&sb->cond, NULL);
   sbx_random_id (sb->id, SBX_ID_LEN);
-  snprintf (sb->template_name, sizeof sb->template_name, "base");
+  snprintf (sb->template_name, sizeof sb->template_name, "%s", tmpl->name);
   sb->limits = *limits;
 
   pthread_mutex_lock (&sbx_core.lock);
@@ -202,10 +210,13 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   struct sbx_limits limits;
   uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
   const char *user = opts->user ? opts->user : "user";
+  int code = opts->template_name && strcmp (opts->template_name, SBX_CODE_TEMPLATE) == 0;
+  struct sbx_sandbox **link;
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
 
   if (sbx_template_find (opts->template_name) == NULL)
-    return sbx_err (err, SBX_E_INVALID, "unknown template `%s` (available: base)",
+    return sbx_err (err, SBX_E_INVALID,
+                    "unknown template `%s` (available: base, " SBX_CODE_TEMPLATE ")",
                     opts->template_name),
            NULL;
   if (strcmp (user, "user") != 0 && strcmp (user, "root") != 0)
@@ -228,23 +239,35 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   sbx_core.running++; /* reserved now, so parallel creates respect the cap */
   sbx_core.creating++;
-  if (sbx_core.pool)
+  if (code && !sbx_core.code_wanted)
     {
-      sb = sbx_core.pool;
-      sbx_core.pool = sb->next;
-      sb->next = NULL;
-      sb->in_pool = 0;
-      sb->refs++; /* the caller's; the pool's becomes the registry's */
-      sbx_core.pool_count--;
+      /* From now on the pool keeps one warm (pool.c). */
+      sbx_core.code_wanted = 1;
       pthread_cond_signal (&sbx_core.pool_cond);
     }
+  for (link = &sbx_core.pool; *link; link = &(*link)->next)
+    if (sbx__is_code (*link) == code)
+      {
+        sb = *link;
+        *link = sb->next;
+        sb->next = NULL;
+        sb->in_pool = 0;
+        sb->refs++; /* the caller's; the pool's becomes the registry's */
+        sbx_core.pool_count--;
+        if (code)
+          sbx_core.code_pooled--;
+        pthread_cond_signal (&sbx_core.pool_cond);
+        break;
+      }
   pthread_mutex_unlock (&sbx_core.lock);
 
   if (sb == NULL)
     {
-      sb = sbx__build (&limits, 0, err);
+      sb = sbx__build (&limits, 0, code ? SBX_CODE_TEMPLATE : "base", err);
       if (sb == NULL)
         goto fail_unreserve;
+      if (code && sbx__code_start (sb, err) < 0)
+        goto fail_discard;
     }
   else
     {
