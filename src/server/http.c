@@ -483,20 +483,6 @@ has_access_token (struct sbx_req *r)
          && CRYPTO_memcmp (t, r->sb->access_token, strlen (t)) == 0;
 }
 
-/* An API key of the sandbox's own tenant. */
-static int
-is_tenant (struct sbx_req *r)
-{
-  sbx_error_t *err = NULL;
-
-  if (authenticate (r, &err) < 0)
-    {
-      sbx_error_free (err);
-      return 0;
-    }
-  return strcmp (r->tenant, r->sb->tenant) == 0;
-}
-
 /* The traffic token, or an API key of the sandbox's own tenant. */
 static int
 may_reach_ports (struct sbx_req *r)
@@ -532,11 +518,14 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
       reply_sandbox_gone (r);
       return;
     }
-  if (r->e2b.plane == SBX_PLANE_CODE && !r->admin && !has_access_token (r) && !is_tenant (r))
+  if (r->e2b.plane == SBX_PLANE_CODE && !r->admin && !has_access_token (r)
+      && !may_reach_ports (r))
     {
       /* @e2b/code-interpreter sends the sandbox's access token
-         (X-Access-Token), as to envd; the tenant's API key does too. The
-         traffic token alone does not: it opens ports, not code. */
+         (X-Access-Token) with runCode, and the traffic token
+         (E2b-Traffic-Access-Token, which sbx always hands out) with its
+         context calls; the tenant's API key does too. Port 49999 is a
+         port: what opens ports opens it. */
       reply_error_kind (r, 401, "unauthenticated",
                         "unauthorized access, please provide a valid access token"
                         " (X-Access-Token)");
