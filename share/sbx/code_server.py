@@ -137,6 +137,8 @@ def result_obj(data, main):
             continue
         if k == "text/plain" and isinstance(v, str) and len(v) >= 2 and v[0] == v[-1] == "'":
             v = v[1:-1]
+        elif k in ("image/png", "image/jpeg") and isinstance(v, str):
+            v = "".join(v.split())  # base64 without the line breaks some formatters add
         o[key] = jsonable(v)
     if extra:
         o["extra"] = extra
