@@ -16,6 +16,7 @@
 #            from another context: a fork copies its state, copy-on-write).
 #            Server and context talk JSON lines over a socketpair; a new
 #            context's socket is passed with SCM_RIGHTS.
+import gc
 import json
 import os
 import select
@@ -306,6 +307,7 @@ def make_shell():
     return SHELL
 
 
+
 def run_cell(msg):
     global EXEC_ID
     shell = SHELL
@@ -347,49 +349,195 @@ def become_context(sock, cwd):
             os.chdir(cwd)
         except OSError:
             os.chdir(HOME)
-    FDCAP = FdCapture()
+    if FDCAP is None:
+        FDCAP = FdCapture()
     sys.stdout = OutStream("stdout")
     sys.stderr = OutStream("stderr")
     CHAN.send({"type": "ready", "pid": os.getpid()})
 
 
-def double_fork():
-    """0 in the new process (an orphan, adopted by the server), else 1."""
-    pid = os.fork()
+# A process that makes contexts (the zygote, or a context being forked)
+# forks once; it stays the parent, and a thread of it waits for that pid
+# only (never -1: the user's own subprocesses keep their statuses), then
+# tells the server how the child ended through the child's own channel.
+# Should the parent go first, the child is the server's (a subreaper).
+#
+# Forking a process of ~110 MB takes tens of ms on a small VM (page tables,
+# then the child's first copy-on-write faults), so the zygote keeps a spare:
+# a copy forked ahead of time that waits, idle, for the channel it will
+# speak on. A context that has been forked once keeps one too, made when it
+# has been idle for SPARE_IDLE_S after a run (so back-to-back runs never pay
+# for it) and dropped by its next run (its state would be stale).
+CHILD_CHAN = {}  # pid -> a copy of the child's channel end, once it has one
+SPARE = None  # (pid, socket): the spare and its activation socket
+FORK_HOT = False  # this context was forked: keep a spare of it
+SPARE_IDLE_S = 0.05
+
+
+def fork_child(chan_fd=None):
+    """os.fork() with the bookkeeping above: 0 in the child, else its pid."""
+    global SPARE, FDCAP
+    keep = os.dup(chan_fd) if chan_fd is not None else None
+    try:
+        pid = os.fork()
+    except OSError:
+        if keep is not None:
+            os.close(keep)
+        raise
     if pid == 0:
-        try:
-            if os.fork() != 0:
-                os._exit(0)
-        except BaseException:
-            os._exit(1)
+        for fd in CHILD_CHAN.values():
+            os.close(fd)
+        CHILD_CHAN.clear()
+        if keep is not None:
+            os.close(keep)
+        if SPARE is not None:
+            SPARE[1].close()
+            SPARE = None
+        if FDCAP is not None:
+            # Its thread stayed with the parent: the child makes its own.
+            for r, _ in FDCAP.pipes:
+                os.close(r)
+            FDCAP = None
         return 0
-    os.waitpid(pid, 0)
-    return 1
+    if keep is not None:
+        CHILD_CHAN[pid] = keep
+    threading.Thread(target=wait_child, args=(pid,), daemon=True).start()
+    return pid
+
+
+def wait_child(pid):
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        status = None
+    keep = CHILD_CHAN.pop(pid, None)
+    if keep is None:
+        return  # a spare that was never used
+    try:
+        os.write(keep, (json.dumps({"type": "exited", "pid": pid, "status": status}) + "\n").encode())
+    except OSError:
+        pass
+    os.close(keep)
+
+
+def make_spare(frozen):
+    """Fork the spare: 0 in it (once activated it is a context: the caller
+    goes on as one), its pid in the parent, -1 when it could not be made."""
+    global SPARE
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    if not frozen:
+        # Frozen objects are never scanned by the collector: a collection
+        # in the copy would otherwise touch every object and copy every
+        # page, undoing copy-on-write. The parent thaws at once.
+        gc.freeze()
+    try:
+        pid = fork_child()
+    except OSError:
+        pid = -1
+    if pid != 0 and not frozen:
+        gc.unfreeze()
+    if pid < 0:
+        a.close()
+        b.close()
+        return -1
+    if pid == 0:
+        a.close()
+        SPARE_SOCK[0] = b
+        return 0
+    b.close()
+    SPARE = (pid, a)
+    return pid
+
+
+SPARE_SOCK = [None]  # in a spare: its activation socket
+
+
+def spare_wait(sock):
+    """In a spare: wait to be activated, then become the context."""
+    global FDCAP
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    FDCAP = FdCapture()  # ready before it is asked for: not on the path
+    ch = Chan(sock)
+    msg = ch.recv()
+    if msg is None or not ch.fds:
+        os._exit(0)
+    fd = ch.fds.pop(0)
+    sock.close()
+    become_context(socket.socket(fileno=fd), msg.get("cwd"))
+
+
+def activate_spare(fd, cwd):
+    """Hand fd to the spare: True when it took it."""
+    global SPARE
+    if SPARE is None:
+        return False
+    pid, sock = SPARE
+    SPARE = None
+    CHILD_CHAN[pid] = os.dup(fd)
+    try:
+        socket.send_fds(sock, [(json.dumps({"cwd": cwd}) + "\n").encode()], [fd])
+    except OSError:
+        os.close(CHILD_CHAN.pop(pid))
+        sock.close()
+        return False
+    sock.close()
+    return True
+
+
+def drop_spare():
+    global SPARE
+    if SPARE is not None:
+        pid, sock = SPARE
+        SPARE = None
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        sock.close()
 
 
 def context_loop():
+    """A context: runs, forks. Returns never (exits at end of its channel)."""
+    global FORK_HOT
     while True:
         try:
-            msg = CHAN.recv()
-        except KeyboardInterrupt:
-            continue
-        if msg is None:
-            os._exit(0)
-        op = msg.get("op")
-        try:
+            wait = SPARE_IDLE_S if FORK_HOT and SPARE is None else None
+            try:
+                msg = CHAN.recv(timeout=wait)
+            except TimeoutError:
+                if make_spare(False) == 0:
+                    spare_sock = SPARE_SOCK[0]
+                    CHAN.sock.close()
+                    FORK_HOT = False
+                    spare_wait(spare_sock)
+                continue
+            if msg is None:
+                os._exit(0)
+            op = msg.get("op")
             if op == "execute":
+                drop_spare()  # its state is about to be stale
                 run_cell(msg)
             elif op == "fork":
                 fd = CHAN.fds.pop(0)
+                FORK_HOT = True
+                if activate_spare(fd, None):
+                    os.close(fd)
+                    CHAN.send({"type": "forked"})
+                    continue
+                gc.freeze()
                 try:
-                    if double_fork() == 0:
-                        CHAN.sock.close()
-                        become_context(socket.socket(fileno=fd), None)
-                        continue
+                    pid = fork_child(fd)
                 except OSError as e:
+                    gc.unfreeze()
                     CHAN.send({"type": "forked", "error": str(e)})
                     os.close(fd)
                     continue
+                if pid == 0:
+                    CHAN.sock.close()
+                    FORK_HOT = False
+                    become_context(socket.socket(fileno=fd), None)
+                    continue
+                gc.unfreeze()  # the parent collects as before
                 os.close(fd)
                 CHAN.send({"type": "forked"})
         except KeyboardInterrupt:
@@ -400,24 +548,37 @@ def zygote_main(sock):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     chan = Chan(sock)
     make_shell()
+    # Every context starts from these objects: never scanned by the
+    # collector, so no collection in a context copies their pages.
+    gc.collect()
+    gc.freeze()
     chan.send({"type": "ready", "pid": os.getpid()})
     while True:
+        if SPARE is None and make_spare(True) == 0:
+            spare_sock = SPARE_SOCK[0]
+            chan.sock.close()
+            spare_wait(spare_sock)
+            context_loop()
         msg = chan.recv()
         if msg is None:
             os._exit(0)
         if msg.get("op") != "spawn" or not chan.fds:
             continue
         fd = chan.fds.pop(0)
+        if activate_spare(fd, msg.get("cwd")):
+            os.close(fd)
+            chan.send({"type": "spawned"})
+            continue
         try:
-            if double_fork() == 0:
-                chan.sock.close()
-                become_context(socket.socket(fileno=fd), msg.get("cwd"))
-                context_loop()
-                os._exit(0)
+            pid = fork_child(fd)
         except OSError as e:
             chan.send({"type": "spawned", "error": str(e)})
             os.close(fd)
             continue
+        if pid == 0:
+            chan.sock.close()
+            become_context(socket.socket(fileno=fd), msg.get("cwd"))
+            context_loop()
         os.close(fd)
         chan.send({"type": "spawned"})
 
@@ -547,12 +708,12 @@ class Server:
             raise
 
     def kill(self, ctx):
+        # Its parent reaps it (fork_context); nothing here waits for that.
         if ctx.pid and ctx.dead is None:
             try:
                 os.kill(ctx.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.wait_status(ctx.pid)
         if ctx.chan is not None:
             ctx.chan.sock.close()
             ctx.chan = None
@@ -694,8 +855,10 @@ class Server:
                                 deadline = t + 3
                         last = t
                     continue
-                if msg is None:
-                    status = self.wait_status(ctx.pid)
+                if msg is None or msg.get("type") == "exited":
+                    # Its parent's word on how it ended; at a bare end of
+                    # file, its parent went first and the server reaps it.
+                    status = msg.get("status") if msg else self.wait_status(ctx.pid)
                     ctx.dead = describe_status(status)
                     if ctx.chan is not None:
                         ctx.chan.sock.close()
