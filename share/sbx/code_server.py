@@ -517,6 +517,11 @@ def context_loop():
             if op == "execute":
                 drop_spare()  # its state is about to be stale
                 run_cell(msg)
+            elif op == "warm":
+                # A silent cell: the copy-on-write faults of a first run are
+                # taken now, in the pool, not by the user's first cell.
+                SHELL.run_cell("pass", store_history=False, silent=True)
+                CHAN.send({"type": "warmed"})
             elif op == "fork":
                 fd = CHAN.fds.pop(0)
                 FORK_HOT = True
@@ -1048,7 +1053,12 @@ def main():
 
     def warm():
         try:
-            SERVER.default("python")
+            ctx = SERVER.default("python")
+            with ctx.lock:
+                ctx.chan.send({"op": "warm"})
+                ctx.chan.recv(timeout=60)
+        except (OSError, TimeoutError, HttpError):
+            pass
         finally:
             SERVER.ready.set()
 
