@@ -818,7 +818,10 @@ class Server:
             with self.lock:
                 self.seq += 1
                 xid = self.seq
-            ctx.chan.send({"op": "execute", "x": xid, "code": code, "env": env})
+            try:
+                ctx.chan.send({"op": "execute", "x": xid, "code": code, "env": env})
+            except OSError:
+                pass  # it died while idle: the reads below say how
             start = time.monotonic()
             deadline = start + timeout if timeout else None
             interrupted = 0

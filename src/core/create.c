@@ -223,6 +223,13 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%s`", user), NULL;
   if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
     return NULL;
+  /* Its interpreter holds ~110 MB before the first cell: less would have
+     the server killed by the memory limit as the sandbox is handed out. */
+  if (code && limits.memory_bytes < SBX_CODE_MIN_MEMORY)
+    return sbx_err (err, SBX_E_INVALID,
+                    "template " SBX_CODE_TEMPLATE " needs at least %llu MiB of memory",
+                    (unsigned long long) (SBX_CODE_MIN_MEMORY >> 20)),
+           NULL;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sbx_core.stopping)

@@ -10,6 +10,7 @@
 #define SBX_CODE_SERVER_PATH "/opt/sbx/code_server.py"
 #define SBX_CODE_SERVER_MAX (256 * 1024)
 #define SBX_CODE_PORT 49999
+#define SBX_CODE_MIN_MEMORY (256ULL << 20)
 
 struct sbx_template
 {
