@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "egress/creds.h"
 #include "egress/egress.h"
 #include "egress/wire.h"
 #include "util/log.h"
@@ -63,6 +64,7 @@ struct conn
   char reason[192];
   uint64_t bytes_out, bytes_in;
   struct sbx_net_policy policy;
+  struct sbx_egress_creds creds; /* this connection's only: wiped at its end */
   char *head;      /* what was read from the client */
   size_t head_len; /* bytes in head, the request and maybe more */
 };
@@ -523,6 +525,49 @@ out:
   free (buf);
 }
 
+/* The credential rules for this request's host, if any (egress/creds.h):
+   a forwarded head gets them now; -1 after answering the client when
+   they cannot be applied. */
+static int
+apply_rules (struct conn *c, struct sbx_egress_req *r)
+{
+  char name[SBX_NET_NAME_MAX + 1], text[400];
+  struct sbx_net_addr lit;
+  const char *pattern, *missing;
+  char *out = NULL;
+  size_t out_len = 0;
+
+  if (c->creds.nheaders + c->creds.nswaps + c->creds.nbroken == 0
+      || sbx_net_host_parse (r->host, strlen (r->host), name, &lit) != 0)
+    return 0;
+  pattern = sbx_egress_creds_match (&c->creds, name, r->port);
+  if (pattern == NULL)
+    return 0;
+  missing = sbx_egress_creds_broken (&c->creds, pattern);
+  if (missing != NULL)
+    {
+      snprintf (c->host, sizeof c->host, "%s", name);
+      c->port = r->port;
+      snprintf (text, sizeof text,
+                "sbx: the credential rules for %s use secret `%s`, which does not exist any more",
+                pattern, missing);
+      respond (c, 502, "Bad Gateway", text);
+      return -1;
+    }
+  if (r->method != SBX_EGRESS_FORWARD)
+    return 0;
+  if (sbx_egress_rewrite (r->head, r->head_len, &c->creds, pattern, &out, &out_len) < 0)
+    {
+      respond (c, 502, "Bad Gateway", "sbx: the credential rules could not be applied");
+      return -1;
+    }
+  explicit_bzero (r->head, r->head_len);
+  free (r->head);
+  r->head = out;
+  r->head_len = out_len;
+  return 0;
+}
+
 static void *
 serve (void *arg)
 {
@@ -545,6 +590,8 @@ serve (void *arg)
       respond (c, 400, "Bad Request", text);
       goto done;
     }
+  if (apply_rules (c, &r) < 0)
+    goto done;
   c->upstream = open_upstream (c, &r);
   if (c->upstream >= 0)
     {
@@ -572,8 +619,10 @@ serve (void *arg)
       if (ok)
         relay (c);
     }
-  free (r.head);
 done:
+  if (r.head)
+    explicit_bzero (r.head, r.head_len);
+  free (r.head);
   /* A connection that never sent a request attempted nothing. */
   if (c->status != 0)
     report (c->sb->id, c->host, c->port, c->status, c->allowed, c->reason, c->bytes_out,
@@ -583,6 +632,9 @@ done:
   close (c->client);
   release (c->sb);
   sbx_net_policy_free (&c->policy);
+  sbx_egress_creds_free (&c->creds);
+  if (c->head)
+    explicit_bzero (c->head, c->head_len);
   free (c->head);
   free (c);
   return NULL;
@@ -590,7 +642,8 @@ done:
 
 /* Rebuild the policy a packet carries; -1 when it is malformed. */
 static int
-policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p)
+policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p,
+             struct sbx_egress_creds *creds)
 {
   const char *s = (const char *) (m + 1), *end = s + m->strings_len;
   const char *items[2 * SBX_NET_MAX_ENTRIES];
@@ -598,7 +651,7 @@ policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p
   sbx_error_t *err = NULL;
 
   if (m->nallow > SBX_NET_MAX_ENTRIES || m->ndeny > SBX_NET_MAX_ENTRIES
-      || sizeof *m + (size_t) m->strings_len != n || m->reserved != 0)
+      || sizeof *m + (size_t) m->strings_len != n || m->reserved != 0 || m->reserved2 != 0)
     return -1;
   for (i = 0; i < count; i++)
     {
@@ -608,11 +661,13 @@ policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p
       items[i] = s;
       s = z + 1;
     }
-  if (s != end)
+  if (sbx_egress_creds_parse (s, (size_t) (end - s), m->nheaders, m->nswaps, m->nbroken, creds)
+      < 0)
     return -1;
   if (sbx_net_policy_build (p, items, m->nallow, items + m->nallow, m->ndeny, &err) < 0)
     {
       sbx_error_free (err);
+      sbx_egress_creds_free (creds);
       return -1;
     }
   return 0;
@@ -641,7 +696,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
     }
   c->client = fd;
   c->upstream = -1;
-  if (policy_from (m, n, &c->policy) < 0)
+  if (policy_from (m, n, &c->policy, &c->creds) < 0)
     {
       sbx_warn ("egress: a malformed policy for sandbox %s", m->sandbox);
       close (fd);
@@ -656,6 +711,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
       refuse_now (fd, text);
       report (m->sandbox, "", 0, 429, 0, why, 0, 0);
       sbx_net_policy_free (&c->policy);
+      sbx_egress_creds_free (&c->creds);
       free (c);
       return;
     }
@@ -668,6 +724,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
       report (m->sandbox, "", 0, 429, 0, "the egress proxy is out of threads", 0, 0);
       release (c->sb);
       sbx_net_policy_free (&c->policy);
+      sbx_egress_creds_free (&c->creds);
       free (c);
     }
   pthread_attr_destroy (&attr);

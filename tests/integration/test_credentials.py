@@ -1,0 +1,374 @@
+"""Credentials: secrets per tenant, rules that put them into request headers
+on the way out, placeholders the proxy swaps (docs/egress.md, Credentials).
+
+Upstream servers run on the host's 127.0.0.1; the sandbox names the ruled
+one `localhost` (rules match names) and the other `127.0.0.1` (no rule), so
+the daemon runs with --egress-allow-private. Checked:
+
+- the secrets API: create, list (names, never values), delete; bad names,
+  values (too long, CR/LF, NUL, control bytes), duplicates: 400/409, and
+  nothing changes; the CLI reads a value from stdin or a file, never argv;
+- bad rules (unknown secret, more than 10 domains, bad or reserved header
+  names, bad ${...}) are 400 and change nothing; secrets are per tenant;
+- the header arrives at the upstream with the real secret (plain HTTP);
+  a client's header of the same name is replaced;
+- a placeholder is swapped for the ruled host and sent verbatim to any
+  other host;
+- a deleted secret makes the ruled host a 502 naming it, never a request
+  without the credential;
+- the secret appears nowhere in the sandbox (environment of every
+  process, its files, the memory of every process read from the host), in
+  any API response, or in the audit log.
+"""
+import hashlib
+import http.server
+import json
+import os
+import re
+import subprocess
+import threading
+import unittest
+
+from harness import DaemonTest
+
+def digest(v):
+    return hashlib.sha256(v.encode("latin-1")).hexdigest()
+
+
+SECRET = "sk-live-" + os.urandom(12).hex()
+OTHER_SECRET = "tok-" + os.urandom(12).hex()
+
+CLIENT = r'''
+import json, socket, sys
+url, host = sys.argv[1], sys.argv[2]
+extra = sys.argv[3] if len(sys.argv) > 3 else ""
+lines = "".join(l + "\r\n" for l in extra.split("|") if l)
+req = "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (url, host, lines)
+s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+s.sendall(req.encode())
+data = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    data += c
+head, _, body = data.partition(b"\r\n\r\n")
+print(json.dumps({"status": int(head.split(b" ")[1]), "body": body.decode("latin-1")}))
+'''
+
+
+class Upstream(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    seen = []
+
+    def do_GET(self):
+        # What arrived stays here; the sandbox learns only digests (an echo
+        # of the secret would put it into the sandbox's memory).
+        Upstream.seen.append({k.lower(): v for k, v in self.headers.items()})
+        body = json.dumps({"headers": {k.lower(): digest(v) for k, v in self.headers.items()}})
+        body = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+class CredsBase(DaemonTest):
+    pool = 1
+    listen = True
+    extra_args = ("--egress-allow-private",)
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.up = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+        cls.up.daemon_threads = True
+        threading.Thread(target=cls.up.serve_forever, daemon=True).start()
+        cls.port = cls.up.server_address[1]
+        r = cls.d.api("POST", "/v1/secrets", {"name": "OPENAI", "value": SECRET,
+                                               "description": "the test key"})
+        assert r.status == 201, r
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.up.shutdown()
+        cls.up.server_close()
+        super().tearDownClass()
+
+    def network(self, **extra):
+        n = {"allow": ["localhost", "127.0.0.1"],
+             "rules": {"localhost": [{"headers": {"Authorization": "Bearer ${secret:OPENAI}",
+                                                  "X-Static": "yes"},
+                                      "placeholders": ["OPENAI"]}]},
+             "secrets_env": {"OPENAI_API_KEY": "OPENAI"}}
+        n.update(extra)
+        return n
+
+    def box(self, network=None):
+        r = self.d.api("POST", "/v1/sandboxes", {"network": network or self.network()})
+        self.assertEqual(r.status, 201, r)
+        self.assertNotIn(SECRET.encode(), r.body)
+        sid = r.json()["id"]
+        r = self.d.upload(sid, "/tmp/client.py", CLIENT.encode())
+        self.assertEqual(r.status, 201, r)
+        return sid, r
+
+    def fetch(self, sid, host, extra=""):
+        hostport = "%s:%d" % (host, self.port)
+        r = self.d.exec(sid, argv=["python3", "/tmp/client.py", "http://%s/x" % hostport,
+                                   hostport, extra], timeout="60s")
+        self.assertEqual(r["exit_code"], 0, r)
+        return json.loads(r["stdout"])
+
+
+class TestSecretsAPI(CredsBase):
+    def test_list_shows_names_never_values(self):
+        r = self.d.api("GET", "/v1/secrets")
+        self.assertEqual(r.status, 200, r)
+        names = [s["name"] for s in r.json()["secrets"]]
+        self.assertIn("OPENAI", names)
+        self.assertNotIn(SECRET.encode(), r.body)
+        s = [s for s in r.json()["secrets"] if s["name"] == "OPENAI"][0]
+        self.assertEqual(set(s), {"name", "description", "created_at"})
+        self.assertEqual(s["description"], "the test key")
+
+    def test_bad_secrets_are_400_and_change_nothing(self):
+        before = self.d.api("GET", "/v1/secrets").json()
+        cases = [
+            ({"name": "X1", "value": "a" * 4097}, "at most 4096"),
+            ({"name": "X2", "value": "abc\r\nX-Evil: 1"}, "CR or LF"),
+            ({"name": "X3", "value": "abc\ndef"}, "CR or LF"),
+            ({"name": "X4", "value": "a\x01b"}, "control byte"),
+            ({"name": "X5", "value": ""}, "empty"),
+            ({"name": "bad-name", "value": "v"}, "not a secret name"),
+            ({"name": "1ABC", "value": "v"}, "not a secret name"),
+            ({"name": "A" * 65, "value": "v"}, "not a secret name"),
+            ({"name": "X6"}, "value is required"),
+            ({"value": "v"}, "name is required"),
+            ({"name": "X7", "value": "v", "extra": 1}, "extra"),
+        ]
+        for body, text in cases:
+            r = self.d.api("POST", "/v1/secrets", body)
+            err = self.assertError(r, 400)
+            self.assertIn(text, err["message"], (body, err))
+        r = self.d.api("POST", "/v1/secrets", '{"name": "X8", "value": "a\\u0000b"}')
+        self.assertError(r, 400)
+        r = self.d.api("POST", "/v1/secrets", {"name": "OPENAI", "value": "other"})
+        err = self.assertError(r, 409)
+        self.assertIn("already exists", err["message"])
+        self.assertEqual(self.d.api("GET", "/v1/secrets").json(), before)
+
+    def test_delete(self):
+        r = self.d.api("POST", "/v1/secrets", {"name": "TEMP", "value": "v1"})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.d.api("DELETE", "/v1/secrets/TEMP").status, 204)
+        self.assertError(self.d.api("DELETE", "/v1/secrets/TEMP"), 404)
+        self.assertError(self.d.api("DELETE", "/v1/secrets/bad-name"), 400)
+
+    def test_cli(self):
+        p = self.d.sbx("secret", "create", "CLI_ONE", input=b"from-stdin\n")
+        self.assertEqual(p.returncode, 0, p)
+        path = os.path.join(self.d.state, "..", "creds-value-%d" % os.getpid())
+        with open(path, "w") as f:
+            f.write("from-file")
+        try:
+            p = self.d.sbx("secret", "create", "CLI_TWO", "--value-file", path,
+                           "--description", "two")
+            self.assertEqual(p.returncode, 0, p)
+        finally:
+            os.unlink(path)
+        p = self.d.sbx("secret", "create", "CLI_THREE", "--value", "x")
+        self.assertEqual(p.returncode, 2, p)
+        self.assertIn(b"never from the command line", p.stderr)
+        p = self.d.sbx("secret", "ls")
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn(b"CLI_ONE", p.stdout)
+        self.assertIn(b"CLI_TWO", p.stdout)
+        self.assertNotIn(b"from-stdin", p.stdout)
+        self.assertNotIn(b"from-file", p.stdout)
+        p = self.d.sbx("secret", "create", "CLI_ONE", input=b"again")
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn(b"already exists", p.stderr)
+        self.assertEqual(self.d.sbx("secret", "rm", "CLI_ONE", "CLI_TWO").returncode, 0)
+        p = self.d.sbx("secret", "ls", "--json")
+        self.assertNotIn("CLI_ONE", [s["name"] for s in json.loads(p.stdout)])
+
+    def test_secrets_are_per_tenant(self):
+        key = self.d.new_key("other")
+        r = self.d.tcp("GET", "/v1/secrets", key=key)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["secrets"], [])
+        r = self.d.tcp("POST", "/v1/sandboxes", {"network": self.network()}, key=key)
+        err = self.assertError(r, 400)
+        self.assertIn("secret `OPENAI` does not exist", err["message"])
+        self.assertError(self.d.tcp("DELETE", "/v1/secrets/OPENAI", key=key), 404)
+        # Its own secret of the same name is another secret.
+        r = self.d.tcp("POST", "/v1/secrets", {"name": "OPENAI", "value": OTHER_SECRET}, key=key)
+        self.assertEqual(r.status, 201, r)
+        self.assertIn("OPENAI", [s["name"] for s in self.d.api("GET", "/v1/secrets").json()["secrets"]])
+
+
+class TestRules(CredsBase):
+    def test_bad_rules_are_400_and_change_nothing(self):
+        sid, _ = self.box()
+        before = self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"]
+        cases = [
+            ({"rules": {"localhost": [{"headers": {"A": "${secret:NOPE}"}}]}}, "secret `NOPE` does not exist"),
+            ({"rules": {"h%d.example.com" % i: [{"headers": {"A": "b"}}] for i in range(11)}}, "at most 10"),
+            ({"rules": {"localhost": [{"headers": {"Bad Name": "b"}}]}}, "not a valid header name"),
+            ({"rules": {"localhost": [{"headers": {"Host": "b"}}]}}, "may not set"),
+            ({"rules": {"localhost": [{"headers": {"Content-Length": "1"}}]}}, "may not set"),
+            ({"rules": {"localhost": [{"headers": {"A": "x\r\nB: y"}}]}}, "control byte"),
+            ({"rules": {"localhost": [{"headers": {"A": "${env:HOME}"}}]}}, "${secret:NAME}"),
+            ({"rules": {"localhost": [{"headers": {"A": "${secret:bad-name}"}}]}}, "not a secret name"),
+            ({"rules": {"10.0.0.0/8": [{"headers": {"A": "b"}}]}}, "host name or *.domain"),
+            ({"rules": {"localhost": [{"transform": {}}]}}, "unknown field"),
+            ({"rules": {"localhost": []}}, "1 to 4 rules"),
+            ({"rules": {"localhost": [{"placeholders": ["NOPE"]}]}}, "secret `NOPE` does not exist"),
+            ({"secrets_env": {"K": "NOPE"}}, "secret `NOPE` does not exist"),
+            ({"secrets_env": {"BAD-VAR": "OPENAI"}}, "not an environment variable name"),
+        ]
+        for extra, text in cases:
+            r = self.d.api("PUT", "/v1/sandboxes/%s/network" % sid, self.network(**extra))
+            err = self.assertError(r, 400)
+            self.assertIn(text, err["message"], (extra, err))
+            r = self.d.api("POST", "/v1/sandboxes", {"network": self.network(**extra)})
+            self.assertError(r, 400)
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"], before)
+
+    def test_header_injected_and_placeholder_swapped_only_for_ruled_host(self):
+        sid, _ = self.box()
+        net = self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"]
+        ph = net["secrets_env"]["OPENAI_API_KEY"]["placeholder"]
+        self.assertRegex(ph, r"^sbx_placeholder_[0-9a-f]{32}$")
+        env = self.d.exec(sid, argv=["sh", "-c", "echo $OPENAI_API_KEY"])["stdout"].strip()
+        self.assertEqual(env, ph)
+        # The ruled host: the rule's headers (the client's Authorization
+        # replaced), the placeholder swapped in another header.
+        out = self.fetch(sid, "localhost", "Authorization: Bearer mine|X-Key: k=%s;" % ph)
+        self.assertEqual(out["status"], 200, out)
+        h = json.loads(out["body"])["headers"]
+        self.assertEqual(h["authorization"], digest("Bearer " + SECRET))
+        self.assertEqual(h["x-static"], digest("yes"))
+        self.assertEqual(h["x-key"], digest("k=%s;" % SECRET))
+        self.assertEqual(Upstream.seen[-1]["authorization"], "Bearer " + SECRET)
+        # Another host: nothing injected, the placeholder verbatim.
+        out = self.fetch(sid, "127.0.0.1", "X-Key: %s" % ph)
+        self.assertEqual(out["status"], 200, out)
+        h = json.loads(out["body"])["headers"]
+        self.assertNotIn("authorization", h)
+        self.assertEqual(h["x-key"], digest(ph))
+        self.assertEqual(Upstream.seen[-1]["x-key"], ph)
+        # A policy change keeps the placeholder of the same binding.
+        r = self.d.api("PUT", "/v1/sandboxes/%s/network" % sid, self.network())
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn(SECRET.encode(), r.body)
+        self.assertEqual(r.json()["network"]["secrets_env"]["OPENAI_API_KEY"]["placeholder"], ph)
+
+    def test_deleted_secret_is_a_502_not_a_bare_request(self):
+        r = self.d.api("POST", "/v1/secrets", {"name": "SHORT", "value": "short-lived-value"})
+        self.assertEqual(r.status, 201, r)
+        net = self.network(rules={"localhost": [{"headers": {"X-Short": "${secret:SHORT}"}}]})
+        sid, _ = self.box(net)
+        out = self.fetch(sid, "localhost")
+        self.assertEqual(json.loads(out["body"])["headers"]["x-short"], digest("short-lived-value"))
+        self.assertEqual(self.d.api("DELETE", "/v1/secrets/SHORT").status, 204)
+        n = len(Upstream.seen)
+        out = self.fetch(sid, "localhost")
+        self.assertEqual(out["status"], 502, out)
+        self.assertIn("secret `SHORT`, which does not exist any more", out["body"])
+        self.assertEqual(len(Upstream.seen), n)
+
+    def test_secret_is_nowhere_in_the_sandbox_responses_or_audit(self):
+        sid, _ = self.box()
+        out = self.fetch(sid, "localhost")
+        self.assertEqual(json.loads(out["body"])["headers"]["authorization"],
+                         digest("Bearer " + SECRET))
+        # Keep a process alive that made a request, then look everywhere.
+        self.d.exec(sid, argv=["sh", "-c", "sleep 300 >/dev/null 2>&1 &"])
+        probe = (
+            "import os,sys\n"
+            "s=sys.argv[1][::-1].encode(); hits=[]\n"
+            "for p in os.listdir('/proc'):\n"
+            "  if not p.isdigit(): continue\n"
+            "  try: e=open('/proc/%s/environ'%p,'rb').read()\n"
+            "  except OSError: continue\n"
+            "  if s in e: hits.append('env:'+p)\n"
+            "for root in ('/tmp','/home','/root','/etc','/run','/var'):\n"
+            "  for d,_,fs in os.walk(root):\n"
+            "    for f in fs:\n"
+            "      try: b=open(os.path.join(d,f),'rb').read()\n"
+            "      except OSError: continue\n"
+            "      if s in b: hits.append(os.path.join(d,f))\n"
+            "print(len(hits)); print(hits)\n")
+        r = self.d.upload(sid, "/tmp/probe.py", probe.encode())
+        self.assertEqual(r.status, 201)
+        # Reversed: the probe's argv passes through init, whose memory is
+        # searched next.
+        r = self.d.exec(sid, argv=["python3", "/tmp/probe.py", SECRET[::-1]], user="root")
+        self.assertEqual(r["exit_code"], 0, r)
+        self.assertEqual(r["stdout"].splitlines()[0], "0", r)
+        # The memory of every process of the sandbox, from the host.
+        info = self.d.api("GET", "/v1/sandboxes/" + sid).json()
+        self.assertNotIn(SECRET, json.dumps(info))
+        pids = sandbox_pids(self.d, sid)
+        self.assertTrue(pids)
+        for pid in pids:
+            self.assertFalse(memory_contains(pid, SECRET.encode()), "secret in pid %d" % pid)
+        # The search does find what is there: the placeholder, in the
+        # environment of the sleeping command.
+        ph = info["network"]["secrets_env"]["OPENAI_API_KEY"]["placeholder"]
+        self.assertTrue(any(memory_contains(pid, ph.encode()) for pid in pids), pids)
+        # Responses and the audit log.
+        for path in ("/v1/sandboxes", "/v1/secrets", "/v1/sandboxes/%s" % sid, "/v1/audit?limit=1000"):
+            self.assertNotIn(SECRET.encode(), self.d.api("GET", path).body, path)
+        audit = b""
+        for root, _, files in os.walk(os.path.join(self.d.state, "audit")):
+            for f in files:
+                with open(os.path.join(root, f), "rb") as fh:
+                    audit += fh.read()
+        self.assertIn(b'"secret"', audit)
+        self.assertIn(b'"OPENAI"', audit)
+        self.assertNotIn(SECRET.encode(), audit)
+
+
+def sandbox_pids(d, sid):
+    """Pids (host view) of the sandbox's processes: those in its cgroup."""
+    out = []
+    for root, dirs, files in os.walk("/sys/fs/cgroup"):
+        if sid in root and "cgroup.procs" in files:
+            with open(os.path.join(root, "cgroup.procs")) as f:
+                out += [int(x) for x in f.read().split()]
+    return sorted(set(out))
+
+
+def memory_contains(pid, needle):
+    try:
+        maps = open("/proc/%d/maps" % pid).read().splitlines()
+        mem = open("/proc/%d/mem" % pid, "rb", 0)
+    except OSError:
+        return False
+    try:
+        for line in maps:
+            addr, perms = line.split()[:2]
+            if "r" not in perms:
+                continue
+            lo, hi = (int(x, 16) for x in addr.split("-"))
+            if hi - lo > 1 << 30:
+                continue
+            try:
+                mem.seek(lo)
+                if needle in mem.read(hi - lo):
+                    return True
+            except (OSError, ValueError, OverflowError):
+                continue
+    finally:
+        mem.close()
+    return False
+
+
+if __name__ == "__main__":
+    unittest.main()
