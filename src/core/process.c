@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "egress/tls.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -627,6 +628,15 @@ build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *
     if (json_is_string (ph))
       json_object_set (merged, k, ph);
   }
+  /* The sandbox's CA bundle (the host's and sbx's) while the proxy may
+     terminate TLS for it: clients then trust the leaves it issues. */
+  if (json_object_get (network, "rules") != NULL)
+    {
+      json_object_set_new (merged, "SSL_CERT_FILE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "REQUESTS_CA_BUNDLE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "CURL_CA_BUNDLE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "NODE_EXTRA_CA_CERTS", json_string (SBX_SANDBOX_CA_CERT));
+    }
   i = 0;
   if (sandbox_env)
     json_object_update (merged, sandbox_env);

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,6 +29,7 @@
 
 #include "egress/creds.h"
 #include "egress/egress.h"
+#include "egress/tls.h"
 #include "egress/wire.h"
 #include "util/log.h"
 
@@ -525,11 +527,161 @@ out:
   free (buf);
 }
 
+/* Bytes both ways between two TLS connections, as relay() does. */
+static void
+relay_tls (struct conn *c, SSL *cl, SSL *up)
+{
+  char *buf = malloc (RELAY_CHUNK);
+  int open_in = 1, open_out = 1;
+
+  if (buf == NULL)
+    return;
+  while (open_in && open_out)
+    {
+      struct pollfd pfd[2] = {{c->client, POLLIN, 0}, {c->upstream, POLLIN, 0}};
+      int i, r = 0;
+
+      if (SSL_pending (cl) == 0 && SSL_pending (up) == 0)
+        {
+          r = poll (pfd, 2, (int) opts.idle_ms);
+          if (r < 0 && errno == EINTR)
+            continue;
+          if (r <= 0)
+            break;
+        }
+      for (i = 0; i < 2; i++)
+        {
+          SSL *from = i == 0 ? cl : up, *to = i == 0 ? up : cl;
+          int n;
+          if (SSL_pending (from) == 0 && !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+          n = SSL_read (from, buf, RELAY_CHUNK);
+          if (n <= 0)
+            {
+              int e = SSL_get_error (from, n);
+              if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+                continue;
+              if (i == 0)
+                open_in = 0;
+              else
+                open_out = 0;
+              break;
+            }
+          if (i == 0)
+            c->bytes_out += (uint64_t) n;
+          else
+            c->bytes_in += (uint64_t) n;
+          if (!count_bytes (c->sb, (size_t) n) || SSL_write (to, buf, n) != n)
+            goto out;
+        }
+    }
+out:
+  explicit_bzero (buf, RELAY_CHUNK);
+  free (buf);
+}
+
+/* An answer of the proxy inside the client's TLS connection. */
+static void
+answer_tls (struct conn *c, SSL *s, int status, const char *phrase, const char *text)
+{
+  char buf[1024];
+  int n;
+
+  c->status = status;
+  snprintf (c->reason, sizeof c->reason, "%s", text + 5);
+  n = snprintf (buf, sizeof buf,
+                "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
+                status, phrase, strlen (text) + 1, text);
+  if (n > 0 && (size_t) n < sizeof buf)
+    SSL_write (s, buf, n);
+}
+
+/* A CONNECT to a host with rules: TLS to the upstream first (its
+   certificate verified for real: a failure is the CONNECT's 502), then
+   the client's TLS ended here with a leaf for the host, its request head
+   read, rewritten with the rules, sent on; then bytes both ways. One
+   request per connection (Connection: close), as for plain HTTP. */
+static void
+intercept (struct conn *c, const struct sbx_egress_req *r, const char *pattern, ssize_t hl)
+{
+  static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+  char why[240], text[600], *head = NULL, *out = NULL;
+  SSL *up, *cl = NULL;
+  size_t len = 0, out_len = 0;
+  char *end = NULL;
+  int64_t deadline;
+
+  up = sbx_egress_tls_connect (c->upstream, c->host, why, sizeof why);
+  if (up == NULL)
+    {
+      snprintf (text, sizeof text, "sbx: TLS to %s:%u failed: %s", c->host, (unsigned) r->port,
+                why);
+      respond (c, 502, "Bad Gateway", text);
+      return;
+    }
+  c->status = 200;
+  if (c->head_len > (size_t) hl /* the client did not wait for our 200 */
+      || write_all (c->client, established, sizeof established - 1, 10000) < 0)
+    goto out;
+  cl = sbx_egress_tls_accept (c->client, c->host);
+  if (cl == NULL)
+    {
+      snprintf (c->reason, sizeof c->reason,
+                "the client's TLS handshake with the proxy failed (does it trust sbx's CA?)");
+      goto out;
+    }
+  head = malloc (SBX_EGRESS_HEAD_MAX + 1);
+  if (head == NULL)
+    goto out;
+  deadline = now_ms () + HEAD_TIMEOUT_MS;
+  while (end == NULL && len < SBX_EGRESS_HEAD_MAX && now_ms () < deadline)
+    {
+      int n = SSL_read (cl, head + len, (int) (SBX_EGRESS_HEAD_MAX - len));
+      if (n <= 0)
+        goto out;
+      len += (size_t) n;
+      head[len] = '\0';
+      end = memmem (head, len, "\r\n\r\n", 4);
+    }
+  if (end == NULL || memchr (head, '\0', (size_t) (end + 4 - head)) != NULL
+      || sbx_egress_rewrite (head, (size_t) (end + 4 - head), &c->creds, pattern, &out, &out_len)
+             < 0)
+    {
+      answer_tls (c, cl, 400, "Bad Request",
+                  "sbx: bad request inside TLS: the head is malformed or too large");
+      goto out;
+    }
+  c->bytes_out += len;
+  if (!count_bytes (c->sb, len) || SSL_write (up, out, (int) out_len) != (int) out_len)
+    goto out;
+  if ((size_t) (end + 4 - head) < len)
+    {
+      int rest = (int) (len - (size_t) (end + 4 - head));
+      if (SSL_write (up, end + 4, rest) != rest)
+        goto out;
+    }
+  relay_tls (c, cl, up);
+out:
+  if (out)
+    {
+      explicit_bzero (out, out_len);
+      free (out);
+    }
+  if (head)
+    {
+      explicit_bzero (head, SBX_EGRESS_HEAD_MAX + 1);
+      free (head);
+    }
+  sbx_egress_tls_close (cl);
+  sbx_egress_tls_close (up);
+}
+
 /* The credential rules for this request's host, if any (egress/creds.h):
    a forwarded head gets them now; -1 after answering the client when
    they cannot be applied. */
 static int
-apply_rules (struct conn *c, struct sbx_egress_req *r)
+apply_rules (struct conn *c, struct sbx_egress_req *r, const char **ruled)
 {
   char name[SBX_NET_NAME_MAX + 1], text[400];
   struct sbx_net_addr lit;
@@ -537,6 +689,7 @@ apply_rules (struct conn *c, struct sbx_egress_req *r)
   char *out = NULL;
   size_t out_len = 0;
 
+  *ruled = NULL;
   if (c->creds.nheaders + c->creds.nswaps + c->creds.nbroken == 0
       || sbx_net_host_parse (r->host, strlen (r->host), name, &lit) != 0)
     return 0;
@@ -555,7 +708,19 @@ apply_rules (struct conn *c, struct sbx_egress_req *r)
       return -1;
     }
   if (r->method != SBX_EGRESS_FORWARD)
-    return 0;
+    {
+      if (!sbx_egress_tls_ready ())
+        {
+          snprintf (c->host, sizeof c->host, "%s", name);
+          c->port = r->port;
+          respond (c, 502, "Bad Gateway",
+                   "sbx: this host has credential rules, and the proxy cannot terminate TLS"
+                   " (no CA)");
+          return -1;
+        }
+      *ruled = pattern;
+      return 0;
+    }
   if (sbx_egress_rewrite (r->head, r->head_len, &c->creds, pattern, &out, &out_len) < 0)
     {
       respond (c, 502, "Bad Gateway", "sbx: the credential rules could not be applied");
@@ -574,6 +739,7 @@ serve (void *arg)
   struct conn *c = arg;
   struct sbx_egress_req r;
   char why[200], text[300];
+  const char *ruled = NULL;
   ssize_t hl;
 
   memset (&r, 0, sizeof r);
@@ -590,10 +756,12 @@ serve (void *arg)
       respond (c, 400, "Bad Request", text);
       goto done;
     }
-  if (apply_rules (c, &r) < 0)
+  if (apply_rules (c, &r, &ruled) < 0)
     goto done;
   c->upstream = open_upstream (c, &r);
-  if (c->upstream >= 0)
+  if (c->upstream >= 0 && ruled != NULL)
+    intercept (c, &r, ruled, hl);
+  else if (c->upstream >= 0)
     {
       int ok;
       c->status = 200;
@@ -744,6 +912,14 @@ sbx_egress_main (const struct sbx_egress_opts *o, int channel, uid_t uid, gid_t 
   sigemptyset (&mask);
   pthread_sigmask (SIG_SETMASK, &mask, NULL);
   stats = calloc (MAX_SANDBOXES, sizeof *stats);
+  /* Before the drop: the CA key is root's and Landlock then opens nothing.
+     Without it, hosts with rules are refused (502), the rest works. */
+  if (opts.state_dir != NULL && sbx_egress_tls_init (opts.state_dir, opts.upstream_ca, &err) < 0)
+    {
+      sbx_warn ("egress: no TLS interception: %s", err->msg);
+      sbx_error_free (err);
+      err = NULL;
+    }
   if (stats == NULL || sbx_egress_drop (uid, gid, &err) < 0)
     {
       fprintf (stderr, "sbx egress: %s\n", err ? err->msg : "out of memory");

@@ -372,3 +372,164 @@ def memory_contains(pid, needle):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def make_ca(d, name):
+    key, crt = os.path.join(d, name + ".key"), os.path.join(d, name + ".crt")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", crt, "-days", "2",
+                    "-subj", "/CN=sbx test CA " + name,
+                    "-addext", "basicConstraints=critical,CA:TRUE",
+                    "-addext", "keyUsage=critical,keyCertSign"], check=True, capture_output=True)
+    return key, crt
+
+
+def make_leaf(d, ca_key, ca_crt, name, host):
+    key, csr, crt = (os.path.join(d, name + ext) for ext in (".key", ".csr", ".crt"))
+    ext = os.path.join(d, name + ".ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n" % host)
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=" + host],
+                   check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key,
+                    "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext],
+                   check=True, capture_output=True)
+    return key, crt
+
+
+def tls_server(key, crt):
+    import ssl
+    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    s.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, key)
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    return s
+
+
+# Inside the sandbox: an HTTPS request through the proxy the way ordinary
+# code makes it (urllib: HTTPS_PROXY, SSL_CERT_FILE from the environment).
+HTTPS_CLIENT = r'''
+import json, sys, urllib.request, urllib.error
+req = urllib.request.Request(sys.argv[1], headers={"Authorization": "Bearer mine",
+                                                   "X-Key": sys.argv[2]})
+try:
+    with urllib.request.urlopen(req, timeout=30) as r:
+        print(json.dumps({"status": r.status, "body": r.read().decode()}))
+except urllib.error.URLError as e:
+    print(json.dumps({"error": str(e)}))
+'''
+
+# A CONNECT by hand, then TLS without verification: which certificate does
+# the client see, and what does the proxy say?
+PEEK_CLIENT = r'''
+import hashlib, json, socket, ssl, sys
+target = sys.argv[1]
+s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+data = b""
+while b"\r\n\r\n" not in data:
+    c = s.recv(4096)
+    if not c:
+        break
+    data += c
+head, _, rest = data.partition(b"\r\n\r\n")
+out = {"head": head.decode("latin-1")}
+if head.startswith(b"HTTP/1.1 200"):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    t = ctx.wrap_socket(s, server_hostname=target.rsplit(":", 1)[0])
+    out["cert_sha256"] = hashlib.sha256(t.getpeercert(binary_form=True)).hexdigest()
+else:
+    while True:
+        c = s.recv(4096)
+        if not c:
+            break
+        rest += c
+    out["body"] = rest.decode("latin-1")
+print(json.dumps(out))
+'''
+
+
+class TestTLS(CredsBase):
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-creds-tls-")
+        ca_key, ca_crt = make_ca(cls.tmp, "trusted")
+        bad_key, bad_crt = make_ca(cls.tmp, "untrusted")
+        key, crt = make_leaf(cls.tmp, ca_key, ca_crt, "good", "localhost")
+        bkey, bcrt = make_leaf(cls.tmp, bad_key, bad_crt, "bad", "localhost")
+        cls.good_der = subprocess.run(["openssl", "x509", "-in", crt, "-outform", "DER"],
+                                      check=True, capture_output=True).stdout
+        cls.extra_args = ("--egress-allow-private", "--egress-upstream-ca", ca_crt)
+        super().setUpClass()
+        cls.good = tls_server(key, crt)
+        cls.bad = tls_server(bkey, bcrt)
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        for s in (cls.good, cls.bad):
+            s.shutdown()
+            s.server_close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().tearDownClass()
+
+    def run_py(self, sid, script, *args):
+        self.d.upload(sid, "/tmp/s.py", script.encode())
+        # The upstreams are on localhost, which NO_PROXY exempts.
+        r = self.d.exec(sid, argv=["python3", "/tmp/s.py"] + list(args), timeout="60s",
+                        env={"NO_PROXY": "", "no_proxy": ""})
+        self.assertEqual(r["exit_code"], 0, r)
+        return json.loads(r["stdout"])
+
+    def test_https_to_a_ruled_host_gets_the_secret(self):
+        sid, _ = self.box()
+        ph = self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"]["secrets_env"][
+            "OPENAI_API_KEY"]["placeholder"]
+        env = self.d.exec(sid, argv=["sh", "-c", "echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS"])
+        self.assertEqual(env["stdout"].split(), ["/etc/ssl/sbx-ca-bundle.crt", "/etc/ssl/sbx-ca.crt"])
+        out = self.run_py(sid, HTTPS_CLIENT, "https://localhost:%d/x" % self.good.server_address[1],
+                          ph)
+        self.assertEqual(out.get("status"), 200, out)
+        h = json.loads(out["body"])["headers"]
+        self.assertEqual(h["authorization"], digest("Bearer " + SECRET))
+        self.assertEqual(h["x-key"], digest(SECRET))
+        self.assertEqual(Upstream.seen[-1]["authorization"], "Bearer " + SECRET)
+        # The sandbox sees a leaf of sbx's CA, not the upstream's.
+        out = self.run_py(sid, PEEK_CLIENT, "localhost:%d" % self.good.server_address[1])
+        self.assertTrue(out["head"].startswith("HTTP/1.1 200"), out)
+        self.assertNotEqual(out["cert_sha256"], hashlib.sha256(self.good_der).hexdigest())
+
+    def test_host_without_rules_is_a_tunnel(self):
+        sid, _ = self.box()
+        out = self.run_py(sid, PEEK_CLIENT, "127.0.0.1:%d" % self.good.server_address[1])
+        self.assertTrue(out["head"].startswith("HTTP/1.1 200"), out)
+        self.assertEqual(out["cert_sha256"], hashlib.sha256(self.good_der).hexdigest())
+
+    def test_untrusted_upstream_is_a_502(self):
+        sid, _ = self.box()
+        n = len(Upstream.seen)
+        out = self.run_py(sid, PEEK_CLIENT, "localhost:%d" % self.bad.server_address[1])
+        self.assertTrue(out["head"].startswith("HTTP/1.1 502"), out)
+        self.assertIn("TLS to localhost:%d failed: its certificate is not trusted"
+                      % self.bad.server_address[1], out["body"])
+        self.assertEqual(len(Upstream.seen), n)
+
+    def test_ca_key_is_roots_and_not_in_the_sandbox(self):
+        st = os.stat(os.path.join(self.d.state, "egress-ca", "ca.key"))
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600))
+        sid, _ = self.box()
+        r = self.d.exec(sid, argv=["sh", "-c", "grep -c 'BEGIN CERTIFICATE' /etc/ssl/sbx-ca.crt;"
+                                   " grep -rl 'PRIVATE KEY' /etc/ssl/ 2>/dev/null | wc -l"])
+        self.assertEqual(r["stdout"].split(), ["1", "0"], r)
+        with open(os.path.join(self.d.state, "egress-ca", "ca.crt"), "rb") as f:
+            ca = f.read()
+        # The host's trust store does not have it.
+        for path in ("/etc/ssl/certs/ca-certificates.crt",):
+            with open(path, "rb") as f:
+                self.assertNotIn(ca.strip(), f.read())
