@@ -185,6 +185,47 @@ swap_value (struct sbx_buf *b, const struct sbx_egress_creds *c, const char *pat
     }
 }
 
+/* Hop-by-hop headers of the client's connection: the upstream
+   connection is the proxy's, closed after one request. */
+static int
+hop (const char *name, size_t n)
+{
+  static const char *const names[]
+      = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", NULL};
+  size_t i;
+
+  for (i = 0; names[i]; i++)
+    if (strlen (names[i]) == n && strncasecmp (names[i], name, n) == 0)
+      return 1;
+  return 0;
+}
+
+static int
+tchar (unsigned char c)
+{
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+         || (c != '\0' && strchr ("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* A header line (without CRLF) is `token ":" value` with no control byte
+   but tab in the value; a request line has no control byte at all. */
+static const char *
+header_colon (const char *p, size_t n)
+{
+  const char *colon = memchr (p, ':', n);
+  size_t i;
+
+  if (colon == NULL || colon == p)
+    return NULL;
+  for (i = 0; p + i < colon; i++)
+    if (!tchar ((unsigned char) p[i]))
+      return NULL;
+  for (i = (size_t) (colon - p) + 1; i < n; i++)
+    if (((unsigned char) p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f)
+      return NULL;
+  return colon;
+}
+
 int
 sbx_egress_rewrite (const char *head, size_t len, const struct sbx_egress_creds *c,
                     const char *pattern, char **out, size_t *out_len)
@@ -192,22 +233,28 @@ sbx_egress_rewrite (const char *head, size_t len, const struct sbx_egress_creds 
   struct sbx_buf b = SBX_BUF_INIT;
   const char *p = head, *end = head + len, *eol;
   unsigned i;
+  size_t k;
 
   *out = NULL;
   *out_len = 0;
-  if (len < 4 || memcmp (end - 4, "\r\n\r\n", 4) != 0)
+  if (len < 4 || memcmp (end - 4, "\r\n\r\n", 4) != 0 || memchr (head, '\0', len) != NULL)
     return -1;
   eol = memmem (p, (size_t) (end - p), "\r\n", 2);
+  if (eol == p)
+    return -1;
+  for (k = 0; p + k < eol; k++)
+    if ((unsigned char) p[k] < 0x20 || p[k] == 0x7f)
+      return -1;
   sbx_buf_append (&b, p, (size_t) (eol + 2 - p));
   p = eol + 2;
   while (p < end - 2)
     {
       const char *colon;
       eol = memmem (p, (size_t) (end - p), "\r\n", 2);
-      colon = memchr (p, ':', (size_t) (eol - p));
+      colon = header_colon (p, (size_t) (eol - p));
       if (colon == NULL)
         goto bad;
-      if (!set_by_rule (c, pattern, p, (size_t) (colon - p)))
+      if (!set_by_rule (c, pattern, p, (size_t) (colon - p)) && !hop (p, (size_t) (colon - p)))
         {
           sbx_buf_append (&b, p, (size_t) (colon + 1 - p));
           swap_value (&b, c, pattern, colon + 1, (size_t) (eol - colon - 1));
@@ -223,7 +270,7 @@ sbx_egress_rewrite (const char *head, size_t len, const struct sbx_egress_creds 
         sbx_buf_append (&b, c->headers[i].b, c->headers[i].blen);
         sbx_buf_append (&b, "\r\n", 2);
       }
-  sbx_buf_append (&b, "\r\n", 2);
+  sbx_buf_append (&b, "Connection: close\r\n\r\n", 21);
   if (b.failed)
     goto bad;
   *out_len = b.len;

@@ -49,8 +49,11 @@ const char *sbx_egress_creds_match (const struct sbx_egress_creds *c, const char
 const char *sbx_egress_creds_broken (const struct sbx_egress_creds *c, const char *pattern);
 
 /* A request head (request line, header lines, CRLF CRLF; len bytes) with
-   pattern's rules applied, malloc'ed into *out; -1 when out of memory or
-   the head is malformed. */
+   pattern's rules applied, the client's hop-by-hop headers dropped and
+   `Connection: close` (one request per upstream connection, so every
+   request gets the rules), malloc'ed into *out; -1 when out of memory or
+   the head is malformed (a NUL, a control byte, a line that is not
+   `token: value`). */
 int sbx_egress_rewrite (const char *head, size_t len, const struct sbx_egress_creds *c,
                         const char *pattern, char **out, size_t *out_len);
 

@@ -268,6 +268,43 @@ class TestRules(CredsBase):
         self.assertNotIn(SECRET.encode(), r.body)
         self.assertEqual(r.json()["network"]["secrets_env"]["OPENAI_API_KEY"]["placeholder"], ph)
 
+    def test_e2b_network_rules(self):
+        key = self.d.new_key()
+        h = {"X-API-Key": key, "Content-Type": "application/json"}
+        rules = {"localhost": [{"transform": {"headers": {"Authorization":
+                                                          "Bearer ${secret:OPENAI}"}}}]}
+        body = {"templateID": "base",
+                "network": {"allowOut": ["localhost"], "denyOut": ["0.0.0.0/0"], "rules": rules}}
+        r = self.d.tcp("POST", "/sandboxes", body, headers=h)
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["sandboxID"]
+        info = self.d.tcp("GET", "/sandboxes/" + sid, headers=h)
+        self.assertEqual(info.json()["network"]["rules"], rules)
+        self.assertNotIn(SECRET.encode(), info.body)
+        self.d.upload(sid, "/tmp/client.py", CLIENT.encode())
+        out = self.fetch(sid, "localhost")
+        self.assertEqual(json.loads(out["body"])["headers"]["authorization"],
+                         digest("Bearer " + SECRET))
+        # PUT replaces the whole configuration: without rules, none.
+        r = self.d.tcp("PUT", "/sandboxes/%s/network" % sid,
+                       {"allowOut": ["localhost"], "denyOut": ["0.0.0.0/0"]}, headers=h)
+        self.assertEqual(r.status, 204, r)
+        out = self.fetch(sid, "localhost")
+        self.assertNotIn("authorization", json.loads(out["body"])["headers"])
+        for bad, text in (
+                ({"h%d.com" % i: rules["localhost"] for i in range(11)}, "at most 10"),
+                ({"localhost": [{"transform": {"headers": {"A": "${secret:NOPE}"}}}]},
+                 "secret `NOPE` does not exist"),
+                ({"localhost": [{"transform": {"headers": {"Bad Name": "v"}}}]},
+                 "not a valid header name"),
+                ({"localhost": [{"other": 1}]}, "unknown field")):
+            body["network"]["rules"] = bad
+            r = self.d.tcp("POST", "/sandboxes", body, headers=h)
+            self.assertEqual(r.status, 400, r)
+            self.assertIn(text, r.json()["message"])
+            r = self.d.tcp("PUT", "/sandboxes/%s/network" % sid, body["network"], headers=h)
+            self.assertEqual(r.status, 400, r)
+
     def test_deleted_secret_is_a_502_not_a_bare_request(self):
         r = self.d.api("POST", "/v1/secrets", {"name": "SHORT", "value": "short-lived-value"})
         self.assertEqual(r.status, 201, r)
