@@ -421,6 +421,8 @@ sbx_rules_canon (json_t *in, json_t *out, sbx_error_t **err)
 
 /* ---- binding to a tenant ----------------------------------------------- */
 
+static void wipe_buf (struct sbx_buf *b);
+
 struct exists_ctx
 {
   struct sbx_store *st;
@@ -529,6 +531,23 @@ sbx_network_bind (struct sbx_store *st, const char *tenant, json_t *canon, json_
         json_object_set_new (v, "placeholder", json_string (ph));
       }
   }
+  if (rules != NULL)
+    {
+      /* What each connection will carry to the egress process, with the
+         values as they are now (a secret cannot change, only go). */
+      struct sbx_buf b = SBX_BUF_INIT;
+      uint32_t nh, ns, nb;
+      int rc = sbx_rules_resolve (st, tenant, canon, &b, &nh, &ns, &nb);
+      size_t len = b.len;
+      wipe_buf (&b);
+      if (rc < 0)
+        return sbx_err_oom (err);
+      if (len > SBX_RULES_RESOLVED_MAX)
+        return sbx_err (err, SBX_E_INVALID,
+                        "network.rules: the headers with their secrets come to %zu bytes; at most"
+                        " %d are allowed",
+                        len, SBX_RULES_RESOLVED_MAX);
+    }
   return 0;
 }
 

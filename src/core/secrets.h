@@ -40,6 +40,9 @@
 #define SBX_RULE_HEADER_NAME_MAX 64
 #define SBX_RULE_HEADER_VALUE_MAX 1024 /* as written, before ${secret:...} */
 #define SBX_SECRETS_ENV_MAX 16
+/* The credential strings of one egress packet (egress/wire.h
+   SBX_EGRESS_CREDS_MAX, less room for the placeholders' swaps). */
+#define SBX_RULES_RESOLVED_MAX (32 * 1024)
 #define SBX_PLACEHOLDER_PREFIX "sbx_placeholder_"
 #define SBX_PLACEHOLDER_LEN (16 + 32)
 

@@ -133,8 +133,8 @@ sbx_templates_init (const char *state_dir, sbx_error_t **err)
      bound: the state directory is not the sandbox init's to open. */
   snprintf (bundle, sizeof bundle, "%s/%s/bundle.crt", state_dir, SBX_EGRESS_CA_DIR);
   snprintf (ca, sizeof ca, "%s/%s/ca.crt", state_dir, SBX_EGRESS_CA_DIR);
-  if (add_copy (p, bundle, SBX_SANDBOX_CA_BUNDLE + 1, err) < 0
-      || add_copy (p, ca, SBX_SANDBOX_CA_CERT + 1, err) < 0)
+  if (add_copy (p, bundle, &SBX_SANDBOX_CA_BUNDLE[1], err) < 0
+      || add_copy (p, ca, &SBX_SANDBOX_CA_CERT[1], err) < 0)
     return -1;
   if (sbx_plan_add (p, SBX_PLAN_SYMLINK, 0, 0, NULL, "etc/os-release", "../usr/lib/os-release",
                     strlen ("../usr/lib/os-release"), err)

@@ -406,6 +406,7 @@ sbx_ssl *
 sbx_egress_tls_connect (int fd, const char *host, char *why, size_t cap)
 {
   SSL *s = SSL_new (upstream_ctx);
+  char sni[256]; /* the macro takes a non-const pointer */
   long vr;
 
   if (s == NULL)
@@ -414,7 +415,8 @@ sbx_egress_tls_connect (int fd, const char *host, char *why, size_t cap)
       return NULL;
     }
   blocking_with_timeout (fd, HANDSHAKE_TIMEOUT_S);
-  if (SSL_set_fd (s, fd) != 1 || SSL_set_tlsext_host_name (s, host) != 1
+  snprintf (sni, sizeof sni, "%s", host);
+  if (SSL_set_fd (s, fd) != 1 || SSL_set_tlsext_host_name (s, sni) != 1
       || SSL_set1_host (s, host) != 1)
     {
       openssl_reason (why, cap);

@@ -213,6 +213,8 @@ class TestSecretsAPI(CredsBase):
 
 class TestRules(CredsBase):
     def test_bad_rules_are_400_and_change_nothing(self):
+        r = self.d.api("POST", "/v1/secrets", {"name": "BIG", "value": "b" * 4096})
+        self.assertIn(r.status, (201, 409), r)
         sid, _ = self.box()
         before = self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"]
         cases = [
@@ -229,6 +231,8 @@ class TestRules(CredsBase):
             ({"rules": {"localhost": []}}, "1 to 4 rules"),
             ({"rules": {"localhost": [{"placeholders": ["NOPE"]}]}}, "secret `NOPE` does not exist"),
             ({"secrets_env": {"K": "NOPE"}}, "secret `NOPE` does not exist"),
+            ({"rules": {"localhost": [{"headers": {"H%d" % i: "${secret:BIG}" for i in range(9)}}]}},
+             "at most 32768 are allowed"),
             ({"secrets_env": {"BAD-VAR": "OPENAI"}}, "not an environment variable name"),
         ]
         for extra, text in cases:
