@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -394,8 +396,10 @@ static void
 blocking_with_timeout (int fd, int seconds)
 {
   struct timeval tv = {seconds, 0};
-  int fl = fcntl (fd, F_GETFL);
+  int fl = fcntl (fd, F_GETFL), one = 1;
 
+  /* Handshakes are small writes answered by small reads: no Nagle. */
+  setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (fl >= 0 && (fl & O_NONBLOCK))
     fcntl (fd, F_SETFL, fl & ~O_NONBLOCK);
   setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

@@ -91,8 +91,11 @@ class HostFilesInvisible(DaemonTest):
             if os.path.exists(host):
                 expected.add(name)
         self.assertEqual(set(self.listdir("/etc")), expected)
-        if os.path.exists("/etc/ssl/certs"):
-            self.assertEqual(self.listdir("/etc/ssl"), ["certs"])
+        # /etc/ssl: the host's certs, and sbx's egress CA (its certificate,
+        # and the host's bundle with it: docs/egress.md, Credentials).
+        self.assertEqual(sorted(self.listdir("/etc/ssl")),
+                         (["certs"] if os.path.exists("/etc/ssl/certs") else [])
+                         + ["sbx-ca-bundle.crt", "sbx-ca.crt"])
         # The generated passwd, not the host's.
         passwd = sh_ok(self, self.sid, "cat /etc/passwd")
         self.assertEqual([l.split(":")[0] for l in passwd.splitlines()], ["root", "user", "nobody"])
