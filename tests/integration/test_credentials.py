@@ -272,6 +272,19 @@ class TestRules(CredsBase):
         self.assertNotIn(SECRET.encode(), r.body)
         self.assertEqual(r.json()["network"]["secrets_env"]["OPENAI_API_KEY"]["placeholder"], ph)
 
+    def test_cli_net_keeps_rules(self):
+        sid, _ = self.box()
+        before = self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"]
+        p = self.d.sbx("net", sid, "allow:localhost")
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn(b"rules for: localhost", p.stdout)
+        self.assertIn(b"env OPENAI_API_KEY = placeholder of secret OPENAI", p.stdout)
+        self.assertNotIn(SECRET.encode(), p.stdout)
+        after = self.d.api("GET", "/v1/sandboxes/" + sid).json()["network"]
+        self.assertEqual(after["allow"], ["localhost"])
+        self.assertEqual(after["rules"], before["rules"])
+        self.assertEqual(after["secrets_env"], before["secrets_env"])
+
     def test_e2b_network_rules(self):
         key = self.d.new_key()
         h = {"X-API-Key": key, "Content-Type": "application/json"}
