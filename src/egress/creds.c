@@ -226,6 +226,25 @@ header_colon (const char *p, size_t n)
   return colon;
 }
 
+/* `METHOD SP target SP HTTP/1.x`: a token, a target of visible ASCII. */
+static int
+request_line (const char *p, size_t n)
+{
+  size_t i = 0, m;
+
+  while (i < n && tchar ((unsigned char) p[i]))
+    i++;
+  if (i == 0 || i > 32 || i >= n || p[i] != ' ')
+    return 0;
+  m = ++i;
+  while (i < n && (unsigned char) p[i] > 0x20 && (unsigned char) p[i] < 0x7f)
+    i++;
+  if (i == m || n - i != 9 || memcmp (p + i, " HTTP/1.", 8) != 0
+      || (p[n - 1] != '0' && p[n - 1] != '1'))
+    return 0;
+  return 1;
+}
+
 int
 sbx_egress_rewrite (const char *head, size_t len, const struct sbx_egress_creds *c,
                     const char *pattern, char **out, size_t *out_len)
@@ -233,18 +252,14 @@ sbx_egress_rewrite (const char *head, size_t len, const struct sbx_egress_creds 
   struct sbx_buf b = SBX_BUF_INIT;
   const char *p = head, *end = head + len, *eol;
   unsigned i;
-  size_t k;
 
   *out = NULL;
   *out_len = 0;
   if (len < 4 || memcmp (end - 4, "\r\n\r\n", 4) != 0 || memchr (head, '\0', len) != NULL)
     return -1;
   eol = memmem (p, (size_t) (end - p), "\r\n", 2);
-  if (eol == p)
+  if (!request_line (p, (size_t) (eol - p)))
     return -1;
-  for (k = 0; p + k < eol; k++)
-    if ((unsigned char) p[k] < 0x20 || p[k] == 0x7f)
-      return -1;
   sbx_buf_append (&b, p, (size_t) (eol + 2 - p));
   p = eol + 2;
   while (p < end - 2)

@@ -508,6 +508,31 @@ print(json.dumps(out))
 '''
 
 
+# Bytes of the test's choosing inside TLS to a ruled host.
+RAW_TLS_CLIENT = r'''
+import json, socket, ssl, sys
+target, raw = sys.argv[1], bytes.fromhex(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+s.sendall(("CONNECT %s HTTP/1.1\r\n\r\n" % target).encode())
+data = b""
+while b"\r\n\r\n" not in data:
+    data += s.recv(4096)
+ctx = ssl.create_default_context(cafile="/etc/ssl/sbx-ca-bundle.crt")
+t = ctx.wrap_socket(s, server_hostname=target.rsplit(":", 1)[0])
+t.sendall(raw)
+out = b""
+while True:
+    try:
+        c = t.recv(65536)
+    except (ssl.SSLError, OSError):
+        break
+    if not c:
+        break
+    out += c
+print(json.dumps({"answer": out.decode("latin-1")}))
+'''
+
+
 class TestTLS(CredsBase):
     @classmethod
     def setUpClass(cls):
@@ -573,6 +598,25 @@ class TestTLS(CredsBase):
         self.assertIn("TLS to localhost:%d failed: its certificate is not trusted"
                       % self.bad.server_address[1], out["body"])
         self.assertEqual(len(Upstream.seen), n)
+
+    def test_malformed_requests_inside_tls_are_400(self):
+        sid, _ = self.box()
+        n = len(Upstream.seen)
+        target = "localhost:%d" % self.good.server_address[1]
+        for raw in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nNo colon\r\n\r\n",
+                    b"GET / HTTP/1.1\r\n Folded: x\r\n\r\n",
+                    b"GET / HTTP/1.1\r\nA: \x01\r\n\r\n", b"GET / HTTP/1.1\r\nA: \x00\r\n\r\n",
+                    b"x" * 20000):
+            out = self.run_py(sid, RAW_TLS_CLIENT, target, raw.hex())
+            self.assertTrue(out["answer"].startswith("HTTP/1.1 400 "), (raw[:40], out))
+            self.assertIn("sbx: bad request inside TLS", out["answer"])
+        self.assertEqual(len(Upstream.seen), n)
+        # And the proxy still serves.
+        out = self.run_py(sid, RAW_TLS_CLIENT, target,
+                          b"GET /ok HTTP/1.1\r\nHost: localhost\r\n\r\n".hex())
+        self.assertTrue(out["answer"].startswith("HTTP/1.0 200") or
+                        out["answer"].startswith("HTTP/1.1 200"), out)
+        self.assertEqual(Upstream.seen[-1]["authorization"], "Bearer " + SECRET)
 
     def test_ca_key_is_roots_and_not_in_the_sandbox(self):
         st = os.stat(os.path.join(self.d.state, "egress-ca", "ca.key"))

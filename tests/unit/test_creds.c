@@ -227,6 +227,16 @@ test_rewrite (void)
                              &n)
          < 0);
   CHECK (sbx_egress_rewrite ("GET / HTTP/1.1\r\n\r\n", 17, &c, "*.example.com", &out, &n) < 0);
+  CHECK (sbx_egress_rewrite ("GARBAGE\r\n\r\n", 11, &c, "*.example.com", &out, &n) < 0);
+  CHECK (sbx_egress_rewrite ("GET  / HTTP/1.1\r\n\r\n", 19, &c, "*.example.com", &out, &n) < 0);
+  CHECK (sbx_egress_rewrite ("GET / HTTP/2.0\r\n\r\n", 18, &c, "*.example.com", &out, &n) < 0);
+  CHECK (sbx_egress_rewrite ("GET /\x01 HTTP/1.1\r\n\r\n", 20, &c, "*.example.com", &out, &n)
+         < 0);
+  CHECK (out == NULL);
+  CHECK (sbx_egress_rewrite ("GET / HTTP/1.1\r\n\r\n", 18, &c, "*.example.com", &out, &n) == 0);
+  CHECK_STR (out, "GET / HTTP/1.1\r\nX-Wild: w\r\nConnection: close\r\n\r\n");
+  free (out);
+  out = NULL;
   CHECK (out == NULL);
   sbx_egress_creds_free (&c);
   return 0;
