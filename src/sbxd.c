@@ -782,6 +782,8 @@ main (int argc, char **argv)
     }
   sbx_priv_server_stop ();
   sbx_engine_close (&engine);
+  /* Sandboxes left running keep their bind of it. */
+  sbx_egress_ca_unpublish (cfg.state_dir);
   if (rc == 0)
     sbx_info ("stopped");
   return rc;

@@ -6,10 +6,8 @@
 #include "core/template.h"
 
 #include "egress/tls.h"
-#include "util/cleanup.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,31 +42,6 @@ add_file (struct sbx_plan *p, const char *dst, const char *content, sbx_error_t 
   return sbx_plan_add (p, SBX_PLAN_FILE, 0, 0644, NULL, dst, content, strlen (content), err);
 }
 
-/* A copy of host file src (at most 1 MiB) at dst; nothing when src does
-   not exist. */
-static int
-add_copy (struct sbx_plan *p, const char *src, const char *dst, sbx_error_t **err)
-{
-  cleanup_close int fd = open (src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  struct sbx_buf b = SBX_BUF_INIT;
-  char chunk[65536];
-  ssize_t n;
-  int rc;
-
-  if (fd < 0)
-    return errno == ENOENT ? 0 : sbx_err_sys (err, errno, "open `%s`", src);
-  while ((n = read (fd, chunk, sizeof chunk)) > 0 && b.len < 1024 * 1024)
-    sbx_buf_append (&b, chunk, (size_t) n);
-  if (n < 0 || b.failed || b.len >= 1024 * 1024)
-    {
-      sbx_buf_free (&b);
-      return sbx_err (err, SBX_E_SYSTEM, "cannot read `%s`", src);
-    }
-  rc = sbx_plan_add (p, SBX_PLAN_FILE, 0, 0644, NULL, dst, b.data, b.len, err);
-  sbx_buf_free (&b);
-  return rc;
-}
-
 /* /bin, /lib, ...: links on a merged-/usr host, read-only binds otherwise. */
 static int
 add_top_level (struct sbx_plan *p, const char *name, sbx_error_t **err)
@@ -96,7 +69,7 @@ add_top_level (struct sbx_plan *p, const char *name, sbx_error_t **err)
 int
 sbx_templates_init (const char *state_dir, sbx_error_t **err)
 {
-  char bundle[600], ca[600];
+  char pub[200], bundle[260], ca[260];
   static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
   static const char *const etc_binds[][2] = {
       {"/etc/ssl/certs", "etc/ssl/certs"},
@@ -129,12 +102,18 @@ sbx_templates_init (const char *state_dir, sbx_error_t **err)
         < 0)
       return -1;
   /* The host's trust and sbx's egress CA (egress/tls.h), for hosts with
-     credential rules; the certificate only, never its key. Copied, not
-     bound: the state directory is not the sandbox init's to open. */
-  snprintf (bundle, sizeof bundle, "%s/%s/bundle.crt", state_dir, SBX_EGRESS_CA_DIR);
-  snprintf (ca, sizeof ca, "%s/%s/ca.crt", state_dir, SBX_EGRESS_CA_DIR);
-  if (add_copy (p, bundle, &SBX_SANDBOX_CA_BUNDLE[1], err) < 0
-      || add_copy (p, ca, &SBX_SANDBOX_CA_CERT[1], err) < 0)
+     credential rules; the certificate only, never its key. Bound from
+     where the parent publishes them (a copy would cost every create the
+     host bundle's 220 KB). */
+  sbx_egress_ca_public_dir (state_dir, pub, sizeof pub);
+  snprintf (bundle, sizeof bundle, "%s/bundle.crt", pub);
+  snprintf (ca, sizeof ca, "%s/ca.crt", pub);
+  if (sbx_plan_add (p, SBX_PLAN_BIND_RO, SBX_PLAN_OPTIONAL, 0, bundle,
+                    &SBX_SANDBOX_CA_BUNDLE[1], NULL, 0, err)
+          < 0
+      || sbx_plan_add (p, SBX_PLAN_BIND_RO, SBX_PLAN_OPTIONAL, 0, ca, &SBX_SANDBOX_CA_CERT[1],
+                       NULL, 0, err)
+             < 0)
     return -1;
   if (sbx_plan_add (p, SBX_PLAN_SYMLINK, 0, 0, NULL, "etc/os-release", "../usr/lib/os-release",
                     strlen ("../usr/lib/os-release"), err)

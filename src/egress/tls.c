@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -174,6 +175,35 @@ read_all (const char *path, size_t *len)
   return buf;
 }
 
+void
+sbx_egress_ca_public_dir (const char *state_dir, char *out, size_t cap)
+{
+  unsigned char d[SHA256_DIGEST_LENGTH];
+  char hex[33];
+  int i;
+
+  SHA256 ((const unsigned char *) state_dir, strlen (state_dir), d);
+  for (i = 0; i < 16; i++)
+    snprintf (hex + 2 * i, 3, "%02x", d[i]);
+  snprintf (out, cap, "/run/sbx/egress-ca/%s", hex);
+}
+
+void
+sbx_egress_ca_unpublish (const char *state_dir)
+{
+  char pub[200], path[260];
+
+  sbx_egress_ca_public_dir (state_dir, pub, sizeof pub);
+  snprintf (path, sizeof path, "%s/ca.crt", pub);
+  unlink (path);
+  snprintf (path, sizeof path, "%s/bundle.crt", pub);
+  unlink (path);
+  rmdir (pub);
+  /* Shared with other daemons: gone only when empty. */
+  rmdir ("/run/sbx/egress-ca");
+  rmdir ("/run/sbx");
+}
+
 int
 sbx_egress_ca_ensure (const char *state_dir, sbx_error_t **err)
 {
@@ -230,10 +260,35 @@ sbx_egress_ca_ensure (const char *state_dir, sbx_error_t **err)
       sbx_info ("egress: made a CA in %s (its certificate goes into sandboxes' trust stores)",
                 path);
     }
-  /* The sandbox's bundle: the host's trust, then sbx's CA. */
-  host = read_all (X509_get_default_cert_file (), &host_len);
-  if (write_pem (dir, "bundle.crt", 0644, NULL, ca, host, host_len, err) < 0)
-    goto out;
+  /* What sandboxes see, where their init can bind it from (the state
+     directory is not in its reach): the certificate, and the host's trust
+     followed by it. Remade at every start. */
+  {
+    char pub[200];
+    cleanup_close int pd = -1;
+    sbx_egress_ca_public_dir (state_dir, pub, sizeof pub);
+    int tries, made = 0;
+    /* Another daemon stopping may remove the shared parents meanwhile. */
+    for (tries = 0; tries < 5 && !made; tries++)
+      made = (mkdir ("/run/sbx", 0755) == 0 || errno == EEXIST)
+             && (mkdir ("/run/sbx/egress-ca", 0755) == 0 || errno == EEXIST)
+             && (mkdir (pub, 0755) == 0 || errno == EEXIST);
+    if (!made)
+      {
+        sbx_err_sys (err, errno, "create `%s`", pub);
+        goto out;
+      }
+    pd = open (pub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pd < 0 || fstat (pd, &st) < 0 || st.st_uid != 0)
+      {
+        sbx_err (err, SBX_E_SYSTEM, "`%s` is not a directory of root's", pub);
+        goto out;
+      }
+    host = read_all (X509_get_default_cert_file (), &host_len);
+    if (write_pem (pd, "ca.crt", 0644, NULL, ca, NULL, 0, err) < 0
+        || write_pem (pd, "bundle.crt", 0644, NULL, ca, host, host_len, err) < 0)
+      goto out;
+  }
   rc = 0;
 out:
   free (host);

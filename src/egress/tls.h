@@ -2,10 +2,12 @@
  * (docs/egress.md, Credentials; docs/security.md).
  *
  * The privileged parent makes a CA once per state directory
- * (STATE/egress-ca: ca.key 0600 root, ca.crt, and bundle.crt = the host's
- * bundle + ca.crt, both 0644) and refreshes the bundle at every start.
- * Sandboxes see bundle.crt and ca.crt read-only at SBX_SANDBOX_CA_BUNDLE
- * and SBX_SANDBOX_CA_CERT; the host's trust store is not changed.
+ * (STATE/egress-ca: ca.key 0600 root, ca.crt 0644), and at every start
+ * publishes what sandboxes may see in a root-owned directory their init can
+ * bind from (sbx_egress_ca_public_dir: /run/sbx/egress-ca/DIGEST, ca.crt and
+ * bundle.crt = the host's bundle + ca.crt), removed when it stops. Sandboxes
+ * see them read-only at SBX_SANDBOX_CA_CERT and SBX_SANDBOX_CA_BUNDLE; the
+ * host's trust store is not changed.
  *
  * The egress process loads everything it needs before it confines itself
  * (Landlock then lets it open no file): the CA key and certificate, the
@@ -24,8 +26,11 @@
 #define SBX_SANDBOX_CA_BUNDLE "/etc/ssl/sbx-ca-bundle.crt"
 #define SBX_SANDBOX_CA_CERT "/etc/ssl/sbx-ca.crt"
 
-/* In the parent, as root: the CA (made if absent) and the bundle. */
+/* In the parent, as root: the CA (made if absent), published. */
 int sbx_egress_ca_ensure (const char *state_dir, sbx_error_t **err);
+void sbx_egress_ca_unpublish (const char *state_dir);
+/* The published directory of state_dir's CA (a digest of the path). */
+void sbx_egress_ca_public_dir (const char *state_dir, char *out, size_t cap);
 
 /* In the egress process, before it drops: upstream_ca NULL or a PEM file
    the upstream trust gets besides the system's (tests). */
