@@ -527,7 +527,9 @@ out:
   free (buf);
 }
 
-/* Bytes both ways between two TLS connections, as relay() does. */
+/* Bytes both ways between two TLS connections, as relay() does, until the
+   upstream is done (it closes after the one request: Connection: close);
+   a client that stops sending still gets the answer. */
 static void
 relay_tls (struct conn *c, SSL *cl, SSL *up)
 {
@@ -536,12 +538,12 @@ relay_tls (struct conn *c, SSL *cl, SSL *up)
 
   if (buf == NULL)
     return;
-  while (open_in && open_out)
+  while (open_out)
     {
-      struct pollfd pfd[2] = {{c->client, POLLIN, 0}, {c->upstream, POLLIN, 0}};
+      struct pollfd pfd[2] = {{c->client, open_in ? POLLIN : 0, 0}, {c->upstream, POLLIN, 0}};
       int i, r = 0;
 
-      if (SSL_pending (cl) == 0 && SSL_pending (up) == 0)
+      if ((!open_in || SSL_pending (cl) == 0) && SSL_pending (up) == 0)
         {
           r = poll (pfd, 2, (int) opts.idle_ms);
           if (r < 0 && errno == EINTR)
@@ -553,6 +555,8 @@ relay_tls (struct conn *c, SSL *cl, SSL *up)
         {
           SSL *from = i == 0 ? cl : up, *to = i == 0 ? up : cl;
           int n;
+          if (i == 0 && !open_in)
+            continue;
           if (SSL_pending (from) == 0 && !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
           n = SSL_read (from, buf, RELAY_CHUNK);
@@ -565,7 +569,7 @@ relay_tls (struct conn *c, SSL *cl, SSL *up)
                 open_in = 0;
               else
                 open_out = 0;
-              break;
+              continue;
             }
           if (i == 0)
             c->bytes_out += (uint64_t) n;
@@ -621,8 +625,14 @@ intercept (struct conn *c, const struct sbx_egress_req *r, const char *pattern, 
       return;
     }
   c->status = 200;
-  if (c->head_len > (size_t) hl /* the client did not wait for our 200 */
-      || write_all (c->client, established, sizeof established - 1, 10000) < 0)
+  if (c->head_len > (size_t) hl)
+    {
+      /* Its TLS hello came before our 200: it cannot be ours. */
+      snprintf (c->reason, sizeof c->reason,
+                "the client sent data before the CONNECT to a host with rules was answered");
+      goto out;
+    }
+  if (write_all (c->client, established, sizeof established - 1, 10000) < 0)
     goto out;
   cl = sbx_egress_tls_accept (c->client, c->host);
   if (cl == NULL)
