@@ -11,6 +11,7 @@
 
 #include "core/internal.h"
 #include "core/code.h"
+#include "core/secrets.h"
 #include "core/template.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -230,6 +231,10 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
                     "template " SBX_CODE_TEMPLATE " needs at least %llu MiB of memory",
                     (unsigned long long) (SBX_CODE_MIN_MEMORY >> 20)),
            NULL;
+  /* The secrets its rules name are this tenant's (else a 400 before
+     anything is made); placeholders are chosen here. */
+  if (sbx_network_bind (sbx_core.store, tenant ? tenant : "default", opts->network, NULL, err) < 0)
+    return NULL;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sbx_core.stopping)
