@@ -1,6 +1,6 @@
 // The code interpreter through @e2b/code-interpreter, unchanged (bench/code.py
 // runs it; E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY set).
-//   node bench_code.mjs first      time to the first result on a new sandbox
+//   node bench_code.mjs first N    time to the first result on a new sandbox
 //   node bench_code.mjs rest N     new contexts, forks (sbx's route on the
 //                                  E2B plane), N round trips of `1+1`
 import { Sandbox } from '@e2b/code-interpreter'
@@ -13,16 +13,32 @@ function stats(ms) {
 
 const mode = process.argv[2]
 if (mode === 'first') {
-  // A client that has talked to the API before (a fresh Node process pays
-  // ~0.5 s loading and compiling its HTTP stacks on the first request).
-  await Sandbox.list()
-  await (await fetch(new URL('/healthz', process.env.E2B_SANDBOX_URL))).text()
-  const t0 = performance.now()
-  const sbx = await Sandbox.create({ timeoutMs: 120_000 })
-  const e = await sbx.runCode('1+1')
-  const first = performance.now() - t0
-  if (e.text !== '2') throw new Error(`unexpected ${e.text}`)
-  await sbx.kill()
+  // A client that has created and run before (a fresh Node process pays
+  // ~0.3 s compiling the SDK's paths on its first create and run), then
+  // each round on a sandbox from a refilled pool.
+  const rounds = Number(process.argv[3] || 10)
+  const pooled = async () => {
+    for (;;) {
+      const r = await fetch(new URL('/v1/info', process.env.E2B_API_URL),
+        { headers: { Authorization: `Bearer ${process.env.E2B_API_KEY}` } })
+      if ((await r.json()).pool >= 2) return
+      await new Promise((res) => setTimeout(res, 50))
+    }
+  }
+  const w = await Sandbox.create({ timeoutMs: 120_000 })
+  await w.runCode('1')
+  await w.kill()
+  const first = []
+  for (let i = 0; i < rounds; i++) {
+    await pooled()
+    await new Promise((res) => setTimeout(res, 500))
+    const t0 = performance.now()
+    const sbx = await Sandbox.create({ timeoutMs: 120_000 })
+    const e = await sbx.runCode('1+1')
+    first.push(performance.now() - t0)
+    if (e.text !== '2') throw new Error(`unexpected ${e.text}`)
+    await sbx.kill()
+  }
   console.log(JSON.stringify({ first }))
 } else {
   const N = Number(process.argv[3] || 300)
