@@ -41,6 +41,11 @@ struct sbx_config
   uint64_t egress_idle_ms;   /* a relay silent both ways this long is closed; 0: default */
   int egress_fd;
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
+  /* Templates (docs/templates.md): the largest upload, and what one
+     template may hold once unpacked (file bytes, entries). */
+  uint64_t template_max_upload;
+  uint64_t template_max_bytes;
+  uint64_t template_max_inodes;
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);
