@@ -781,13 +781,16 @@ static int
 read_docker_manifest (struct ctx *c, int indir, json_t **config, struct layer_ref *layers,
                       int *nlayers)
 {
-  int fd = open_in (c, indir, "manifest.json");
   char hex[65];
   json_t *m, *first, *arr, *l;
   size_t i;
+  int fd;
 
-  if (fd < 0)
+  if (faccessat (indir, "manifest.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
     return fail (c, "not an image archive: no index.json (OCI) and no manifest.json (docker save)");
+  fd = open_in (c, indir, "manifest.json");
+  if (fd < 0)
+    return -1;
   m = load_json (c, fd, "manifest.json");
   close (fd);
   if (m == NULL)

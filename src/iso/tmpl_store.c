@@ -208,12 +208,14 @@ parse_layers (const char *text, int with_prefix, char ids[][65], uint64_t *bytes
 static int
 make_sbx_layer (sbx_error_t **err)
 {
+  /* /root 0755: host root owns the layer, which is nobody inside, so the
+     sandbox's root could not enter a 0700 one (it is read-only anyway). */
   static const struct
   {
     const char *path;
     mode_t mode;
   } dirs[] = {{"etc", 0755}, {"proc", 0555}, {"dev", 0755},   {"sys", 0555},
-              {"home", 0755}, {"home/user", 0755}, {"tmp", 01777}, {"root", 0700},
+              {"home", 0755}, {"home/user", 0755}, {"tmp", 01777}, {"root", 0755},
               {"run", 0755}};
   const struct sbx_etc_file *f;
   char tmp[40] = "sbx-";
