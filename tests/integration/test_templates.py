@@ -89,6 +89,7 @@ def oci_archive(layers, config=None, docker=False, mangle=None):
 
 class TemplatesTest(DaemonTest):
     pool = 1
+    listen = True
     extra_args = ("--template-max-size", "64M", "--template-max-files", "2000")
 
     def build(self, name, body, fmt="oci"):
@@ -334,7 +335,71 @@ class TemplatesTest(DaemonTest):
         self.assert_refused("h8", oci_archive([layer], mangle=truncated_layer), 400,
                             "does not match its digest")
 
-    # ---- tenants, restarts ----------------------------------------------------
+    # ---- tenants, E2B, CLI, restarts -------------------------------------------
+
+    def test_tenants_and_e2b_template_id(self):
+        ka, kb = self.d.new_key("ta"), self.d.new_key("tb")
+        body = tar_bytes(userland() + [("mark", "file", b"ta's\n")])
+        r = self.d.tcp("POST", "/v1/templates?" + q(name="tpa", format="dir"), body, key=ka,
+                       raw=True)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json()["owner"], "ta")
+        # another tenant: it does not exist
+        self.assertError(self.d.tcp("GET", "/v1/templates/tpa", key=kb), 404)
+        self.assertError(self.d.tcp("DELETE", "/v1/templates/tpa", key=kb), 404)
+        self.assertError(self.d.tcp("POST", "/v1/sandboxes", {"template": "tpa"}, key=kb), 404)
+        names = [t["name"] for t in self.d.tcp("GET", "/v1/templates", key=kb).json()["templates"]]
+        self.assertNotIn("tpa", names)
+        # E2B: templateID is the template's name
+        h = {"X-API-Key": ka, "Content-Type": "application/json"}
+        r = self.d.tcp("POST", "/sandboxes", json.dumps({"templateID": "tpa"}), headers=h,
+                       raw=True)
+        self.assertEqual(r.status, 201, r)
+        e2b = r.json()
+        self.assertEqual(e2b["templateID"], "tpa")
+        sid = e2b["sandboxID"]
+        self.assertEqual(self.sh(sid, "cat /mark")["stdout"], "ta's\n")
+        h["X-API-Key"] = kb
+        r = self.d.tcp("POST", "/sandboxes", json.dumps({"templateID": "tpa"}), headers=h,
+                       raw=True)
+        self.assertEqual(r.status, 404, r)
+        self.d.kill(sid)
+        # a template the administrator built is everyone's, removable by it only
+        self.assertEqual(self.build("global1", tar_bytes(userland()), fmt="dir").status, 201)
+        self.assertEqual(self.d.tcp("GET", "/v1/templates/global1", key=kb).status, 200)
+        self.assertError(self.d.tcp("DELETE", "/v1/templates/global1", key=kb), 403)
+        self.assertEqual(self.d.tcp("DELETE", "/v1/templates/tpa", key=ka).status, 204)
+
+    def test_cli(self):
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="sbx-tmpl-cli-") as src:
+            os.makedirs(os.path.join(src, "bin"))
+            os.symlink(BUSYBOX, os.path.join(src, "bin", "busybox.lnk"))
+            with open(BUSYBOX, "rb") as f, open(os.path.join(src, "bin", "busybox"), "wb") as g:
+                g.write(f.read())
+            os.chmod(os.path.join(src, "bin", "busybox"), 0o755)
+            os.symlink("busybox", os.path.join(src, "bin", "sh"))
+            os.symlink("busybox", os.path.join(src, "bin", "cat"))
+            with open(os.path.join(src, "motd"), "w") as f:
+                f.write("from the cli\n")
+            r = self.d.sbx("template", "build", "clitmpl", "--from-dir", src)
+            self.assertEqual(r.returncode, 0, r)
+            self.assertIn(b"clitmpl: 1 layer", r.stdout)
+        r = self.d.sbx("template", "ls")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertRegex(r.stdout.decode(), r"(?m)^clitmpl\s+dir\s+1\s")
+        r = self.d.sbx("template", "inspect", "clitmpl")
+        self.assertEqual(json.loads(r.stdout)["name"], "clitmpl")
+        r = self.d.sbx("run", "--template", "clitmpl", "--", "/bin/cat", "/motd")
+        self.assertEqual((r.returncode, r.stdout), (0, b"from the cli\n"), r)
+        r = self.d.sbx("template", "rm", "clitmpl")
+        self.assertEqual(r.returncode, 0, r)
+        r = self.d.sbx("template", "inspect", "clitmpl")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"not found", r.stderr)
+        r = self.d.sbx("template", "build", "x", "--from-oci", "/nonexistent.tar")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"cannot read", r.stderr)
 
     def test_survives_restart(self):
         self.assertEqual(self.build("keep", tar_bytes(userland()), fmt="dir").status, 201)
