@@ -44,7 +44,10 @@ int sbx_tmpl_name_ok (const char *name);
 int sbx_tmpl_store_open (const char *state_dir, sbx_error_t **err);
 int sbx_tmpl_build (int in_fd, const char *name, const char *owner, enum sbx_tmpl_format format,
                     const struct sbx_tmpl_limits *lim, sbx_error_t **err);
-int sbx_tmpl_remove (const char *name, sbx_error_t **err);
+/* in_use(name) is asked under the store's lock, which sbx_tmpl_mount also
+   takes: a create that reserved its slot before is seen, one after finds
+   the template gone. */
+int sbx_tmpl_remove (const char *name, int (*in_use) (const char *name), sbx_error_t **err);
 /* 1 when `name` is a stored template, 0 when not. */
 int sbx_tmpl_exists (const char *name);
 /* A detached read-only overlay mount of the template's layers under the

@@ -686,6 +686,7 @@ read_oci_index (struct ctx *c, int indir, json_t **config, struct layer_ref *lay
   for (depth = 0; depth < 3; depth++)
     {
       const char *mt;
+      int nested;
       arr = json_object_get (idx, "manifests");
       desc = json_array_get (arr, 0);
       if (!json_is_object (desc) || !json_is_string (json_object_get (desc, "digest")))
@@ -699,13 +700,15 @@ read_oci_index (struct ctx *c, int indir, json_t **config, struct layer_ref *lay
           json_decref (idx);
           return -1;
         }
+      /* desc is idx's: read what we need of it before idx goes */
       mt = json_string_value (json_object_get (desc, "mediaType"));
+      nested = mt != NULL && strstr (mt, "index") != NULL;
       man = load_json (c, fd, "image manifest");
       close (fd);
       json_decref (idx);
       if (man == NULL)
         return -1;
-      if (mt && strstr (mt, "index") != NULL)
+      if (nested)
         {
           idx = man;
           man = NULL;

@@ -558,7 +558,7 @@ referenced (int byname, const char *id)
 }
 
 int
-sbx_tmpl_remove (const char *name, sbx_error_t **err)
+sbx_tmpl_remove (const char *name, int (*in_use) (const char *name), sbx_error_t **err)
 {
   cleanup_close int byname = -1, layers = -1;
   struct dirent *de;
@@ -568,6 +568,11 @@ sbx_tmpl_remove (const char *name, sbx_error_t **err)
   if (!sbx_tmpl_exists (name))
     return sbx_err (err, SBX_E_NOT_FOUND, "template `%.64s` not found", name);
   pthread_mutex_lock (&S.lock);
+  if (in_use && in_use (name))
+    {
+      pthread_mutex_unlock (&S.lock);
+      return sbx_err (err, SBX_E_CONFLICT, "template `%s` is in use by a running sandbox", name);
+    }
   byname = openat (S.dir, "by-name", O_PATH | O_DIRECTORY | O_CLOEXEC);
   layers = openat (S.dir, "layers", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (byname < 0 || layers < 0)

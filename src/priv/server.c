@@ -698,6 +698,19 @@ handle_upload_end (struct chan *c, const struct sbx_priv_upload_end *m)
 
 /* ---- channels ---------------------------------------------------------- */
 
+/* A slot (reserved or live) mounts it. Lock order: the store's, then P's. */
+static int
+template_in_use (const char *name)
+{
+  int used = 0;
+
+  pthread_mutex_lock (&P.lock);
+  for (unsigned i = 0; !used && i < P.nslots; i++)
+    used = P.slots[i].in_use && strcmp (P.slots[i].tmpl, name) == 0;
+  pthread_mutex_unlock (&P.lock);
+  return used;
+}
+
 /* Build (fd: the uploaded archive) or remove a stored template. */
 static void
 handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
@@ -733,16 +746,7 @@ handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
                         (enum sbx_tmpl_format) m->format, &lim, &err);
     }
   else
-    {
-      pthread_mutex_lock (&P.lock);
-      for (unsigned i = 0; err == NULL && i < P.nslots; i++)
-        if (P.slots[i].in_use && strcmp (P.slots[i].tmpl, m->name) == 0)
-          sbx_err (&err, SBX_E_CONFLICT, "template `%s` is in use by a running sandbox",
-                   m->name);
-      pthread_mutex_unlock (&P.lock);
-      if (err == NULL)
-        sbx_tmpl_remove (m->name, &err);
-    }
+    sbx_tmpl_remove (m->name, template_in_use, &err);
   send_reply (c, err, 0, NULL, 0, NULL, 0);
   sbx_error_free (err);
 }

@@ -194,6 +194,20 @@ class TemplatesTest(DaemonTest):
         self.assertIn("oci2", names)
         self.assertIn("base", names)
 
+    def test_nested_index(self):
+        layer = tar_bytes(userland() + [("n.txt", "file", b"nested\n")])
+
+        def nest(files):
+            inner = files["index.json"].replace(b'"schemaVersion": 2', b'"schemaVersion": 2', 1)
+            files["blobs/sha256/" + sha(inner)] = inner
+            files["index.json"] = json.dumps({"schemaVersion": 2, "manifests": [{
+                "mediaType": "application/vnd.oci.image.index.v1+json",
+                "digest": "sha256:" + sha(inner), "size": len(inner)}]}).encode()
+        r = self.build("nested", oci_archive([layer], mangle=nest))
+        self.assertEqual(r.status, 201, r)
+        sid = self.d.create(template="nested")
+        self.assertEqual(self.sh(sid, "cat /n.txt")["stdout"], "nested\n")
+
     def test_docker_save_form_gzip_layers(self):
         _, _, body = self.two_layer_image(docker=True, gz=True)
         r = self.build("dock", body)
