@@ -332,7 +332,7 @@ child_main (int in_fd, int build, int msg_fd, enum sbx_tmpl_format format,
 {
   char msg[1024];
   struct rlimit cpu = {600, 600}, fsize = {lim->max_bytes + 1, lim->max_bytes + 1},
-                core = {0, 0}, nofile = {64, 64};
+                core = {0, 0}, nofile = {256, 256};
   int rc;
 
   if (dup2 (in_fd, 0) < 0 || dup2 (build, 1) < 0 || dup2 (msg_fd, 2) < 0)
