@@ -98,7 +98,7 @@ static const struct
    "Manage API keys for the daemon's TCP listener (only over the unix\n"
    "socket). `create` prints the key, once, alone on its last line.\n"},
   {"template",
-   "usage: sbx template build NAME --from-dir DIR | --from-oci FILE\n"
+   "usage: sbx template build NAME --from-dir DIR | --from-oci FILE | --from-recipe FILE\n"
    "       sbx template ls [--json]\n"
    "       sbx template inspect NAME...\n"
    "       sbx template rm NAME...\n"
@@ -107,7 +107,9 @@ static const struct
    "NAME` on run and create; E2B's templateID). `build --from-dir` uploads a\n"
    "tar of DIR (made with tar(1)) as one layer; `--from-oci` an image archive\n"
    "as `docker save` or `skopeo copy ... oci-archive:` write it (layers,\n"
-   "whiteouts, Env, WorkingDir and User kept). Layers are stored once by\n"
+   "whiteouts, Env, WorkingDir and User kept); `--from-recipe` a JSON file\n"
+   "{\"release\": \"bookworm\", \"packages\": [...]} built with debootstrap\n"
+   "(administrator only; cached by recipe). Layers are stored once by\n"
    "content. `rm` fails while a sandbox uses the template. See\n"
    "docs/templates.md.\n"},
   {"audit",

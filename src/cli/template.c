@@ -76,7 +76,7 @@ tmpl_build (struct sbx_api *api, int argc, char **argv)
   struct sbx_http_request req = SBX_HTTP_REQUEST_INIT;
   struct sbx_buf target = SBX_BUF_INIT, out = SBX_BUF_INIT;
   cleanup_error sbx_error_t *e = NULL;
-  const char *name = NULL, *dir = NULL, *oci = NULL;
+  const char *name = NULL, *dir = NULL, *oci = NULL, *recipe = NULL, *fmt;
   struct stat st;
   json_t *answer;
   int i, fd, status;
@@ -93,6 +93,8 @@ tmpl_build (struct sbx_api *api, int argc, char **argv)
         dir = argv[++i];
       else if (strcmp (a, "--from-oci") == 0 && i + 1 < argc)
         oci = argv[++i];
+      else if (strcmp (a, "--from-recipe") == 0 && i + 1 < argc)
+        recipe = argv[++i];
       else if (a[0] == '-')
         {
           sbx_cli_usage ("template build: unknown option or missing value `%s`", a);
@@ -106,11 +108,15 @@ tmpl_build (struct sbx_api *api, int argc, char **argv)
           return SBX_EXIT_USAGE;
         }
     }
-  if (name == NULL || (dir == NULL) == (oci == NULL))
+  if (name == NULL || (dir != NULL) + (oci != NULL) + (recipe != NULL) != 1)
     {
-      sbx_cli_usage ("template build: expected NAME and one of --from-dir DIR, --from-oci FILE");
+      sbx_cli_usage ("template build: expected NAME and one of --from-dir DIR, --from-oci FILE, "
+                     "--from-recipe FILE");
       return SBX_EXIT_USAGE;
     }
+  if (recipe)
+    oci = recipe;
+  fmt = dir ? "dir" : recipe ? "recipe" : "oci";
   fd = dir ? tar_dir (dir) : open (oci, O_RDONLY | O_CLOEXEC);
   if (fd < 0 || fstat (fd, &st) < 0)
     {
@@ -119,13 +125,17 @@ tmpl_build (struct sbx_api *api, int argc, char **argv)
         close (fd);
       return SBX_EXIT_FAILURE;
     }
-  fprintf (stderr, "sbx: uploading %.1f MB and building `%s`...\n", (double) st.st_size / 1e6,
-           name);
-  sbx_buf_printf (&target, "/v1/templates?format=%s&name=", dir ? "dir" : "oci");
+  if (recipe)
+    fprintf (stderr, "sbx: building `%s` from a recipe (debootstrap: minutes unless cached)...\n",
+             name);
+  else
+    fprintf (stderr, "sbx: uploading %.1f MB and building `%s`...\n",
+             (double) st.st_size / 1e6, name);
+  sbx_buf_printf (&target, "/v1/templates?format=%s&name=", fmt);
   sbx_url_escape (&target, name, 0);
   req.method = "POST";
   req.target = target.data;
-  req.content_type = "application/x-tar";
+  req.content_type = recipe ? "application/json" : "application/x-tar";
   req.body_fd = fd;
   req.body_len = (size_t) st.st_size;
   req.has_body = 1;

@@ -46,6 +46,8 @@ struct sbx_config
   uint64_t template_max_upload;
   uint64_t template_max_bytes;
   uint64_t template_max_inodes;
+  char template_mirror[512]; /* recipes: the Debian mirror */
+  char template_cache[512];  /* recipes: built layers by recipe hash ("": in the state dir) */
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);

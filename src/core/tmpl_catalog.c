@@ -26,6 +26,7 @@
 #include "core/template.h"
 #include "iso/tmpl.h"
 #include "priv/host.h"
+#include "util/buf.h"
 #include "util/cleanup.h"
 
 #define GLOBAL_OWNER "*"
@@ -95,7 +96,10 @@ load_meta (const char *name)
   if (s && strlen (s) < 64)
     json_object_set_new (clean, "user", json_string (s));
   s = json_string_value (json_object_get (m, "source"));
-  json_object_set_new (clean, "source", json_string (s && strcmp (s, "oci") == 0 ? "oci" : "dir"));
+  json_object_set_new (clean, "source",
+                       json_string (s && (strcmp (s, "oci") == 0 || strcmp (s, "recipe") == 0)
+                                        ? s
+                                        : "dir"));
   json_decref (m);
   return clean;
 }
@@ -201,6 +205,91 @@ sbx_template_meta (const char *name)
   return sbx_template_is_stored (name) ? load_meta (name) : NULL;
 }
 
+/* The client's recipe {"release": R, "packages": [P...]} (JSON, in the
+   spool file) rewritten there in the parent's line form. */
+static int
+canonical_recipe (int fd, sbx_error_t **err)
+{
+  static const char *const allowed[] = {"release", "packages", NULL};
+  char buf[8192], release[72], include[8192];
+  struct sbx_buf out = SBX_BUF_INIT;
+  json_error_t je;
+  json_t *j, *v;
+  ssize_t n = pread (fd, buf, sizeof buf, 0);
+  const char *key;
+  size_t i;
+  int rc = -1;
+
+  if (n <= 0 || (size_t) n >= sizeof buf)
+    return sbx_err (err, SBX_E_INVALID, "the recipe must be a JSON object under 8 KiB");
+  j = json_loadb (buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
+  if (!json_is_object (j))
+    {
+      json_decref (j);
+      return sbx_err (err, SBX_E_INVALID, "malformed recipe: %s", j ? "not an object" : je.text);
+    }
+  json_object_foreach (j, key, v)
+  {
+    int ok = 0;
+    for (i = 0; allowed[i]; i++)
+      ok |= strcmp (key, allowed[i]) == 0;
+    if (!ok)
+      {
+        sbx_err (err, SBX_E_INVALID, "recipe: unknown field `%.64s` (release, packages)", key);
+        goto out;
+      }
+  }
+  v = json_object_get (j, "release");
+  if (!json_is_string (v))
+    {
+      sbx_err (err, SBX_E_INVALID, "recipe: `release` (a Debian codename: bookworm) is required");
+      goto out;
+    }
+  sbx_buf_printf (&out, "release %s\n", json_string_value (v));
+  v = json_object_get (j, "packages");
+  if (v && !json_is_array (v))
+    {
+      sbx_err (err, SBX_E_INVALID, "recipe: `packages` must be an array of package names");
+      goto out;
+    }
+  {
+    json_t *p;
+    json_array_foreach (v, i, p)
+    {
+      const char *s = json_string_value (p);
+      if (s == NULL || strchr (s, '\n') != NULL)
+        {
+          sbx_err (err, SBX_E_INVALID, "recipe: `packages[%zu]` must be a package name", i);
+          goto out;
+        }
+      sbx_buf_printf (&out, "package %s\n", s);
+    }
+  }
+  if (out.failed)
+    {
+      sbx_err_oom (err);
+      goto out;
+    }
+  sbx_buf_append (&out, "", 1);
+  if (sbx_tmpl_recipe_parse (out.data, release, sizeof release, include, sizeof include) < 0)
+    {
+      sbx_err (err, SBX_E_INVALID,
+               "recipe: a release is a-z0-9 (bookworm), a package a-z0-9 then .+- (at most "
+               "128 packages, 64 bytes each)");
+      goto out;
+    }
+  if (ftruncate (fd, 0) < 0 || pwrite (fd, out.data, out.len - 1, 0) != (ssize_t) (out.len - 1))
+    {
+      sbx_err_sys (err, errno, "recipe: spool");
+      goto out;
+    }
+  rc = 0;
+out:
+  sbx_buf_free (&out);
+  json_decref (j);
+  return rc;
+}
+
 int
 sbx_template_build (const char *tenant, const char *name, const char *format, int fd,
                     sbx_error_t **err)
@@ -211,8 +300,17 @@ sbx_template_build (const char *tenant, const char *name, const char *format, in
     f = SBX_TMPL_OCI;
   else if (strcmp (format, "dir") == 0)
     f = SBX_TMPL_DIR;
+  else if (strcmp (format, "recipe") == 0)
+    {
+      /* debootstrap runs package scripts as root on the host (in a chroot) */
+      if (tenant != NULL)
+        return sbx_err (err, SBX_E_FORBIDDEN,
+                        "recipe templates are built by the administrator (the unix socket) only");
+      f = SBX_TMPL_RECIPE;
+    }
   else
-    return sbx_err (err, SBX_E_INVALID, "format must be `oci` or `dir`, not `%.32s`", format);
+    return sbx_err (err, SBX_E_INVALID, "format must be `oci`, `dir` or `recipe`, not `%.32s`",
+                    format);
   if (name == NULL || !sbx_tmpl_name_ok (name))
     return sbx_err (err, SBX_E_INVALID,
                     "template name `%.64s`: 1 to 31 of a-z 0-9 . _ -, starting with a letter or "
@@ -220,6 +318,8 @@ sbx_template_build (const char *tenant, const char *name, const char *format, in
                     name ? name : "");
   if (tenant && (strlen (tenant) >= 64 || strcmp (tenant, GLOBAL_OWNER) == 0))
     return sbx_err (err, SBX_E_INVALID, "this tenant's name cannot own templates");
+  if (f == SBX_TMPL_RECIPE && canonical_recipe (fd, err) < 0)
+    return -1;
   return sbx_host_template_build (fd, name, tenant ? tenant : GLOBAL_OWNER, f, err);
 }
 

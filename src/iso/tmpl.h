@@ -24,6 +24,7 @@ enum sbx_tmpl_format
 {
   SBX_TMPL_DIR = 1, /* a tar of a directory tree: one layer */
   SBX_TMPL_OCI = 2, /* an OCI image archive or docker save's */
+  SBX_TMPL_RECIPE = 3, /* "release R\npackage P\n..." (tmpl_recipe.c; the administrator's) */
 };
 
 struct sbx_tmpl_limits
@@ -40,8 +41,16 @@ int sbx_tmpl_extract (int in_fd, int build_dir, enum sbx_tmpl_format format,
 /* A template name: [a-z0-9][a-z0-9._-]{0,30}, not a built-in one. */
 int sbx_tmpl_name_ok (const char *name);
 
-/* Parent side. */
-int sbx_tmpl_store_open (const char *state_dir, sbx_error_t **err);
+/* Recipes (tmpl_recipe.c, in the parent). */
+int sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *include,
+                           size_t ilen);
+int sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char *mirror,
+                           const char *cache_dir, sbx_error_t **err);
+
+/* Parent side. mirror: the Debian mirror recipes use; cache_dir: where
+   recipe builds are kept ("": STATE/templates/cache). */
+int sbx_tmpl_store_open (const char *state_dir, const char *mirror, const char *cache_dir,
+                         sbx_error_t **err);
 int sbx_tmpl_build (int in_fd, const char *name, const char *owner, enum sbx_tmpl_format format,
                     const struct sbx_tmpl_limits *lim, sbx_error_t **err);
 /* in_use(name) is asked under the store's lock, which sbx_tmpl_mount also

@@ -51,7 +51,10 @@ static struct
 {
   pthread_mutex_t lock;
   int dir; /* STATE/templates */
-} S = {PTHREAD_MUTEX_INITIALIZER, -1};
+  char path[600]; /* its path, for debootstrap */
+  char mirror[512];
+  char cache[600];
+} S = {PTHREAD_MUTEX_INITIALIZER, -1, "", "", ""};
 
 int
 sbx_tmpl_name_ok (const char *name)
@@ -245,7 +248,8 @@ make_sbx_layer (sbx_error_t **err)
 }
 
 int
-sbx_tmpl_store_open (const char *state_dir, sbx_error_t **err)
+sbx_tmpl_store_open (const char *state_dir, const char *mirror, const char *cache_dir,
+                     sbx_error_t **err)
 {
   cleanup_close int state = open (state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   struct dirent *de;
@@ -254,6 +258,12 @@ sbx_tmpl_store_open (const char *state_dir, sbx_error_t **err)
 
   if (state < 0)
     return sbx_err_sys (err, errno, "open the state directory `%s`", state_dir);
+  snprintf (S.path, sizeof S.path, "%s/templates", state_dir);
+  snprintf (S.mirror, sizeof S.mirror, "%s", mirror);
+  if (cache_dir && cache_dir[0])
+    snprintf (S.cache, sizeof S.cache, "%s", cache_dir);
+  else
+    snprintf (S.cache, sizeof S.cache, "%s/templates/cache", state_dir);
   if (mkdirat (state, "templates", 0755) < 0 && errno != EEXIST)
     return sbx_err_sys (err, errno, "mkdir `%s/templates`", state_dir);
   S.dir = openat (state, "templates", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -499,7 +509,14 @@ sbx_tmpl_build (int in_fd, const char *name, const char *owner, enum sbx_tmpl_fo
   if (tmpdir < 0 || mkdirat (tmpdir, bname, 0700) < 0
       || (build = openat (tmpdir, bname, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
     return sbx_err_sys (err, errno, "templates: make a build directory");
-  rc = run_child (in_fd, build, format, lim, err);
+  if (format == SBX_TMPL_RECIPE)
+    {
+      char path[700];
+      snprintf (path, sizeof path, "%s/tmp/%s", S.path, bname);
+      rc = sbx_tmpl_recipe_build (in_fd, build, path, S.mirror, S.cache, err);
+    }
+  else
+    rc = run_child (in_fd, build, format, lim, err);
   if (rc == 0)
     {
       pthread_mutex_lock (&S.lock);

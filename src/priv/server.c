@@ -737,7 +737,8 @@ handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
   else if (m->tmpl_op == SBX_PRIV_TEMPLATE_BUILD)
     {
       struct sbx_tmpl_limits lim = {P.cfg->template_max_bytes, P.cfg->template_max_inodes};
-      if (m->format != SBX_TMPL_DIR && m->format != SBX_TMPL_OCI)
+      if (m->format != SBX_TMPL_DIR && m->format != SBX_TMPL_OCI
+          && !(m->format == SBX_TMPL_RECIPE && strcmp (m->owner, "*") == 0))
         sbx_err (&err, SBX_E_INVALID, "unknown template format");
       else if (fstat (fd, &st) < 0 || !S_ISREG (st.st_mode))
         sbx_err (&err, SBX_E_INVALID, "the template archive is not a file");
@@ -951,7 +952,7 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
   P.cfg = cfg;
   P.eng = eng;
   P.nslots = cfg->max_sandboxes + cfg->pool_size + 16;
-  if (sbx_tmpl_store_open (cfg->state_dir, err) < 0)
+  if (sbx_tmpl_store_open (cfg->state_dir, cfg->template_mirror, cfg->template_cache, err) < 0)
     return -1;
   P.slots = calloc (P.nslots, sizeof *P.slots);
   if (P.slots == NULL)
