@@ -14,6 +14,8 @@ packages=(
   python3 bubblewrap valgrind
   # templates: a static userland for the image archives tests build (test_templates.py)
   busybox-static
+  # templates from recipes (src/iso/tmpl_recipe.c)
+  debootstrap debian-archive-keyring
   # fuzzing (make fuzz): libFuzzer's runtime is libclang-rt-14-dev, only
   # recommended by clang; llvm-14 has llvm-symbolizer for readable reports
   clang-14 libclang-rt-14-dev llvm-14
