@@ -60,6 +60,10 @@ struct ctx
   size_t ndirs;
 };
 
+static int fail (struct ctx *c, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+static int too_large (struct ctx *c, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
 static int
 fail (struct ctx *c, const char *fmt, ...)
 {
