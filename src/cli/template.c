@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/api.h"
@@ -58,6 +60,43 @@ tar_dir (const char *dir)
       return -1;
     }
   return fd;
+}
+
+/* While a recipe builds: its newest progress line on stderr, once a
+   second (GET /v1/templates/NAME/progress), from a child of ours. */
+static pid_t
+start_progress (const char *name)
+{
+  pid_t parent = getpid (), pid = fork ();
+  struct sbx_buf target = SBX_BUF_INIT;
+  struct sbx_api api;
+  char last[512] = "";
+  time_t start = time (NULL);
+
+  if (pid != 0)
+    return pid;
+  if (sbx_api_init (&api, NULL) < 0)
+    _exit (0);
+  sbx_buf_append (&target, "/v1/templates/", 14);
+  sbx_url_escape (&target, name, 0);
+  sbx_buf_append (&target, "/progress", 10);
+  while (getppid () == parent)
+    {
+      json_t *answer = NULL;
+      sleep (1);
+      if (sbx_api_json (&api, "GET", target.data, NULL, &answer, NULL) > 0)
+        {
+          json_t *tail = json_object_get (answer, "tail");
+          const char *line = json_string_value (json_array_get (tail, json_array_size (tail) - 1));
+          if (line && strcmp (line, last) != 0)
+            {
+              fprintf (stderr, "  [%3lds] %.200s\n", (long) (time (NULL) - start), line);
+              snprintf (last, sizeof last, "%s", line);
+            }
+        }
+      json_decref (answer);
+    }
+  _exit (0);
 }
 
 static void
@@ -139,7 +178,15 @@ tmpl_build (struct sbx_api *api, int argc, char **argv)
   req.body_fd = fd;
   req.body_len = (size_t) st.st_size;
   req.has_body = 1;
-  status = sbx_api_request (api, NULL, &req, NULL, NULL, &out, &e);
+  {
+    pid_t progress = recipe ? start_progress (name) : -1;
+    status = sbx_api_request (api, NULL, &req, NULL, NULL, &out, &e);
+    if (progress > 0)
+      {
+        kill (progress, SIGTERM);
+        waitpid (progress, NULL, 0);
+      }
+  }
   close (fd);
   sbx_buf_free (&target);
   if (status < 0)

@@ -42,5 +42,7 @@ json_t *sbx_template_meta (const char *name);
 int sbx_template_build (const char *tenant, const char *name, const char *format, int fd,
                         sbx_error_t **err);
 int sbx_template_delete (const char *tenant, const char *name, sbx_error_t **err);
+/* {name, bytes, tail: [lines]} of a recipe build in progress, or NULL (404). */
+json_t *sbx_template_progress (const char *tenant, const char *name, sbx_error_t **err);
 
 #endif

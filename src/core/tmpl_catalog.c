@@ -351,3 +351,39 @@ sbx_template_delete (const char *tenant, const char *name, sbx_error_t **err)
                     users, users == 1 ? "" : "es");
   return sbx_host_template_remove (name, err);
 }
+
+json_t *
+sbx_template_progress (const char *tenant, const char *name, sbx_error_t **err)
+{
+  char path[1024], buf[4096];
+  cleanup_close int fd = -1;
+  struct stat st;
+  off_t from;
+  ssize_t n;
+  json_t *lines;
+  char *p, *save = NULL;
+
+  /* only recipe builds have progress, and only the administrator makes them */
+  if (tenant != NULL || !sbx_tmpl_name_ok (name))
+    return sbx_err (err, SBX_E_NOT_FOUND, "no build of `%.64s` in progress", name), NULL;
+  snprintf (path, sizeof path, "%s/templates/progress/%s", sbx_core.cfg.state_dir, name);
+  fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 || fstat (fd, &st) < 0 || !S_ISREG (st.st_mode))
+    return sbx_err (err, SBX_E_NOT_FOUND, "no build of `%.64s` in progress", name), NULL;
+  from = st.st_size > (off_t) sizeof buf - 1 ? st.st_size - (off_t) sizeof buf + 1 : 0;
+  n = pread (fd, buf, sizeof buf - 1, from);
+  buf[n > 0 ? n : 0] = '\0';
+  lines = json_array ();
+  for (p = strtok_r (buf, "\n", &save); p; p = strtok_r (NULL, "\n", &save))
+    {
+      for (char *q = p; *q; q++)
+        if ((unsigned char) *q < 0x20 || (unsigned char) *q > 0x7e)
+          *q = '?';
+      json_array_append_new (lines, json_string (p));
+    }
+  /* the first line may be cut: drop it when the file was longer */
+  if (from > 0 && json_array_size (lines) > 0)
+    json_array_remove (lines, 0);
+  return json_pack ("{s:s, s:I, s:o}", "name", name, "bytes", (json_int_t) st.st_size, "tail",
+                    lines);
+}

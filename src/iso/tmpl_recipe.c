@@ -250,7 +250,7 @@ hex_sha256 (const char *a, const char *b, char out[65])
    them. 0, or -1 with err. */
 int
 sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char *mirror,
-                       const char *cache_dir, sbx_error_t **err)
+                       const char *cache_dir, int progress_fd, sbx_error_t **err)
 {
   char text[RECIPE_MAX + 1], release[72], include[RECIPE_MAX], key[65], reason[400];
   char target[1200], cached[1200], result[200], meta[] = "{\"source\":\"recipe\",\"env\":[]}";
@@ -272,7 +272,10 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
     return sbx_err_sys (err, errno, "recipe: mkdir");
   snprintf (target, sizeof target, "%s/layers/%s", build_path, key);
   snprintf (cached, sizeof cached, "%s/%s", cache_dir, key);
-  log_fd = openat (build, "log", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  /* debootstrap's output: the progress file clients may read, or a log of
+     the build's own */
+  log_fd = progress_fd >= 0 ? fcntl (progress_fd, F_DUPFD_CLOEXEC, 3)
+                            : openat (build, "log", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (log_fd < 0)
     return sbx_err_sys (err, errno, "recipe: log");
   if (cache_dir[0] && stat (cached, &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == 0)
@@ -280,6 +283,7 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
       char *const cp[] = {(char *) (uintptr_t) "/bin/cp", (char *) (uintptr_t) "-a",
                           (char *) (uintptr_t) "--reflink=auto", cached, target, NULL};
       sbx_info ("templates: recipe %.12s from the cache", key);
+      dprintf (log_fd, "sbx: copying the cached build %.12s\n", key);
       if (run (cp, log_fd, BUILD_TIMEOUT_S) != 0)
         return sbx_err (err, SBX_E_SYSTEM, "recipe: copying the cached build failed");
     }
@@ -300,6 +304,8 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
       argv[i] = NULL;
       sbx_info ("templates: debootstrap %s (%s) from %s", release, include[0] ? include : "-",
                 mirror);
+      dprintf (log_fd, "sbx: debootstrap %s (%s) from %s\n", release,
+               include[0] ? include : "no extra packages", mirror);
       rc = run (argv, log_fd, BUILD_TIMEOUT_S);
       if (rc != 0)
         {
@@ -324,6 +330,7 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
   fd = openat (layers, key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return sbx_err_sys (err, errno, "recipe: the built tree");
+  dprintf (log_fd, "sbx: making the layer (root's files, no setuid, no device nodes)\n");
   sanitize (fd, 0, &bytes);
   close (fd);
   if (fchmodat (layers, key, 0755, 0) < 0)
@@ -335,6 +342,7 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
       char *const cp[] = {(char *) (uintptr_t) "/bin/cp", (char *) (uintptr_t) "-a",
                           (char *) (uintptr_t) "--reflink=auto", target, tmp, NULL};
       snprintf (tmp, sizeof tmp, "%s/.tmp-%s-%d", cache_dir, key, (int) getpid ());
+      dprintf (log_fd, "sbx: keeping a copy in the recipe cache\n");
       mkdir (cache_dir, 0700);
       if (run (cp, log_fd, BUILD_TIMEOUT_S) != 0 || rename (tmp, cached) < 0)
         sbx_warn ("templates: could not cache recipe %.12s in `%s`", key, cache_dir);

@@ -273,9 +273,20 @@ sbx_tmpl_store_open (const char *state_dir, const char *mirror, const char *cach
     return sbx_err_sys (err, errno, "own `%s/templates`", state_dir);
   if ((mkdirat (S.dir, "layers", 0700) < 0 && errno != EEXIST)
       || (mkdirat (S.dir, "by-name", 0755) < 0 && errno != EEXIST)
-      || (mkdirat (S.dir, "tmp", 0700) < 0 && errno != EEXIST))
+      || (mkdirat (S.dir, "tmp", 0700) < 0 && errno != EEXIST)
+      || (mkdirat (S.dir, "progress", 0755) < 0 && errno != EEXIST))
     return sbx_err_sys (err, errno, "mkdir the template store");
-  /* Builds a crash interrupted. */
+  /* Builds a crash interrupted: their directories and progress files. */
+  fd = openat (S.dir, "progress", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && (d = fdopendir (fd)) != NULL)
+    {
+      while ((de = readdir (d)) != NULL)
+        if (de->d_name[0] != '.')
+          unlinkat (dirfd (d), de->d_name, 0);
+      closedir (d);
+    }
+  else if (fd >= 0)
+    close (fd);
   fd = openat (S.dir, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd >= 0 && (d = fdopendir (fd)) != NULL)
     {
@@ -511,9 +522,23 @@ sbx_tmpl_build (int in_fd, const char *name, const char *owner, enum sbx_tmpl_fo
     return sbx_err_sys (err, errno, "templates: make a build directory");
   if (format == SBX_TMPL_RECIPE)
     {
+      /* progress/NAME: debootstrap's output while it runs, readable by the
+         front end (GET /v1/templates/NAME/progress); removed at the end */
       char path[700];
+      int progress = -1, pdir = openat (S.dir, "progress", O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (pdir >= 0)
+        progress = openat (pdir, name, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (progress >= 0 && fchmod (progress, 0644) < 0)
+        sbx_warn ("templates: progress file: %s", strerror (errno));
       snprintf (path, sizeof path, "%s/tmp/%s", S.path, bname);
-      rc = sbx_tmpl_recipe_build (in_fd, build, path, S.mirror, S.cache, err);
+      rc = sbx_tmpl_recipe_build (in_fd, build, path, S.mirror, S.cache, progress, err);
+      if (progress >= 0)
+        {
+          close (progress);
+          unlinkat (pdir, name, 0);
+        }
+      if (pdir >= 0)
+        close (pdir);
     }
   else
     rc = run_child (in_fd, build, format, lim, err);

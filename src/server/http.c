@@ -87,6 +87,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/templates", SBX_BODY_NONE, 0, sbx_route_template_list},
     {"GET", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_get},
     {"DELETE", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_delete},
+    {"GET", "v1/templates/*/progress", SBX_BODY_NONE, 0, sbx_route_template_progress},
     {"GET", "v1/audit", SBX_BODY_NONE, 1, sbx_route_audit},
     /* E2B's control plane (e2b_control.c): E2B_API_URL points here. */
     {"GET", "health", SBX_BODY_NONE, 0, sbx_route_e2b_health},

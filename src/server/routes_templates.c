@@ -126,3 +126,15 @@ sbx_route_template_delete (struct sbx_req *r)
   else
     sbx_reply_empty (r, 204);
 }
+
+void
+sbx_route_template_progress (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  json_t *o = sbx_template_progress (sbx_req_tenant (r), r->segs[2], &err);
+
+  if (o == NULL)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_json (r, 200, o);
+}

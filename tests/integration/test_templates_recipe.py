@@ -54,6 +54,37 @@ class RecipeTest(DaemonTest):
         self.assertEqual(self.d.api("DELETE", "/v1/templates/deb").status, 204)
         self.assertEqual(self.d.api("DELETE", "/v1/templates/deb2").status, 204)
 
+    def test_progress_and_cli(self):
+        import tempfile
+        import threading
+        # the first build fills the cache (or takes it); the next ones are copies
+        self.assertEqual(self.build("p0", {"release": "bookworm"}).status, 201)
+        done = []
+        t = threading.Thread(target=lambda: done.append(
+            self.build("p1", {"release": "bookworm"})))
+        t.start()
+        seen = []
+        while t.is_alive():
+            r = self.d.api("GET", "/v1/templates/p1/progress")
+            if r.status == 200:
+                seen.extend(r.json()["tail"])
+            else:
+                self.assertEqual(r.status, 404, r)
+        t.join()
+        self.assertEqual(done[0].status, 201, done[0])
+        self.assertIn("sbx: copying the cached build", " ".join(seen))
+        self.assertError(self.d.api("GET", "/v1/templates/p1/progress"), 404)
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump({"release": "bookworm", "packages": []}, f)
+            f.flush()
+            r = self.d.sbx("template", "build", "p2", "--from-recipe", f.name, timeout=1800)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn(b"from a recipe", r.stderr)
+        self.assertIn(b"p2: 1 layer", r.stdout)
+        self.assertEqual(os.listdir(os.path.join(self.d.state, "templates", "progress")), [])
+        for n in ("p0", "p1", "p2"):
+            self.assertEqual(self.d.api("DELETE", "/v1/templates/" + n).status, 204)
+
     def test_recipe_refusals(self):
         key = self.d.new_key("tr")
         r = self.d.tcp("POST", "/v1/templates?" + q(name="r1", format="recipe"),
