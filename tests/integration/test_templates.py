@@ -423,6 +423,30 @@ class TemplatesTest(DaemonTest):
         self.assertEqual(self.sh(sid, "echo ok")["stdout"], "ok\n")
 
 
+class TemplateRestartTest(DaemonTest):
+    """A sandbox of a stored template outlives a daemon restart, and keeps
+    its template from being removed (the new daemon's registry knows it)."""
+    pool = 0
+
+    @classmethod
+    def setUpClass(cls):
+        from harness import Daemon
+        cls.d = Daemon(pool=0, kill_on_exit=False).start()
+
+    def test_adopted_sandbox_holds_its_template(self):
+        r = self.d.api("POST", "/v1/templates?" + q(name="kept", format="dir"),
+                       tar_bytes(userland() + [("f", "file", b"still here\n")]), raw=True)
+        self.assertEqual(r.status, 201, r)
+        sid = self.d.create(template="kept")
+        self.d.stop()
+        self.d.start()
+        res = self.d.exec(sid, argv=["/bin/cat", "/f"])
+        self.assertEqual(res["stdout"], "still here\n", res)
+        self.assertError(self.d.api("DELETE", "/v1/templates/kept"), 409)
+        self.d.kill(sid)
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/kept").status, 204)
+
+
 def dir_bytes(path):
     total = 0
     for root, dirs, files in os.walk(path):
