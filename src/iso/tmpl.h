@@ -47,7 +47,8 @@ int sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *i
 /* progress_fd: where debootstrap's output goes as it runs (-1: a log in
    the build directory). */
 int sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char *mirror,
-                           const char *cache_dir, int progress_fd, sbx_error_t **err);
+                           const char *cache_dir, int progress_fd, int store_layers,
+                           sbx_error_t **err);
 
 /* Parent side. mirror: the Debian mirror recipes use; cache_dir: where
    recipe builds are kept ("": STATE/templates/cache). */

@@ -153,6 +153,43 @@ sanitize (int dir, int depth, uint64_t *bytes)
   closedir (d);
 }
 
+/* Bytes of the regular files under dir (a layer already stored). */
+static uint64_t
+tree_bytes (int dir, int depth)
+{
+  struct dirent *de;
+  uint64_t total = 0;
+  int fd = openat (dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = fd >= 0 ? fdopendir (fd) : NULL;
+
+  if (d == NULL)
+    {
+      if (fd >= 0)
+        close (fd);
+      return 0;
+    }
+  while ((de = readdir (d)) != NULL)
+    {
+      struct stat st;
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0
+          || fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        continue;
+      if (S_ISREG (st.st_mode))
+        total += (uint64_t) st.st_size;
+      else if (S_ISDIR (st.st_mode) && depth < 256)
+        {
+          int sub = openat (dirfd (d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sub >= 0)
+            {
+              total += tree_bytes (sub, depth + 1);
+              close (sub);
+            }
+        }
+    }
+  closedir (d);
+  return total;
+}
+
 /* Run argv (absolute) with output to log_fd; its exit status, or -1. */
 static int
 run (char *const argv[], int log_fd, int timeout_s)
@@ -250,7 +287,8 @@ hex_sha256 (const char *a, const char *b, char out[65])
    them. 0, or -1 with err. */
 int
 sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char *mirror,
-                       const char *cache_dir, int progress_fd, sbx_error_t **err)
+                       const char *cache_dir, int progress_fd, int store_layers,
+                       sbx_error_t **err)
 {
   char text[RECIPE_MAX + 1], release[72], include[RECIPE_MAX], key[65], reason[400];
   char target[1200], cached[1200], result[200], meta[] = "{\"source\":\"recipe\",\"env\":[]}";
@@ -278,6 +316,15 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
                             : openat (build, "log", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (log_fd < 0)
     return sbx_err_sys (err, errno, "recipe: log");
+  if ((fd = openat (store_layers, key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0)
+    {
+      /* built before by this daemon: the stored layer is the result (the
+         commit keeps it and takes nothing from this build) */
+      dprintf (log_fd, "sbx: the layer %.12s is stored already\n", key);
+      bytes = tree_bytes (fd, 0);
+      close (fd);
+      goto write_result;
+    }
   if (cache_dir[0] && stat (cached, &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == 0)
     {
       char *const cp[] = {(char *) (uintptr_t) "/bin/cp", (char *) (uintptr_t) "-a",
@@ -347,6 +394,7 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
       if (run (cp, log_fd, BUILD_TIMEOUT_S) != 0 || rename (tmp, cached) < 0)
         sbx_warn ("templates: could not cache recipe %.12s in `%s`", key, cache_dir);
     }
+write_result:
   snprintf (result, sizeof result, "layer %s %llu\n", key, (unsigned long long) bytes);
   fd = openat (build, "result", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 || write (fd, result, strlen (result)) != (ssize_t) strlen (result))

@@ -531,7 +531,12 @@ sbx_tmpl_build (int in_fd, const char *name, const char *owner, enum sbx_tmpl_fo
       if (progress >= 0 && fchmod (progress, 0644) < 0)
         sbx_warn ("templates: progress file: %s", strerror (errno));
       snprintf (path, sizeof path, "%s/tmp/%s", S.path, bname);
-      rc = sbx_tmpl_recipe_build (in_fd, build, path, S.mirror, S.cache, progress, err);
+      {
+        int layers = openat (S.dir, "layers", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        rc = sbx_tmpl_recipe_build (in_fd, build, path, S.mirror, S.cache, progress, layers, err);
+        if (layers >= 0)
+          close (layers);
+      }
       if (progress >= 0)
         {
           close (progress);
