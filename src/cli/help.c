@@ -106,6 +106,21 @@ static const struct
    "request headers on the way out (docs/egress.md). The value comes from\n"
    "stdin or FILE (one trailing newline dropped), never from the command\n"
    "line, and is never shown again: `ls` lists names.\n"},
+  {"template",
+   "usage: sbx template build NAME --from-dir DIR | --from-oci FILE | --from-recipe FILE\n"
+   "       sbx template ls [--json]\n"
+   "       sbx template inspect NAME...\n"
+   "       sbx template rm NAME...\n"
+   "\n"
+   "Manage templates: read-only root trees sandboxes start from (`--template\n"
+   "NAME` on run and create; E2B's templateID). `build --from-dir` uploads a\n"
+   "tar of DIR (made with tar(1)) as one layer; `--from-oci` an image archive\n"
+   "as `docker save` or `skopeo copy ... oci-archive:` write it (layers,\n"
+   "whiteouts, Env, WorkingDir and User kept); `--from-recipe` a JSON file\n"
+   "{\"release\": \"bookworm\", \"packages\": [...]} built with debootstrap\n"
+   "(administrator only; cached by recipe). Layers are stored once by\n"
+   "content. `rm` fails while a sandbox uses the template. See\n"
+   "docs/templates.md.\n"},
   {"audit",
    "usage: sbx audit verify [--state DIR]\n"
    "       sbx audit tail [--state DIR] [--sandbox ID] [-n N] [--follow]\n"
@@ -139,6 +154,7 @@ const char sbx_cli_main_help[] =
     "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
     "  key create|ls|rm                     manage API keys\n"
     "  secret create|ls|rm                  manage secrets for network rules\n"
+    "  template build|ls|inspect|rm         manage templates (--from-dir, --from-oci)\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"
     "  audit verify|tail                    check or read the audit log (on the host)\n"
     "  version                              print the version\n"

@@ -47,9 +47,10 @@ sbx__effective_disk (const struct sbx_limits *limits)
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
 struct sbx_sandbox *
-sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
+sbx__build (const struct sbx_limits *limits, int background, const char *template_name,
+            sbx_error_t **err)
 {
-  const struct sbx_template *tmpl = sbx_template_find ("base");
+  const char *tmpl_name = template_name ? template_name : "base";
   struct sbx_host_create req;
   struct sbx_sandbox *sb;
   uint32_t slot;
@@ -61,7 +62,7 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
   sb->state = SBX_SB_POOLED;
   pthread_cond_init (&sb->cond, NULL);
   sbx_random_id (sb->id, SBX_ID_LEN);
-  snprintf (sb->template_name, sizeof sb->template_name, "base");
+  snprintf (sb->template_name, sizeof sb->template_name, "%s", tmpl_name);
   sb->limits = *limits;
 
   pthread_mutex_lock (&sbx_core.lock);
@@ -78,7 +79,7 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
   memset (&req, 0, sizeof req);
   req.slot = slot;
   req.id = sb->id;
-  req.template_name = tmpl->name;
+  req.template_name = sbx_template_find (tmpl_name) ? "base" : tmpl_name;
   req.limits.memory_bytes = limits->memory_bytes;
   req.limits.cpu_milli = limits->cpu_milli;
   req.limits.pids = limits->pids;
@@ -205,10 +206,26 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   const char *user = opts->user ? opts->user : "user";
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
 
-  if (sbx_template_find (opts->template_name) == NULL)
-    return sbx_err (err, SBX_E_INVALID, "unknown template `%s` (available: base)",
+  json_t *tmeta = NULL, *env_all = NULL;
+  int stored = sbx_template_is_stored (opts->template_name);
+
+  if (!sbx_template_usable (tenant, opts->template_name)
+      || (stored && (tmeta = sbx_template_meta (opts->template_name)) == NULL))
+    return sbx_err (err, SBX_E_NOT_FOUND,
+                    "unknown template `%.64s` (see GET /v1/templates; built in: base)",
                     opts->template_name),
            NULL;
+  /* The image's user applies when the caller names none: root if it says
+     so, else sbx's user. */
+  if (opts->user == NULL && tmeta)
+    {
+      const char *u = json_string_value (json_object_get (tmeta, "user"));
+      if (u && (strcmp (u, "root") == 0 || strcmp (u, "0") == 0 || strncmp (u, "0:", 2) == 0
+                || strncmp (u, "root:", 5) == 0))
+        user = "root";
+    }
+  json_decref (tmeta);
+  tmeta = NULL;
   if (strcmp (user, "user") != 0 && strcmp (user, "root") != 0)
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%s`", user), NULL;
   if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
@@ -233,7 +250,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   sbx_core.running++; /* reserved now, so parallel creates respect the cap */
   sbx_core.creating++;
-  if (sbx_core.pool)
+  /* The pool holds base sandboxes only. */
+  if (sbx_core.pool && !stored)
     {
       sb = sbx_core.pool;
       sbx_core.pool = sb->next;
@@ -247,7 +265,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
 
   if (sb == NULL)
     {
-      sb = sbx__build (&limits, 0, err);
+      sb = sbx__build (&limits, 0, stored ? opts->template_name : NULL, err);
       if (sb == NULL)
         goto fail_unreserve;
     }
@@ -272,7 +290,13 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   snprintf (sb->template_name, sizeof sb->template_name, "%s",
             opts->template_name ? opts->template_name : "base");
   snprintf (sb->user, sizeof sb->user, "%s", user);
-  sb->env = opts->env ? json_deep_copy (opts->env) : json_object ();
+  /* A stored template's env (its image's), under the caller's. */
+  tmeta = stored ? sbx_template_meta (opts->template_name) : NULL;
+  env_all = tmeta ? json_deep_copy (json_object_get (tmeta, "env")) : json_object ();
+  json_decref (tmeta);
+  if (env_all && opts->env)
+    json_object_update (env_all, opts->env);
+  sb->env = env_all;
   sb->metadata = opts->metadata ? json_deep_copy (opts->metadata) : json_object ();
   json_decref (sb->network);
   sb->network = opts->network ? json_deep_copy (opts->network) : NULL;

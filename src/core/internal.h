@@ -79,6 +79,7 @@ int sbx__check_timeout (uint64_t ms, sbx_error_t **err);
 /* Build a sandbox (not in any list yet; two references: the list's to be
    and the caller's). */
 struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background,
+                                const char *template_name /* NULL: base */,
                                 sbx_error_t **err);
 /* Kill a sandbox that never became visible; drops both references. */
 void sbx__discard (struct sbx_sandbox *sb);

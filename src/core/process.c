@@ -14,6 +14,7 @@
 
 #include "core/internal.h"
 #include "egress/tls.h"
+#include "core/template.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -776,7 +777,13 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
         json_decref (p->argv);
         p->argv = NULL;
       }
-  p->cwd = strdup (opts->cwd ? opts->cwd : home);
+  {
+    /* A stored template's working directory (its image's WorkingDir). */
+    json_t *tmeta = opts->cwd ? NULL : sbx_template_meta (sb->template_name);
+    const char *wd = json_string_value (json_object_get (tmeta, "workdir"));
+    p->cwd = strdup (opts->cwd ? opts->cwd : wd ? wd : home);
+    json_decref (tmeta);
+  }
   p->env = opts->env ? json_deep_copy (opts->env) : json_object ();
   if (opts->user_tag)
     snprintf (p->user_tag, sizeof p->user_tag, "%s", opts->user_tag);

@@ -69,6 +69,9 @@ struct sbx_iso_spec
   uint64_t disk_bytes;
   const char *hostname;
   const struct sbx_plan *plan;
+  /* A detached mount (a stored template's overlay) that init makes its
+     root instead of a tmpfs skeleton, or -1. Borrowed. */
+  int root_mnt;
   uint32_t user_uid, user_gid; /* owner of /home/user */
   int background;              /* a pool build: low CPU priority until handed out */
 };

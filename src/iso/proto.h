@@ -140,7 +140,8 @@ struct sbx_msg_config
   uint32_t user_uid;       /* in-sandbox ids of the owner of /home/user */
   uint32_t user_gid;
   uint32_t landlock_abi;   /* highest Landlock ABI to use; 0 disables (tests only) */
-  uint32_t reserved;
+  uint32_t root_from_fd;   /* 1: a detached read-only mount rides along (SCM_RIGHTS) and
+                              becomes "/" in place of the tmpfs skeleton (stored templates) */
   char hostname[SBX_HOSTNAME_MAX + 1];
 };
 

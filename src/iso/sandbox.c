@@ -336,13 +336,15 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
   cfg.user_uid = spec->user_uid;
   cfg.user_gid = spec->user_gid;
   cfg.landlock_abi = eng->landlock_abi;
+  cfg.root_from_fd = spec->root_mnt >= 0;
   snprintf (cfg.hostname, sizeof cfg.hostname, "%s", spec->hostname);
   if (cfg.hdr.len > SBX_PROTO_MAX_MSG)
     return sbx_err (err, SBX_E_INVALID, "sandbox configuration too large");
   sbx_buf_append (&packet, &cfg, sizeof cfg);
   sbx_buf_append (&packet, spec->plan->bytes.data, spec->plan->bytes.len);
   sbx_buf_append (&packet, eng->seccomp_prog, eng->seccomp_len);
-  rc = packet.failed ? sbx_err_oom (err) : sbx__iso_send (ctl, packet.data, packet.len, NULL, 0, err);
+  rc = packet.failed ? sbx_err_oom (err) : sbx__iso_send (ctl, packet.data, packet.len,
+                                                     &spec->root_mnt, spec->root_mnt >= 0, err);
   sbx_buf_free (&packet);
   return rc;
 }

@@ -150,6 +150,8 @@ struct call
   void *arg;
   int entry_failed;
   int fds_lost; /* a reply came, its descriptors could not be received */
+  int send_fd;  /* 1: req_fd rides with the request (a template build's archive) */
+  int req_fd;
   /* out */
   struct sbx_priv_reply reply;
   unsigned char payload[256];
@@ -236,7 +238,7 @@ call (const void *req, size_t len, struct call *cl, sbx_error_t **err)
       free (m);
       return -1;
     }
-  if (sbx__sendmsg (fd, req, len, NULL, 0, 0) < 0)
+  if (sbx__sendmsg (fd, req, len, cl->send_fd ? &cl->req_fd : NULL, cl->send_fd ? 1 : 0, 0) < 0)
     {
       sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
       goto out;
@@ -860,4 +862,43 @@ void
 sbx_host_fs_upload_abort (struct sbx_fs_upload *up)
 {
   upload_end (up, 0, NULL);
+}
+
+/* ---- templates --------------------------------------------------------- */
+
+static int
+template_call (uint32_t op, const char *name, const char *owner, uint32_t format, int fd,
+               sbx_error_t **err)
+{
+  struct sbx_priv_template m;
+  struct call cl = {0};
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_TEMPLATE;
+  m.hdr.len = sizeof m;
+  m.tmpl_op = op;
+  m.format = format;
+  if (strlen (name) >= sizeof m.name || strlen (owner) >= sizeof m.owner)
+    return sbx_err (err, SBX_E_INVALID, "template name or owner too long");
+  snprintf (m.name, sizeof m.name, "%s", name);
+  snprintf (m.owner, sizeof m.owner, "%s", owner);
+  cl.send_fd = fd >= 0;
+  cl.req_fd = fd;
+  rc = call (&m, sizeof m, &cl, err);
+  close_fds (&cl);
+  return rc;
+}
+
+int
+sbx_host_template_build (int fd, const char *name, const char *owner, uint32_t format,
+                         sbx_error_t **err)
+{
+  return template_call (SBX_PRIV_TEMPLATE_BUILD, name, owner, format, fd, err);
+}
+
+int
+sbx_host_template_remove (const char *name, sbx_error_t **err)
+{
+  return template_call (SBX_PRIV_TEMPLATE_REMOVE, name, "", 0, -1, err);
 }

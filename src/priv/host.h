@@ -54,6 +54,11 @@ int sbx_host_adopt (uint32_t slot, const char *id, pid_t init_pid, struct sbx_is
                     sbx_error_t **err);
 /* Every sandbox not adopted by now is killed. */
 int sbx_host_adopt_done (sbx_error_t **err);
+/* Templates (iso/tmpl.h): build from an archive in a file (fd, read from
+   offset 0), or remove one. */
+int sbx_host_template_build (int fd, const char *name, const char *owner, uint32_t format,
+                             sbx_error_t **err);
+int sbx_host_template_remove (const char *name, sbx_error_t **err);
 
 /* Files: ctx->slot names the sandbox; ctx->uid/gid the user; ctx->copier
    runs the copies the parent asks for. Same contracts as iso/fs.h. */

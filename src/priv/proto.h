@@ -45,6 +45,7 @@ enum sbx_priv_op
   SBX_PRIV_INIT_STATUS = 18, /* sbx_priv_slot -> reply (value: 1 << 32 | wait status, 0) */
   SBX_PRIV_FS = 20,         /* sbx_priv_fs -> reply [+ fd], LIST: entries then reply */
   SBX_PRIV_UPLOAD_END = 21, /* sbx_priv_upload_end */
+  SBX_PRIV_TEMPLATE = 22,   /* sbx_priv_template [+ SCM_RIGHTS: the archive, BUILD only] */
   /* parent -> front end: the answer, and callbacks during a request */
   SBX_PRIV_REPLY = 40,       /* sbx_priv_reply [+ payload] [+ fds] */
   SBX_PRIV_LIST_ENTRY = 41,  /* sbx_priv_entry */
@@ -166,6 +167,21 @@ struct sbx_priv_upload_end
   uint64_t token;
   uint32_t commit; /* 0: abort */
   uint32_t reserved;
+};
+
+enum sbx_priv_template_op
+{
+  SBX_PRIV_TEMPLATE_BUILD = 1, /* the archive (a regular file) rides along */
+  SBX_PRIV_TEMPLATE_REMOVE = 2,
+};
+
+struct sbx_priv_template
+{
+  struct sbx_priv_hdr hdr;
+  uint32_t tmpl_op; /* enum sbx_priv_template_op */
+  uint32_t format;  /* enum sbx_tmpl_format */
+  char name[32];
+  char owner[64];   /* the tenant; printable */
 };
 
 struct sbx_priv_reply

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/template.h"
+#include "iso/tmpl.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -37,6 +39,7 @@ struct slot
   int refs; /* requests using the box right now */
   unsigned gen; /* the front end it belongs to */
   char id[SBX_ID_LEN + 1];
+  char tmpl[32]; /* a stored template it mounts ("" for built-ins): not removable meanwhile */
   struct sbx_iso_box box; /* ctl is the front end's: closed here */
 };
 
@@ -277,8 +280,9 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   struct sbx_iso_spec spec;
   struct sbx_iso_box box;
   struct sbx_priv_box out;
+  static const struct sbx_plan empty_plan = {SBX_BUF_INIT, 0};
   sbx_error_t *err = NULL;
-  int fds[2];
+  int fds[2], stored;
 
   if (memchr (m->id, '\0', sizeof m->id) == NULL
       || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1)
@@ -287,9 +291,10 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
       return;
     }
   tmpl = sbx_template_find (m->template_name);
+  stored = tmpl == NULL && sbx_tmpl_exists (m->template_name);
   if (!sbx_id_valid (m->id))
     sbx_err (&err, SBX_E_INVALID, "not a sandbox id");
-  else if (tmpl == NULL)
+  else if (tmpl == NULL && !stored)
     sbx_err (&err, SBX_E_INVALID, "unknown template");
   else if (check_limits (m->memory_bytes, m->cpu_milli, m->pids, &err) == 0)
     check_disk (m->disk_bytes, &err);
@@ -308,6 +313,8 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
           P.slots[m->slot].dying = 1;
           P.slots[m->slot].gen = P.gen;
           snprintf (P.slots[m->slot].id, sizeof P.slots[m->slot].id, "%s", m->id);
+          snprintf (P.slots[m->slot].tmpl, sizeof P.slots[m->slot].tmpl, "%s",
+                    stored ? m->template_name : "");
         }
       pthread_mutex_unlock (&P.lock);
     }
@@ -325,12 +332,24 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   spec.limits.pids = m->pids;
   spec.disk_bytes = m->disk_bytes;
   spec.hostname = HOSTNAME;
-  spec.plan = &tmpl->plan;
+  if (stored)
+    {
+      /* The template's layers as one read-only overlay; init makes it "/". */
+      spec.plan = &empty_plan;
+      spec.root_mnt = sbx_tmpl_mount (m->template_name, &err);
+    }
+  else
+    {
+      spec.plan = &tmpl->plan;
+      spec.root_mnt = -1;
+    }
   spec.user_uid = USER_ID;
   spec.user_gid = USER_ID;
   spec.background = (int) m->background;
-  if (sbx_iso_create (P.eng, &spec, &box, &err) < 0)
+  if ((spec.root_mnt < 0 && stored) || sbx_iso_create (P.eng, &spec, &box, &err) < 0)
     {
+      if (spec.root_mnt >= 0)
+        close (spec.root_mnt);
       pthread_mutex_lock (&P.lock);
       memset (&P.slots[m->slot], 0, sizeof P.slots[m->slot]);
       sbx_iso_box_init (&P.slots[m->slot].box);
@@ -339,6 +358,8 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
       sbx_error_free (err);
       return;
     }
+  if (spec.root_mnt >= 0)
+    close (spec.root_mnt); /* init holds its own copy now */
   memset (&out, 0, sizeof out);
   out.pid = box.pid;
   out.uid_base = box.uid_base;
@@ -677,6 +698,60 @@ handle_upload_end (struct chan *c, const struct sbx_priv_upload_end *m)
 
 /* ---- channels ---------------------------------------------------------- */
 
+/* A slot (reserved or live) mounts it. Lock order: the store's, then P's. */
+static int
+template_in_use (const char *name)
+{
+  int used = 0;
+
+  pthread_mutex_lock (&P.lock);
+  for (unsigned i = 0; !used && i < P.nslots; i++)
+    used = P.slots[i].in_use && strcmp (P.slots[i].tmpl, name) == 0;
+  pthread_mutex_unlock (&P.lock);
+  return used;
+}
+
+/* Build (fd: the uploaded archive) or remove a stored template. */
+static void
+handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
+{
+  sbx_error_t *err = NULL;
+  struct stat st;
+
+  if (memchr (m->name, '\0', sizeof m->name) == NULL
+      || memchr (m->owner, '\0', sizeof m->owner) == NULL
+      || (m->tmpl_op == SBX_PRIV_TEMPLATE_BUILD) != (fd >= 0)
+      || (m->tmpl_op != SBX_PRIV_TEMPLATE_BUILD && m->tmpl_op != SBX_PRIV_TEMPLATE_REMOVE))
+    {
+      c->broken = 1;
+      return;
+    }
+  for (const char *p = m->owner; *p; p++)
+    if ((unsigned char) *p < 0x21 || (unsigned char) *p > 0x7e)
+      {
+        c->broken = 1;
+        return;
+      }
+  if (!sbx_tmpl_name_ok (m->name))
+    sbx_err (&err, SBX_E_INVALID, "template name `%s` is not valid", m->name);
+  else if (m->tmpl_op == SBX_PRIV_TEMPLATE_BUILD)
+    {
+      struct sbx_tmpl_limits lim = {P.cfg->template_max_bytes, P.cfg->template_max_inodes};
+      if (m->format != SBX_TMPL_DIR && m->format != SBX_TMPL_OCI
+          && !(m->format == SBX_TMPL_RECIPE && strcmp (m->owner, "*") == 0))
+        sbx_err (&err, SBX_E_INVALID, "unknown template format");
+      else if (fstat (fd, &st) < 0 || !S_ISREG (st.st_mode))
+        sbx_err (&err, SBX_E_INVALID, "the template archive is not a file");
+      else
+        sbx_tmpl_build (fd, m->name, m->owner[0] ? m->owner : "default",
+                        (enum sbx_tmpl_format) m->format, &lim, &err);
+    }
+  else
+    sbx_tmpl_remove (m->name, template_in_use, &err);
+  send_reply (c, err, 0, NULL, 0, NULL, 0);
+  sbx_error_free (err);
+}
+
 union request
 {
   struct sbx_priv_hdr hdr;
@@ -688,6 +763,7 @@ union request
   struct sbx_priv_adopt adopt;
   struct sbx_priv_fs fs;
   struct sbx_priv_upload_end upload_end;
+  struct sbx_priv_template tmpl;
 };
 
 /* The exact size of each request type; 0 for unknown ones. */
@@ -715,6 +791,8 @@ request_size (uint32_t op)
       return sizeof (struct sbx_priv_fs);
     case SBX_PRIV_UPLOAD_END:
       return sizeof (struct sbx_priv_upload_end);
+    case SBX_PRIV_TEMPLATE:
+      return sizeof (struct sbx_priv_template);
     default:
       return 0;
     }
@@ -787,7 +865,16 @@ serve_channel (void *arg)
       ssize_t n = sbx__iso_recv (c->fd, &m, sizeof m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
       if (n <= 0)
         break;
-      /* Requests carry no descriptors; sizes are exact. */
+      /* Requests carry no descriptors but a template build's archive;
+         sizes are exact. */
+      if ((size_t) n >= sizeof m.hdr && m.hdr.op == SBX_PRIV_TEMPLATE
+          && (size_t) n == sizeof m.tmpl && nfds == 1
+          && m.tmpl.tmpl_op == SBX_PRIV_TEMPLATE_BUILD && m.hdr.len == (size_t) n)
+        {
+          handle_template (c, &m.tmpl, fds[0]);
+          close (fds[0]);
+          continue;
+        }
       if (nfds != 0 || (size_t) n < sizeof m.hdr || m.hdr.len != (size_t) n
           || request_size (m.hdr.op) != (size_t) n)
         {
@@ -813,6 +900,9 @@ serve_channel (void *arg)
           break;
         case SBX_PRIV_UPLOAD_END:
           handle_upload_end (c, &m.upload_end);
+          break;
+        case SBX_PRIV_TEMPLATE:
+          handle_template (c, &m.tmpl, -1);
           break;
         default:
           handle_slot_op (c, &m);
@@ -862,6 +952,8 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
   P.cfg = cfg;
   P.eng = eng;
   P.nslots = cfg->max_sandboxes + cfg->pool_size + 16;
+  if (sbx_tmpl_store_open (cfg->state_dir, cfg->template_mirror, cfg->template_cache, err) < 0)
+    return -1;
   P.slots = calloc (P.nslots, sizeof *P.slots);
   if (P.slots == NULL)
     sbx_oom ();

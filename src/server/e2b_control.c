@@ -345,10 +345,11 @@ sbx_route_e2b_create (struct sbx_req *r)
       sbx_err (&err, SBX_E_INVALID, "`templateID` is required");
       goto fail;
     }
-  if (sbx_template_find (opts.template_name) == NULL)
+  if (!sbx_template_usable (tenant_of (r), opts.template_name))
     {
       sbx_err (&err, SBX_E_NOT_FOUND,
-               "template `%.64s` not found (this sbx has `base` and `code-interpreter-v1`)",
+               "template `%.64s` not found (built in: `base` and `code-interpreter-v1`; others: "
+               "sbx template ls)",
                opts.template_name);
       goto fail;
     }

@@ -83,6 +83,11 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
+    {"POST", "v1/templates", SBX_BODY_TEMPLATE, 0, sbx_route_template_build},
+    {"GET", "v1/templates", SBX_BODY_NONE, 0, sbx_route_template_list},
+    {"GET", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_get},
+    {"DELETE", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_delete},
+    {"GET", "v1/templates/*/progress", SBX_BODY_NONE, 0, sbx_route_template_progress},
     {"GET", "v1/audit", SBX_BODY_NONE, 1, sbx_route_audit},
     {"POST", "v1/secrets", SBX_BODY_JSON, 0, sbx_route_secret_create},
     {"GET", "v1/secrets", SBX_BODY_NONE, 0, sbx_route_secret_list},
@@ -367,6 +372,8 @@ free_request (struct sbx_req *r)
     sbx_e2b_files_free (r);
   if (r->upload_open)
     sbx_host_fs_upload_abort (&r->up);
+  if (r->tmpl_spool)
+    close (r->tmpl_spool - 1);
   sbx_sandbox_fs_close (&r->fs);
   if (r->sb)
     sbx_sandbox_unref (r->sb);
@@ -721,6 +728,11 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
       sbx_reply_error (r, err);
       return;
     }
+  if (r->route->body == SBX_BODY_TEMPLATE && sbx_templates_upload_begin (r, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
   if (r->route->body == SBX_BODY_PROXY && sbx_route_port_begin (r, &err) < 0)
     {
       sbx_reply_error (r, err);
@@ -757,6 +769,9 @@ take_body (struct sbx_req *r, const char *data, size_t len)
       break;
     case SBX_BODY_PROXY:
       sbx_proxy_body (r, data, len);
+      break;
+    case SBX_BODY_TEMPLATE:
+      sbx_templates_upload_body (r, data, len);
       break;
     case SBX_BODY_JSON:
     case SBX_BODY_RAW:

@@ -12,6 +12,12 @@
  *   /proc        fresh procfs of our pid namespace, dangerous files covered
  *   /dev         null zero full random urandom tty (host nodes), pts, shm
  *   /home/user, /tmp, /dev/shm   one size-limited tmpfs (the "disk")
+ *
+ * A stored template (docs/templates.md) replaces the skeleton and the
+ * plan: "/" is then a read-only overlay the parent mounted from the
+ * template's layers under sbx's generated top layer (/etc files and the
+ * mount points), passed with CONFIG; /dev is a small tmpfs of its own, as
+ * the overlay cannot take new mount points.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -445,23 +451,41 @@ mount_disk (int root, const struct sbx_msg_config *cfg)
 }
 
 void
-init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, int *root_fd,
-                 int *disk_fd)
+init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, int root_mnt,
+                 int *root_fd, int *disk_fd)
 {
   static const char *const skeleton_opts[]
       = {"size", "2m", "nr_inodes", "1024", "mode", "0755", NULL};
-  int root, disk;
+  static const char *const dev_opts[] = {"size", "64k", "nr_inodes", "64", "mode", "0755", NULL};
+  int root, disk, dev = -1;
 
   /* Nothing we mount may propagate back to the host, nor host mount events
      reach us after setup. */
   if (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     init_die (errno, "make / private");
 
-  root = mount_new ("tmpfs", skeleton_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  root = root_mnt >= 0 ? root_mnt
+                      : mount_new ("tmpfs", skeleton_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
   if (move_mount (root, "", AT_FDCWD, STAGING_DIR, MOVE_MOUNT_F_EMPTY_PATH) < 0)
     init_die (errno, "attach root");
 
-  apply_plan (root, cfg, plan);
+  if (root_mnt >= 0)
+    {
+      int tree;
+      if (cfg->plan_count != 0)
+        init_protocol_violation ();
+      dev = mount_new ("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+      tree = open_tree (dev, "", OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+      if (tree < 0)
+        init_die (errno, "dev");
+      attach (tree, root, "dev");
+      close (dev);
+      dev = open_tree (root, "dev", OPEN_TREE_CLOEXEC);
+      if (dev < 0)
+        init_die (errno, "dev");
+    }
+  else
+    apply_plan (root, cfg, plan);
   mount_proc (root);
   mount_dev (root);
   disk = mount_disk (root, cfg);
@@ -471,6 +495,11 @@ init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, in
      cannot be changed from inside. Not recursive: /home/user, /tmp and
      /dev/shm stay writable. */
   set_attrs (root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
+  if (dev >= 0)
+    {
+      set_attrs (dev, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0);
+      close (dev);
+    }
 
   /* pivot_root(".", ".") stacks the old root under the new one; detaching
      "." then removes it, with no put_old directory left inside (the
