@@ -83,6 +83,16 @@ static const struct
    "\n"
    "Kill sandboxes: their processes and files are gone. Exits 1 if any\n"
    "could not be killed (the others still are).\n"},
+  {"pause",
+   "usage: sbx pause ID...\n"
+   "\n"
+   "Pause sandboxes: every process is frozen, memory stays resident, and the\n"
+   "lifetime clock stops. Commands and files answer 409 until it resumes.\n"},
+  {"resume",
+   "usage: sbx resume [--timeout DURATION] ID...\n"
+   "\n"
+   "Resume paused sandboxes where they stopped. Their lifetime continues\n"
+   "with what was left at the pause, or --timeout sets a new one.\n"},
   {"net",
    "usage: sbx net ID [SPEC...]\n"
    "\n"
@@ -127,6 +137,7 @@ const char sbx_cli_main_help[] =
     "  cp SRC DST                           copy a file in or out (ID:PATH on one side)\n"
     "  ls [--json]                          list running sandboxes\n"
     "  kill ID...                           kill sandboxes\n"
+    "  pause ID... / resume ID...           freeze sandboxes, resume them\n"
     "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
     "  key create|ls|rm                     manage API keys\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"

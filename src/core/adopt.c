@@ -289,6 +289,7 @@ adopt_one (const struct sbx_sandbox_record *r)
                                                    : 0;
   /* Already past: the loop expires it at once. */
   sb->expires_mono = sbx_mono_ms () + (r->expires_ms - now);
+  sb->lifecycle = r->lifecycle & SBX_LIFECYCLE_MASK;
   sb->limits.memory_bytes = r->memory;
   sb->limits.cpu_milli = r->cpu_milli;
   sb->limits.pids = r->pids;
@@ -330,6 +331,21 @@ adopt_one (const struct sbx_sandbox_record *r)
   pthread_mutex_lock (&sbx_core.lock);
   while ((rc = sbx_iso_next_attached (&sb->box, a, &err)) == 1)
     sbx__process_adopt (sb, a);
+  if (rc == 0 && r->paused)
+    {
+      /* It was paused: adopting it thawed it for init to answer (a few
+         milliseconds); frozen again before anything can reach it, its
+         clock still standing. */
+      sbx_error_t *e = NULL;
+      sb->paused = 1;
+      sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
+      sb->paused_mono = sbx_mono_ms ();
+      if (sbx_iso_set_deadline (&sb->box, 0, &e) < 0 || sbx_host_freeze (sb->slot, 1, &e) < 0)
+        {
+          rc = -1;
+          err = e;
+        }
+    }
   sb->ctl_watch = sbx__watch_add (sb->box.ctl, EPOLLIN, SBX_W_CTL, sb, 0);
   sb->pidfd_watch = sbx__watch_add (sb->box.pidfd, EPOLLIN, SBX_W_PIDFD, sb, 0);
   sb->next = sbx_core.sandboxes;

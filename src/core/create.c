@@ -274,6 +274,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   sbx_random_hex (sb->access_token, 20);
   sbx_random_hex (sb->traffic_token, 20);
   sb->created_ms = sbx_now_ms ();
+  sb->lifecycle = opts->lifecycle & SBX_LIFECYCLE_MASK;
   sb->timeout_ms = timeout;
   sb->expires_ms = sb->created_ms + (int64_t) timeout;
   sb->expires_mono = sbx_mono_ms () + (int64_t) timeout;
@@ -307,6 +308,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.access_token = sb->access_token;
   rec.traffic_token = sb->traffic_token;
   rec.network_json = net_json;
+  rec.lifecycle = sb->lifecycle;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next

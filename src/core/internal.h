@@ -88,6 +88,10 @@ void *sbx__pool_main (void *arg);
 
 /* reaper.c */
 void sbx__queue_kill (struct sbx_sandbox *sb, const char *reason);
+void sbx__queue_pause (struct sbx_sandbox *sb);
+
+/* lifecycle.c: the janitor pauses a sandbox whose lifetime ended. */
+void sbx__sandbox_pause_expired (struct sbx_sandbox *sb);
 void *sbx__janitor_main (void *arg);
 int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);

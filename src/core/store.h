@@ -27,7 +27,16 @@ struct sbx_sandbox_record
   /* The egress policy as JSON ({"allow": [...], "deny": [...]}); "" for
      none (the default, and records from before it). */
   const char *network_json;
+  /* Pause and resume: SBX_LIFECYCLE_* flags; whether it is paused, and
+     then the lifetime it has left (the clock stops while paused). */
+  uint32_t lifecycle;
+  int paused;
+  int64_t remaining_ms;
 };
+
+#define SBX_LIFECYCLE_PAUSE_ON_TIMEOUT 0x1 /* its lifetime ends in a pause, not a kill */
+#define SBX_LIFECYCLE_AUTO_RESUME 0x2      /* a request to it while paused resumes it */
+#define SBX_LIFECYCLE_MASK 0x3
 
 int sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err);
 void sbx_store_close (struct sbx_store *st);
@@ -40,6 +49,10 @@ int sbx_store_sandbox_set_tokens (struct sbx_store *st, const char *id, const ch
                                   const char *traffic_token, sbx_error_t **err);
 int sbx_store_sandbox_set_network (struct sbx_store *st, const char *id, const char *network_json,
                                    sbx_error_t **err);
+/* The record says paused (with the lifetime left) or running again (with
+   its new expiry). */
+int sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paused,
+                                  int64_t remaining_ms, int64_t expires_ms, sbx_error_t **err);
 int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
                            const char *reason, int64_t ended_ms, sbx_error_t **err);
 /* Call fn for every record still "running" (what a restarted daemon

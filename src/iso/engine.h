@@ -93,6 +93,11 @@ int sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec,
 /* Kill everything in the sandbox, wait for it, remove its cgroup and close
    its fds. Safe to call on a box whose init already died. */
 int sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err);
+/* Pause (frozen 1) or resume every process of the sandbox (cgroup
+   freezer); memory stays resident. sbx_iso_destroy ends a frozen sandbox
+   too. */
+int sbx_iso_freeze (struct sbx_engine *eng, struct sbx_iso_box *box, int frozen,
+                    sbx_error_t **err);
 /* How init ended, when it ended on its own (killed from outside, crashed):
    waits up to wait_ms for it, then 1 with *wstatus as waitpid(2) gives it,
    or 0 while it still runs. Does not reap it (sbx_iso_destroy does). */

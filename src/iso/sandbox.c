@@ -547,6 +547,14 @@ fail:
 /* ---- destroy ----------------------------------------------------------- */
 
 int
+sbx_iso_freeze (struct sbx_engine *eng, struct sbx_iso_box *box, int frozen, sbx_error_t **err)
+{
+  if (box->cg.name[0] == '\0')
+    return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no cgroup");
+  return sbx_cgroup_freeze (&eng->cgroups, &box->cg, frozen, err);
+}
+
+int
 sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err)
 {
   int rc = 0;
@@ -558,6 +566,10 @@ sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **
       /* PID 1 of a pid namespace dying takes every process in it along;
          the kernel does not let init's exit complete before they are gone. */
       syscall (SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
+      /* A paused sandbox: on v1 a frozen task keeps SIGKILL pending until
+         it is thawed, and init's exit would never complete. */
+      if (box->cg.name[0] != '\0' && sbx_cgroup_is_frozen (&eng->cgroups, &box->cg))
+        sbx_cgroup_freeze (&eng->cgroups, &box->cg, 0, NULL);
       do
         waited = waitid ((idtype_t) P_PIDFD, (id_t) box->pidfd, &info, WEXITED);
       while (waited < 0 && errno == EINTR);

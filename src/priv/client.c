@@ -544,6 +544,13 @@ sbx_host_set_foreground (uint32_t slot, sbx_error_t **err)
 }
 
 int
+sbx_host_freeze (uint32_t slot, int frozen, sbx_error_t **err)
+{
+  struct call cl = {0};
+  return slot_call (frozen ? SBX_PRIV_FREEZE : SBX_PRIV_THAW, slot, &cl, err);
+}
+
+int
 sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err)
 {
   struct call cl = {0};

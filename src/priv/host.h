@@ -44,6 +44,8 @@ int sbx_host_destroy (uint32_t slot, struct sbx_iso_box *box, sbx_error_t **err)
 int sbx_host_set_limits (uint32_t slot, const struct sbx_cgroup_limits *limits, sbx_error_t **err);
 int sbx_host_set_disk (uint32_t slot, uint64_t bytes, sbx_error_t **err);
 int sbx_host_set_foreground (uint32_t slot, sbx_error_t **err);
+/* Pause (frozen 1) or resume every process of the sandbox. */
+int sbx_host_freeze (uint32_t slot, int frozen, sbx_error_t **err);
 int sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err);
 /* How init ended, when it ended on its own: 1 with *wstatus as waitpid(2)
    gives it, 0 when unknown or still running. */

@@ -43,8 +43,10 @@ enum sbx_priv_op
   SBX_PRIV_ADOPT = 16,      /* sbx_priv_adopt -> reply + box; SCM_RIGHTS: control socket, pidfd */
   SBX_PRIV_ADOPT_DONE = 17, /* sbx_priv_hdr: kill whatever was not adopted */
   SBX_PRIV_INIT_STATUS = 18, /* sbx_priv_slot -> reply (value: 1 << 32 | wait status, 0) */
+  SBX_PRIV_FREEZE = 19,     /* sbx_priv_slot: pause every process of the sandbox */
   SBX_PRIV_FS = 20,         /* sbx_priv_fs -> reply [+ fd], LIST: entries then reply */
   SBX_PRIV_UPLOAD_END = 21, /* sbx_priv_upload_end */
+  SBX_PRIV_THAW = 22,       /* sbx_priv_slot: resume them */
   /* parent -> front end: the answer, and callbacks during a request */
   SBX_PRIV_REPLY = 40,       /* sbx_priv_reply [+ payload] [+ fds] */
   SBX_PRIV_LIST_ENTRY = 41,  /* sbx_priv_entry */

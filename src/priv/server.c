@@ -702,6 +702,8 @@ request_size (uint32_t op)
     case SBX_PRIV_FOREGROUND:
     case SBX_PRIV_STATS:
     case SBX_PRIV_INIT_STATUS:
+    case SBX_PRIV_FREEZE:
+    case SBX_PRIV_THAW:
       return sizeof (struct sbx_priv_slot);
     case SBX_PRIV_LIMITS:
       return sizeof (struct sbx_priv_limits);
@@ -741,6 +743,10 @@ handle_slot_op (struct chan *c, const union request *m)
       break;
     case SBX_PRIV_FOREGROUND:
       sbx_iso_set_foreground (&s->box, &err);
+      break;
+    case SBX_PRIV_FREEZE:
+    case SBX_PRIV_THAW:
+      sbx_iso_freeze (P.eng, &s->box, m->hdr.op == SBX_PRIV_FREEZE, &err);
       break;
     case SBX_PRIV_STATS:
       have_stats = sbx_iso_stats (P.eng, &s->box, &st, &err) == 0;

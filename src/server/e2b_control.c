@@ -67,7 +67,7 @@ listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
   json_object_set_new (o, "clientID", json_string ("sbx"));
   json_object_set (o, "startedAt", json_object_get (native, "created_at"));
   json_object_set (o, "endAt", json_object_get (native, "expires_at"));
-  json_object_set_new (o, "state", json_string ("running"));
+  json_object_set (o, "state", json_object_get (native, "state"));
   json_object_set_new (o, "cpuCount", json_integer (cpu_count < 1 ? 1 : cpu_count));
   json_object_set_new (o, "memoryMB", json_integer (mem / (1024 * 1024)));
   json_object_set_new (o, "diskSizeMB", json_integer (disk / (1024 * 1024)));
@@ -101,8 +101,10 @@ listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
       json_object_set_new (o, "allowInternetAccess", json_boolean (internet));
       json_object_set_new (o, "network",
                            json_pack ("{s:o, s:o}", "allowOut", allow_out, "denyOut", deny_out));
+      json_t *lc = json_object_get (native, "lifecycle");
       json_object_set_new (o, "lifecycle",
-                           json_pack ("{s:s, s:b}", "onTimeout", "kill", "autoResume", 0));
+                           json_pack ("{s:O, s:O}", "onTimeout", json_object_get (lc, "on_timeout"),
+                                      "autoResume", json_object_get (lc, "auto_resume")));
     }
   return o;
 }
@@ -123,24 +125,43 @@ seconds_param (json_t *o, const char *key, uint64_t *out_s, sbx_error_t **err)
   return 0;
 }
 
+/* E2B's lifecycle (autoPause: pause when the lifetime ends; autoResume
+   {enabled}: a request to it while paused resumes it, only with
+   autoPause, as at E2B) as SBX_LIFECYCLE_* flags. autoPauseMemory false
+   (a pause that drops memory) is accepted: sbx keeps memory either way. */
+static int
+e2b_lifecycle (json_t *body, uint32_t *lifecycle, sbx_error_t **err)
+{
+  json_t *v = json_object_get (body, "autoResume"), *enabled;
+  int pause = 0, resume = 0;
+
+  if (sbx_param_bool (body, "autoPause", &pause, err) < 0)
+    return -1;
+  if (v != NULL && !json_is_null (v))
+    {
+      static const char *const allowed[] = {"enabled", NULL};
+      if (!json_is_object (v) || sbx_params_only (v, allowed, err) < 0)
+        return json_is_object (v) ? -1
+                                  : sbx_err (err, SBX_E_INVALID,
+                                             "autoResume must be an object {\"enabled\": bool}");
+      enabled = json_object_get (v, "enabled");
+      if (enabled != NULL && !json_is_null (enabled) && !json_is_boolean (enabled))
+        return sbx_err (err, SBX_E_INVALID, "autoResume.enabled must be a boolean");
+      resume = json_is_true (enabled);
+    }
+  if (resume && !pause)
+    return sbx_err (err, SBX_E_INVALID, "autoResume needs autoPause (onTimeout: pause)");
+  *lifecycle = (pause ? SBX_LIFECYCLE_PAUSE_ON_TIMEOUT : 0) | (resume ? SBX_LIFECYCLE_AUTO_RESUME : 0);
+  return 0;
+}
+
 /* Options sbx cannot honour yet are refused, naming them, rather than
    accepted and quietly ignored. */
 static int
 refuse_unsupported (json_t *body, sbx_error_t **err)
 {
   json_t *v;
-  int b = 0;
 
-  if (sbx_param_bool (body, "autoPause", &b, err) < 0)
-    return -1;
-  if (b)
-    return sbx_err (err, SBX_E_INVALID,
-                    "autoPause: pausing sandboxes is not supported by this sbx yet");
-  v = json_object_get (body, "autoResume");
-  if (v != NULL && !json_is_null (v)
-      && !(json_is_object (v) && !json_is_true (json_object_get (v, "enabled"))))
-    return sbx_err (err, SBX_E_INVALID,
-                    "autoResume: pausing sandboxes is not supported by this sbx yet");
   v = json_object_get (body, "mcp");
   if (v != NULL && !json_is_null (v))
     return sbx_err (err, SBX_E_INVALID, "mcp: MCP gateways are not supported by sbx");
@@ -255,6 +276,7 @@ sbx_route_e2b_create (struct sbx_req *r)
       || sbx_param_bool (body, "allow_internet_access", &flag, &err) < 0
       || sbx_param_bool (body, "secure", &flag, &err) < 0
       || sbx_param_bool (body, "autoPauseMemory", &flag, &err) < 0
+      || e2b_lifecycle (body, &opts.lifecycle, &err) < 0
       || refuse_unsupported (body, &err) < 0
       || e2b_network (json_object_get (body, "allow_internet_access"),
                       json_object_get (body, "network"), &opts.network, &err)
@@ -470,6 +492,14 @@ after_token (json_t *native, int64_t started, const char *id, int desc)
   return desc ? cmp < 0 : cmp > 0;
 }
 
+static int
+state_wanted (json_t *native, int running, int paused)
+{
+  const char *s = json_string_value (json_object_get (native, "state"));
+
+  return s && strcmp (s, "paused") == 0 ? paused : running;
+}
+
 void
 sbx_route_e2b_list (struct sbx_req *r)
 {
@@ -482,14 +512,14 @@ sbx_route_e2b_list (struct sbx_req *r)
   char token_id[SBX_ID_LEN + 1] = "", next[64] = "";
   int64_t token_started = -1;
   long limit = v2 ? LIST_LIMIT_DEFAULT : LIST_LIMIT_MAX;
-  int desc = 0, want_running = 1;
+  int desc = 0, want_running = 1, want_paused = 1;
   size_t i, n, count = 0;
 
   if (q_meta && parse_metadata_filter (q_meta, filter, &err) < 0)
     goto fail;
   if (q_state)
     {
-      /* "running,paused": sbx has no paused sandboxes. */
+      /* "running,paused" */
       char copy[64], *save = NULL, *s;
       if (strlen (q_state) >= sizeof copy)
         {
@@ -497,11 +527,13 @@ sbx_route_e2b_list (struct sbx_req *r)
           goto fail;
         }
       snprintf (copy, sizeof copy, "%s", q_state);
-      want_running = 0;
+      want_running = want_paused = 0;
       for (s = strtok_r (copy, ",", &save); s; s = strtok_r (NULL, ",", &save))
         if (strcmp (s, "running") == 0)
           want_running = 1;
-        else if (strcmp (s, "paused") != 0)
+        else if (strcmp (s, "paused") == 0)
+          want_paused = 1;
+        else
           {
             sbx_err (&err, SBX_E_INVALID, "`state` must be running and/or paused, not `%.32s`", s);
             goto fail;
@@ -527,7 +559,7 @@ sbx_route_e2b_list (struct sbx_req *r)
     goto fail;
 
   all = sbx_sandbox_list (sbx_req_tenant (r), filter);
-  n = want_running ? json_array_size (all) : 0;
+  n = json_array_size (all);
   sorted = n ? calloc (n, sizeof *sorted) : NULL;
   if (n && sorted == NULL)
     {
@@ -544,6 +576,8 @@ sbx_route_e2b_list (struct sbx_req *r)
       native = sorted[desc ? n - 1 - i : i];
       if (q_template && !template_is (native, q_template))
         continue;
+      if (!state_wanted (native, want_running, want_paused))
+        continue;
       if (token_id[0] && !after_token (native, token_started, token_id, desc))
         continue;
       json_array_append_new (out, listed_json (native, NULL));
@@ -555,7 +589,8 @@ sbx_route_e2b_list (struct sbx_req *r)
           for (j = i + 1; j < n; j++)
             {
               json_t *rest = sorted[desc ? n - 1 - j : j];
-              if (!q_template || template_is (rest, q_template))
+              if ((!q_template || template_is (rest, q_template))
+                  && state_wanted (rest, want_running, want_paused))
                 {
                   snprintf (next, sizeof next, "%lld.%s", (long long) started_s (native),
                             json_string_value (json_object_get (native, "id")));
@@ -693,12 +728,85 @@ sbx_route_e2b_connect (struct sbx_req *r)
   int v2 = strcmp (r->segs[0], "v2") == 0;
   struct sbx_sandbox *sb = sandbox_and_seconds (r, v2 ? 2 : 1, "timeout", !v2, &s, &err);
 
-  if (sb == NULL || (s > 0 && extend (sb, s, &err) < 0))
+  if (sb != NULL && sbx_sandbox_is_paused (sb))
+    {
+      /* Connect resumes a paused sandbox (201), with the lifetime asked
+         for (or what it had left). A concurrent resume may win: then it
+         runs, as asked. */
+      if (sbx_sandbox_resume (sb, s * 1000, &err) < 0 && err->kind == SBX_E_CONFLICT)
+        {
+          sbx_error_free (err);
+          err = NULL;
+        }
+      if (err)
+        sbx_reply_error (r, err);
+      else
+        sbx_reply_json (r, 201, sandbox_json (sb));
+    }
+  else if (sb == NULL || (s > 0 && extend (sb, s, &err) < 0))
     sbx_reply_error (r, err);
   else
     sbx_reply_json (r, 200, sandbox_json (sb)); /* 200: it was running */
   if (sb)
     sbx_sandbox_unref (sb);
+}
+
+/* POST /sandboxes/{id}/pause {"memory"?}: 204; 409 when already paused.
+   Memory is kept whatever `memory` says (no hibernation in sbx). */
+void
+sbx_route_e2b_pause (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"memory", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL;
+  int memory = 1;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_bool (body, "memory", &memory, &err) < 0)
+    goto fail;
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || sbx_sandbox_pause (sb, &err) < 0)
+    goto fail;
+  sbx_reply_empty (r, 204);
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+/* POST /sandboxes/{id}/resume {"timeout"?, "autoPause"?} (deprecated at
+   E2B, connect replaces it): 201 Sandbox; 409 when it is not paused. */
+void
+sbx_route_e2b_resume (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"timeout", "autoPause", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL;
+  uint64_t s = 0;
+  int auto_pause = 0;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || seconds_param (body, "timeout", &s, &err) < 0
+      || sbx_param_bool (body, "autoPause", &auto_pause, &err) < 0)
+    goto fail;
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || sbx_sandbox_resume (sb, s * 1000, &err) < 0)
+    goto fail;
+  sbx_reply_json (r, 201, sandbox_json (sb));
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
 }
 
 void
