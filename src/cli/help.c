@@ -93,6 +93,12 @@ static const struct
    "\n"
    "Resume paused sandboxes where they stopped. Their lifetime continues\n"
    "with what was left at the pause, or --timeout sets a new one.\n"},
+  {"fork",
+   "usage: sbx fork ID [--count N] [--timeout DURATION]\n"
+   "\n"
+   "Make N (default 1, at most 16) new sandboxes with a copy of sandbox ID's\n"
+   "files (/home/user, /tmp, /dev/shm) and settings, and print their ids.\n"
+   "Running processes are not carried over. ID is frozen during the copy.\n"},
   {"net",
    "usage: sbx net ID [SPEC...]\n"
    "\n"
@@ -138,6 +144,7 @@ const char sbx_cli_main_help[] =
     "  ls [--json]                          list running sandboxes\n"
     "  kill ID...                           kill sandboxes\n"
     "  pause ID... / resume ID...           freeze sandboxes, resume them\n"
+    "  fork ID [--count N]                  copy a sandbox's files into new ones\n"
     "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
     "  key create|ls|rm                     manage API keys\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"

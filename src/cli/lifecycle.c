@@ -1,5 +1,7 @@
-/* sbx CLI: `sbx pause ID...` and `sbx resume [--timeout D] ID...`. */
+/* sbx CLI: `sbx pause ID...`, `sbx resume [--timeout D] ID...` and
+ * `sbx fork ID [--count N]`. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/api.h"
@@ -100,4 +102,87 @@ int
 sbx_cmd_resume (int argc, char **argv)
 {
   return each_sandbox ("resume", argc, argv);
+}
+
+/* `sbx fork ID [--count N] [--timeout D]`: print the new sandboxes' ids,
+   one a line. */
+int
+sbx_cmd_fork (int argc, char **argv)
+{
+  cleanup_error sbx_error_t *e = NULL;
+  struct sbx_api api;
+  struct sbx_buf target = SBX_BUF_INIT;
+  json_t *body = json_object (), *answer = NULL, *v;
+  const char *id = NULL;
+  uint64_t timeout_ms = 0;
+  int i, status = 0;
+  size_t k;
+
+  if (body == NULL)
+    sbx_oom ();
+  for (i = 1; i < argc; i++)
+    {
+      if (sbx_cli_is_help (argv[i]))
+        {
+          sbx_cli_help ("fork");
+          json_decref (body);
+          return 0;
+        }
+      if (strcmp (argv[i], "--count") == 0 && i + 1 < argc)
+        {
+          char *end;
+          unsigned long n = strtoul (argv[++i], &end, 10);
+          if (*argv[i] == '\0' || *end != '\0' || n < 1 || n > 1000)
+            {
+              sbx_cli_usage ("fork: --count must be a positive number, not %s", argv[i]);
+              json_decref (body);
+              return SBX_EXIT_USAGE;
+            }
+          json_object_set_new (body, "count", json_integer ((json_int_t) n));
+        }
+      else if (strcmp (argv[i], "--timeout") == 0 && i + 1 < argc)
+        {
+          if (sbx_parse_duration_ms (argv[++i], &timeout_ms, &e) < 0)
+            {
+              sbx_cli_usage ("fork: --timeout: %s", e->msg);
+              json_decref (body);
+              return SBX_EXIT_USAGE;
+            }
+          json_object_set_new (body, "timeout", sbx_cli_json_duration (timeout_ms));
+        }
+      else if (argv[i][0] == '-' || id != NULL)
+        {
+          sbx_cli_usage ("fork: unexpected argument %s", argv[i]);
+          json_decref (body);
+          return SBX_EXIT_USAGE;
+        }
+      else
+        id = argv[i];
+    }
+  if (id == NULL)
+    {
+      sbx_cli_usage ("fork: expected a sandbox ID");
+      json_decref (body);
+      return SBX_EXIT_USAGE;
+    }
+  if (sbx_api_init (&api, &e) < 0)
+    {
+      json_decref (body);
+      return sbx_cli_fail (NULL, steal_pointer (&e), SBX_EXIT_SBX);
+    }
+  sbx_api_sandbox_path (&target, id, "/fork");
+  if (sbx_api_json (&api, "POST", target.data, body, &answer, &e) < 0)
+    status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
+  else
+    {
+      json_array_foreach (json_object_get (answer, "sandboxes"), k, v)
+        printf ("%s\n", json_string_value (json_object_get (v, "id")));
+      if (fflush (stdout) != 0)
+        status = SBX_EXIT_FAILURE;
+    }
+  json_decref (answer);
+  json_decref (body);
+  sbx_buf_free (&target);
+  sbx_api_clear (&api);
+  return status;
 }

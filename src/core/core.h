@@ -293,6 +293,26 @@ int sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **
 int sbx_sandbox_pause (struct sbx_sandbox *sb, sbx_error_t **err);
 int sbx_sandbox_resume (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err);
 int sbx_sandbox_is_paused (struct sbx_sandbox *sb);
+/* Fork (core/fork.c): `count` (1..SBX_FORK_MAX) new sandboxes of the same
+   tenant with the source's settings (template, limits, env, metadata,
+   user, network policy, lifecycle; timeout_ms 0: the source's lifetime)
+   and a copy of its disk (/home/user, /tmp, /dev/shm), taken while it is
+   frozen. Its running processes are not carried. All or nothing: on
+   success out->sb holds count new sandboxes (a reference each, released by
+   sbx_fork_result_release). */
+#define SBX_FORK_MAX 16
+struct sbx_fork_result
+{
+  struct sbx_sandbox *sb[SBX_FORK_MAX];
+  unsigned n;
+  uint64_t files, dirs, symlinks, bytes, skipped; /* per copy */
+};
+int sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
+                      struct sbx_fork_result *out, sbx_error_t **err);
+void sbx_fork_result_release (struct sbx_fork_result *out);
+/* {"sandboxes": [native JSON...], "processes_not_carried": true,
+   "copied": {"files", "directories", "symlinks", "bytes", "skipped_special"}} */
+json_t *sbx_fork_result_json (const struct sbx_fork_result *out);
 /* Before work in the sandbox (commands, files, watches, ports): 0 when it
    runs; a paused one is resumed when it was created with auto_resume,
    else SBX_E_CONFLICT "sandbox `ID` is paused". */

@@ -92,6 +92,11 @@ void sbx__queue_pause (struct sbx_sandbox *sb);
 
 /* lifecycle.c: the janitor pauses a sandbox whose lifetime ended. */
 void sbx__sandbox_pause_expired (struct sbx_sandbox *sb);
+/* Hold the sandbox still (no pause, resume or work in it starts; its
+   clocks wait) while fork copies it; *was_paused says whether it is
+   frozen already. */
+int sbx__transition_begin (struct sbx_sandbox *sb, int *was_paused, sbx_error_t **err);
+void sbx__transition_end (struct sbx_sandbox *sb);
 void *sbx__janitor_main (void *arg);
 int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);

@@ -260,3 +260,29 @@ sbx_sandbox_awake (struct sbx_sandbox *sb, sbx_error_t **err)
   pthread_mutex_unlock (&sbx_core.lock);
   return resume_sandbox (sb, 0, 1, err);
 }
+
+/* ---- fork's hold on its source (core/fork.c) ----------------------------- */
+
+int
+sbx__transition_begin (struct sbx_sandbox *sb, int *was_paused, sbx_error_t **err)
+{
+  pthread_mutex_lock (&sbx_core.lock);
+  if (settle_locked (sb, err) < 0)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return -1;
+    }
+  sb->transition = 1;
+  *was_paused = sb->paused;
+  pthread_mutex_unlock (&sbx_core.lock);
+  return 0;
+}
+
+void
+sbx__transition_end (struct sbx_sandbox *sb)
+{
+  pthread_mutex_lock (&sbx_core.lock);
+  end_transition_locked (sb);
+  pthread_mutex_unlock (&sbx_core.lock);
+  sbx__wake_loop ();
+}

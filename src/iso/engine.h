@@ -98,6 +98,13 @@ int sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_
    too. */
 int sbx_iso_freeze (struct sbx_engine *eng, struct sbx_iso_box *box, int frozen,
                     sbx_error_t **err);
+/* Fork (iso/copy.c): copy the disk (/home/user, /tmp, /dev/shm) of src,
+   which must be frozen, into dst's, which was just made; owners move to
+   dst's id range; the copier is charged to dst's cgroup. */
+struct sbx_copy_result;
+int sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
+                       const struct sbx_iso_box *dst, struct sbx_copy_result *res,
+                       sbx_error_t **err);
 /* How init ended, when it ended on its own (killed from outside, crashed):
    waits up to wait_ms for it, then 1 with *wstatus as waitpid(2) gives it,
    or 0 while it still runs. Does not reap it (sbx_iso_destroy does). */

@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "iso/copy.h"
 #include "iso/engine.h"
 #include "iso/seccomp.h"
 #include "iso/wire.h"
@@ -985,4 +986,55 @@ bad:
   while (nfds > 0)
     close (fds[--nfds]);
   return sbx_err (err, SBX_E_SYSTEM, "sandbox init broke the protocol");
+}
+
+/* ---- fork: copy a frozen sandbox's disk into a new one (iso/copy.c) ---- */
+
+struct join_arg
+{
+  struct sbx_engine *eng;
+  const struct sbx_iso_box *box;
+};
+
+static int
+join_cgroup (void *arg)
+{
+  const struct join_arg *j = arg;
+  return sbx_cgroup_attach (&j->eng->cgroups, &j->box->cg, getpid (), NULL);
+}
+
+int
+sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
+                   const struct sbx_iso_box *dst, struct sbx_copy_result *res, sbx_error_t **err)
+{
+  static const char *const parts[] = {"home", "tmp", "shm"};
+  struct sbx_copy_job jobs[3];
+  struct join_arg join = {eng, dst};
+  int fds[6], i, rc;
+
+  memset (res, 0, sizeof *res);
+  if (src->disk < 0 || dst->disk < 0 || src->cg.name[0] == '\0' || dst->cg.name[0] == '\0')
+    return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
+  /* Frozen: nothing in it changes the tree while we read it. */
+  if (!sbx_cgroup_is_frozen (&eng->cgroups, &src->cg))
+    return sbx_err (err, SBX_E_CONFLICT, "the source sandbox must be frozen for a copy");
+  for (i = 0; i < 6; i++)
+    fds[i] = -1;
+  rc = 0;
+  for (i = 0; i < 3 && rc == 0; i++)
+    {
+      fds[2 * i] = openat (src->disk, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      fds[2 * i + 1]
+          = openat (dst->disk, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fds[2 * i] < 0 || fds[2 * i + 1] < 0)
+        rc = sbx_err_sys (err, errno, "open the disk's `%s`", parts[i]);
+      jobs[i].src = fds[2 * i];
+      jobs[i].dst = fds[2 * i + 1];
+    }
+  if (rc == 0)
+    rc = sbx_copy_run (jobs, 3, src->uid_base, dst->uid_base, join_cgroup, &join, res, err);
+  for (i = 0; i < 6; i++)
+    if (fds[i] >= 0)
+      close (fds[i]);
+  return rc;
 }

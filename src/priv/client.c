@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "iso/copy.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -541,6 +542,28 @@ sbx_host_set_foreground (uint32_t slot, sbx_error_t **err)
 {
   struct call cl = {0};
   return slot_call (SBX_PRIV_FOREGROUND, slot, &cl, err);
+}
+
+int
+sbx_host_copy_disk (uint32_t src_slot, uint32_t dst_slot, struct sbx_copy_result *res,
+                    sbx_error_t **err)
+{
+  struct sbx_priv_copy m;
+  struct call cl = {0};
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_COPY_DISK;
+  m.hdr.len = sizeof m;
+  m.src_slot = src_slot;
+  m.dst_slot = dst_slot;
+  rc = call (&m, sizeof m, &cl, err);
+  if (rc == 0 && cl.reply.payload != sizeof *res)
+    rc = proto_error (err);
+  if (rc == 0)
+    memcpy (res, cl.payload, sizeof *res);
+  close_fds (&cl);
+  return rc;
 }
 
 int

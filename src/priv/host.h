@@ -44,6 +44,10 @@ int sbx_host_destroy (uint32_t slot, struct sbx_iso_box *box, sbx_error_t **err)
 int sbx_host_set_limits (uint32_t slot, const struct sbx_cgroup_limits *limits, sbx_error_t **err);
 int sbx_host_set_disk (uint32_t slot, uint64_t bytes, sbx_error_t **err);
 int sbx_host_set_foreground (uint32_t slot, sbx_error_t **err);
+/* Fork: copy the frozen sandbox's disk into the new one's. */
+struct sbx_copy_result;
+int sbx_host_copy_disk (uint32_t src_slot, uint32_t dst_slot, struct sbx_copy_result *res,
+                        sbx_error_t **err);
 /* Pause (frozen 1) or resume every process of the sandbox. */
 int sbx_host_freeze (uint32_t slot, int frozen, sbx_error_t **err);
 int sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err);

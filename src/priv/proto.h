@@ -47,6 +47,7 @@ enum sbx_priv_op
   SBX_PRIV_FS = 20,         /* sbx_priv_fs -> reply [+ fd], LIST: entries then reply */
   SBX_PRIV_UPLOAD_END = 21, /* sbx_priv_upload_end */
   SBX_PRIV_THAW = 22,       /* sbx_priv_slot: resume them */
+  SBX_PRIV_COPY_DISK = 23,  /* sbx_priv_copy -> reply + sbx_copy_result: fork's copy */
   /* parent -> front end: the answer, and callbacks during a request */
   SBX_PRIV_REPLY = 40,       /* sbx_priv_reply [+ payload] [+ fds] */
   SBX_PRIV_LIST_ENTRY = 41,  /* sbx_priv_entry */
@@ -122,6 +123,15 @@ struct sbx_priv_disk
   uint32_t slot;
   uint32_t reserved;
   uint64_t bytes;
+};
+
+/* Copy the disk of the (frozen) sandbox in src_slot into the fresh one in
+   dst_slot. */
+struct sbx_priv_copy
+{
+  struct sbx_priv_hdr hdr;
+  uint32_t src_slot;
+  uint32_t dst_slot;
 };
 
 struct sbx_priv_adopt

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/template.h"
+#include "iso/copy.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -688,7 +689,31 @@ union request
   struct sbx_priv_adopt adopt;
   struct sbx_priv_fs fs;
   struct sbx_priv_upload_end upload_end;
+  struct sbx_priv_copy copy;
 };
+
+/* Fork: the copy of one sandbox's disk into another's (both ours; the
+   source frozen, which sbx_iso_copy_disk checks). */
+static void
+handle_copy_disk (struct chan *c, const struct sbx_priv_copy *m)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_copy_result res;
+  struct slot *src = NULL, *dst = NULL;
+
+  memset (&res, 0, sizeof res);
+  if (m->src_slot == m->dst_slot)
+    sbx_err (&err, SBX_E_INVALID, "a sandbox cannot be copied onto itself");
+  else if ((src = slot_get (m->src_slot, &err)) != NULL
+           && (dst = slot_get (m->dst_slot, &err)) != NULL)
+    sbx_iso_copy_disk (P.eng, &src->box, &dst->box, &res, &err);
+  if (src)
+    slot_put (src);
+  if (dst)
+    slot_put (dst);
+  send_reply (c, err, 0, err ? NULL : &res, err ? 0 : sizeof res, NULL, 0);
+  sbx_error_free (err);
+}
 
 /* The exact size of each request type; 0 for unknown ones. */
 static size_t
@@ -717,6 +742,8 @@ request_size (uint32_t op)
       return sizeof (struct sbx_priv_fs);
     case SBX_PRIV_UPLOAD_END:
       return sizeof (struct sbx_priv_upload_end);
+    case SBX_PRIV_COPY_DISK:
+      return sizeof (struct sbx_priv_copy);
     default:
       return 0;
     }
@@ -819,6 +846,9 @@ serve_channel (void *arg)
           break;
         case SBX_PRIV_UPLOAD_END:
           handle_upload_end (c, &m.upload_end);
+          break;
+        case SBX_PRIV_COPY_DISK:
+          handle_copy_disk (c, &m.copy);
           break;
         default:
           handle_slot_op (c, &m);

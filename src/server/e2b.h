@@ -90,6 +90,7 @@ void sbx_route_e2b_timeout (struct sbx_req *r);
 void sbx_route_e2b_connect (struct sbx_req *r);
 void sbx_route_e2b_pause (struct sbx_req *r);
 void sbx_route_e2b_resume (struct sbx_req *r);
+void sbx_route_e2b_fork (struct sbx_req *r);
 void sbx_route_e2b_refresh (struct sbx_req *r);
 void sbx_route_e2b_metrics (struct sbx_req *r);
 void sbx_route_e2b_health (struct sbx_req *r);

@@ -779,6 +779,53 @@ fail:
   sbx_reply_error (r, err);
 }
 
+/* POST /sandboxes/{id}/fork {"timeout"?, "count"?}: 201
+   [{"sandbox": Sandbox}...]; all or nothing (an error is the answer's
+   status, not an item). Processes are not carried (docs/e2b.md). */
+void
+sbx_route_e2b_fork (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"timeout", "count", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  struct sbx_fork_result res;
+  json_t *body = NULL, *arr;
+  uint64_t s = 0, count = 1;
+  unsigned i;
+
+  memset (&res, 0, sizeof res);
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || seconds_param (body, "timeout", &s, &err) < 0
+      || sbx_param_uint (body, "count", &count, &err) < 0)
+    goto fail;
+  if (json_object_get (body, "count") == NULL || json_is_null (json_object_get (body, "count")))
+    count = 1;
+  if (count < 1 || count > SBX_FORK_MAX)
+    {
+      sbx_err (&err, SBX_E_INVALID, "count must be 1 to %d", SBX_FORK_MAX);
+      goto fail;
+    }
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || sbx_sandbox_fork (sb, (unsigned) count, s * 1000, &res, &err) < 0)
+    goto fail;
+  arr = json_array ();
+  for (i = 0; i < res.n; i++)
+    json_array_append_new (arr, json_pack ("{s:o}", "sandbox", sandbox_json (res.sb[i])));
+  sbx_reply_json (r, 201, arr);
+  if (r->out_of_memory || r->queue_failed)
+    for (i = 0; i < res.n; i++)
+      sbx_sandbox_kill (res.sb[i], "sandbox killed", NULL);
+  sbx_fork_result_release (&res);
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
 /* POST /sandboxes/{id}/resume {"timeout"?, "autoPause"?} (deprecated at
    E2B, connect replaces it): 201 Sandbox; 409 when it is not paused. */
 void

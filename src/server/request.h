@@ -147,6 +147,7 @@ void sbx_route_sandbox_network (struct sbx_req *r);
 void sbx_route_sandbox_metrics (struct sbx_req *r);
 void sbx_route_sandbox_pause (struct sbx_req *r);
 void sbx_route_sandbox_resume (struct sbx_req *r);
+void sbx_route_sandbox_fork (struct sbx_req *r);
 void sbx_route_exec (struct sbx_req *r);
 void sbx_route_process_start (struct sbx_req *r);
 void sbx_route_process_list (struct sbx_req *r);

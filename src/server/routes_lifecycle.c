@@ -57,3 +57,46 @@ fail:
   json_decref (body);
   sbx_reply_error (r, err);
 }
+
+/* POST /v1/sandboxes/ID/fork {"count": N, "timeout": T}: N new sandboxes
+   with a copy of its file system and its settings (processes are not
+   carried: the answer says so). */
+void
+sbx_route_sandbox_fork (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"count", "timeout", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  struct sbx_fork_result res;
+  json_t *body = NULL;
+  uint64_t count = 1, ms = 0;
+
+  memset (&res, 0, sizeof res);
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_uint (body, "count", &count, &err) < 0
+      || sbx_param_duration (body, "timeout", &ms, &err) < 0)
+    goto fail;
+  if (json_object_get (body, "count") == NULL)
+    count = 1;
+  if (count < 1 || count > SBX_FORK_MAX)
+    {
+      sbx_err (&err, SBX_E_INVALID, "count must be 1 to %d", SBX_FORK_MAX);
+      goto fail;
+    }
+  sb = sbx_req_sandbox (r, 2, &err);
+  if (sb == NULL || sbx_sandbox_fork (sb, (unsigned) count, ms, &res, &err) < 0)
+    goto fail;
+  sbx_reply_json (r, 201, sbx_fork_result_json (&res));
+  if (r->out_of_memory || r->queue_failed)
+    for (unsigned i = 0; i < res.n; i++)
+      sbx_sandbox_kill (res.sb[i], "sandbox killed", NULL); /* nobody learnt their ids */
+  sbx_fork_result_release (&res);
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
