@@ -24,8 +24,12 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/fsuid.h>
 #include <sys/sendfile.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +45,10 @@ struct copy_ctx
   uid_t src_base, dst_base;
   struct sbx_copy_result *res;
   unsigned depth;
+  /* Off the stack: the copier runs on a server thread's (small) stack,
+     and copy_entry recurses once per directory level. */
+  char buf[65536];
+  char target[PATH_MAX];
 };
 
 static int fail (struct copy_ctx *c, int e, const char *fmt, ...)
@@ -104,7 +112,7 @@ same_inode (int fd, const struct stat *seen)
 static int
 copy_data (struct copy_ctx *c, int in, int out, const char *name)
 {
-  char buf[65536];
+  char *buf = c->buf;
 
   for (;;)
     {
@@ -123,7 +131,7 @@ copy_data (struct copy_ctx *c, int in, int out, const char *name)
       /* No sendfile between these two: plain reads and writes. */
       for (;;)
         {
-          ssize_t r = read (in, buf, sizeof buf), w, off = 0;
+          ssize_t r = read (in, buf, sizeof c->buf), w, off = 0;
           if (r < 0 && errno == EINTR)
             continue;
           if (r < 0)
@@ -200,9 +208,9 @@ copy_entry (struct copy_ctx *c, int sfd, int dfd, const char *name)
     }
   if (S_ISLNK (st.st_mode))
     {
-      char target[PATH_MAX];
+      char *target = c->target;
       struct timespec times[2] = {st.st_atim, st.st_mtim};
-      ssize_t n = readlinkat (sfd, name, target, sizeof target - 1);
+      ssize_t n = readlinkat (sfd, name, target, sizeof c->target - 1);
       if (n < 0)
         return fail (c, errno, "read link `%.200s`", name);
       target[n] = '\0';
@@ -265,16 +273,48 @@ void
 sbx_copy_tree_now (int src_dir, int dst_dir, uid_t src_base, uid_t dst_base,
                    struct sbx_copy_result *res)
 {
-  struct copy_ctx c = {src_base, dst_base, res, 0};
+  struct copy_ctx *c = malloc (sizeof *c);
   struct stat st;
 
-  if (fstat (src_dir, &st) < 0)
+  if (c == NULL)
     {
-      fail (&c, errno, "%s", "stat the source");
+      res->sys_errno = ENOMEM;
+      snprintf (res->what, sizeof res->what, "out of memory");
       return;
     }
-  if (copy_dir (&c, src_dir, dst_dir) == 0)
-    set_attrs (&c, dst_dir, &st, "/");
+  c->src_base = src_base;
+  c->dst_base = dst_base;
+  c->res = res;
+  c->depth = 0;
+  if (fstat (src_dir, &st) < 0)
+    fail (c, errno, "%s", "stat the source");
+  else if (copy_dir (c, src_dir, dst_dir) == 0)
+    set_attrs (c, dst_dir, &st, "/");
+  free (c);
+}
+
+/* The copier creates files in a tmpfs that belongs to the target's user
+   namespace: the kernel refuses (EOVERFLOW) a creator whose fs ids it
+   cannot map there, as host root's are not. So the fs ids become the
+   target's root (dst_base), and the capabilities that change drops from
+   the effective set (capabilities(7)) are raised again from the permitted
+   one: reading the source's 0600 files and setting owners still needs
+   them. */
+static int
+become_writer (uid_t id)
+{
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2];
+
+  setfsgid (id);
+  setfsuid (id);
+  if ((uid_t) setfsuid ((uid_t) -1) != id || (gid_t) setfsgid ((gid_t) -1) != id)
+    return -1;
+  if (syscall (SYS_capget, &hdr, data) < 0)
+    return -1;
+  data[0].effective = data[0].permitted;
+  data[1].effective = data[1].permitted;
+  return (int) syscall (SYS_capset, &hdr, data);
 }
 
 int
@@ -309,6 +349,11 @@ sbx_copy_run (const struct sbx_copy_job *jobs, size_t njobs, uid_t src_base, uid
         {
           r.sys_errno = errno ? errno : EIO;
           snprintf (r.what, sizeof r.what, "join the target's cgroup");
+        }
+      else if (become_writer (dst_base) < 0)
+        {
+          r.sys_errno = errno ? errno : EPERM;
+          snprintf (r.what, sizeof r.what, "take the target's ids");
         }
       for (i = 0; i < njobs && r.sys_errno == 0; i++)
         sbx_copy_tree_now (jobs[i].src, jobs[i].dst, src_base, dst_base, &r);
