@@ -25,7 +25,7 @@ static const struct command commands[] = {
   {"cp", sbx_cmd_cp},     {"ls", sbx_cmd_ls},     {"kill", sbx_cmd_kill},
   {"key", sbx_cmd_key},   {"serve", sbx_cmd_serve}, {"net", sbx_cmd_net},
   {"audit", sbx_cmd_audit}, {"pause", sbx_cmd_pause}, {"resume", sbx_cmd_resume},
-  {"fork", sbx_cmd_fork},
+  {"fork", sbx_cmd_fork}, {"snapshot", sbx_cmd_snapshot},
 };
 
 /* With fd 0, 1 or 2 closed, the daemon connection could become "stdout"

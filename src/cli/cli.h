@@ -33,6 +33,7 @@ int sbx_cmd_kill (int argc, char **argv);
 int sbx_cmd_pause (int argc, char **argv);
 int sbx_cmd_resume (int argc, char **argv);
 int sbx_cmd_fork (int argc, char **argv);
+int sbx_cmd_snapshot (int argc, char **argv);
 int sbx_cmd_net (int argc, char **argv);
 int sbx_cmd_key (int argc, char **argv);
 int sbx_cmd_serve (int argc, char **argv);

@@ -63,7 +63,9 @@ static const struct
    "Create a sandbox and print its id (the last line of the output).\n"
    "\n"
    "Options:\n"
-   "  --timeout DURATION     lifetime of the sandbox (default 300s)\n" SANDBOX_OPTIONS_HELP
+   "  --timeout DURATION     lifetime of the sandbox (default 300s)\n"
+   "  --on-timeout ACTION    at the end of its lifetime: kill (default) or pause\n"
+   "  --snapshot NAME        start with the files of snapshot NAME\n" SANDBOX_OPTIONS_HELP
    "  -e, --env K=V          set a variable for every command (repeatable)\n"
    "  -u, --user NAME        default user of commands: `user` or `root`\n" FILE_OPTION_HELP},
   {"cp",
@@ -99,6 +101,14 @@ static const struct
    "Make N (default 1, at most 16) new sandboxes with a copy of sandbox ID's\n"
    "files (/home/user, /tmp, /dev/shm) and settings, and print their ids.\n"
    "Running processes are not carried over. ID is frozen during the copy.\n"},
+  {"snapshot",
+   "usage: sbx snapshot create ID NAME\n"
+   "       sbx snapshot ls [--json]\n"
+   "       sbx snapshot rm NAME...\n"
+   "\n"
+   "Save sandbox ID's files (/home/user, /tmp, /dev/shm) as snapshot NAME\n"
+   "(1 to 64 of A-Z a-z 0-9 . _ -), list your snapshots, delete them. Start\n"
+   "sandboxes from one with `sbx create --snapshot NAME`.\n"},
   {"net",
    "usage: sbx net ID [SPEC...]\n"
    "\n"
@@ -145,6 +155,7 @@ const char sbx_cli_main_help[] =
     "  kill ID...                           kill sandboxes\n"
     "  pause ID... / resume ID...           freeze sandboxes, resume them\n"
     "  fork ID [--count N]                  copy a sandbox's files into new ones\n"
+    "  snapshot create|ls|rm                save a sandbox's files, list, delete\n"
     "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
     "  key create|ls|rm                     manage API keys\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"

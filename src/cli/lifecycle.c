@@ -6,6 +6,7 @@
 
 #include "cli/api.h"
 #include "cli/cli.h"
+#include "cli/http.h"
 #include "cli/opts.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
@@ -180,6 +181,100 @@ sbx_cmd_fork (int argc, char **argv)
       if (fflush (stdout) != 0)
         status = SBX_EXIT_FAILURE;
     }
+  json_decref (answer);
+  json_decref (body);
+  sbx_buf_free (&target);
+  sbx_api_clear (&api);
+  return status;
+}
+
+/* `sbx snapshot create ID NAME`, `sbx snapshot ls [--json]`,
+   `sbx snapshot rm NAME...`. */
+int
+sbx_cmd_snapshot (int argc, char **argv)
+{
+  cleanup_error sbx_error_t *e = NULL;
+  struct sbx_api api;
+  struct sbx_buf target = SBX_BUF_INIT;
+  json_t *answer = NULL, *body = NULL, *v;
+  const char *sub = argc > 1 ? argv[1] : NULL;
+  int i, status = 0, json_out = 0;
+  size_t k;
+
+  if (sub == NULL || sbx_cli_is_help (sub))
+    {
+      sbx_cli_help ("snapshot");
+      return sub ? 0 : SBX_EXIT_USAGE;
+    }
+  if (strcmp (sub, "create") == 0 && argc != 4)
+    {
+      sbx_cli_usage ("snapshot create: expected ID NAME");
+      return SBX_EXIT_USAGE;
+    }
+  if (strcmp (sub, "ls") == 0 && !(argc == 2 || (argc == 3 && strcmp (argv[2], "--json") == 0)))
+    {
+      sbx_cli_usage ("snapshot ls: unexpected argument");
+      return SBX_EXIT_USAGE;
+    }
+  if (strcmp (sub, "rm") == 0 && argc < 3)
+    {
+      sbx_cli_usage ("snapshot rm: expected at least one NAME");
+      return SBX_EXIT_USAGE;
+    }
+  if (strcmp (sub, "create") != 0 && strcmp (sub, "ls") != 0 && strcmp (sub, "rm") != 0)
+    {
+      sbx_cli_usage ("snapshot: unknown command %s (create, ls, rm)", sub);
+      return SBX_EXIT_USAGE;
+    }
+  if (sbx_api_init (&api, &e) < 0)
+    return sbx_cli_fail (NULL, steal_pointer (&e), SBX_EXIT_SBX);
+  if (strcmp (sub, "create") == 0)
+    {
+      body = json_pack ("{s:s}", "name", argv[3]);
+      if (body == NULL)
+        sbx_oom ();
+      sbx_api_sandbox_path (&target, argv[2], "/snapshots");
+      if (sbx_api_json (&api, "POST", target.data, body, &answer, &e) < 0)
+        status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
+      else
+        printf ("%s\n", json_string_value (json_object_get (answer, "name")));
+    }
+  else if (strcmp (sub, "ls") == 0)
+    {
+      json_out = argc == 3;
+      if (sbx_api_json (&api, "GET", "/v1/snapshots", NULL, &answer, &e) < 0)
+        status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
+      else if (json_out)
+        {
+          char *text = json_dumps (answer, JSON_INDENT (2));
+          printf ("%s\n", text ? text : "");
+          free (text);
+        }
+      else
+        {
+          printf ("%-32s %-16s %-20s %12s\n", "NAME", "TEMPLATE", "SOURCE", "BYTES");
+          json_array_foreach (json_object_get (answer, "snapshots"), k, v)
+            printf ("%-32s %-16s %-20s %12lld\n", json_string_value (json_object_get (v, "name")),
+                    json_string_value (json_object_get (v, "template")),
+                    json_string_value (json_object_get (v, "source")),
+                    (long long) json_integer_value (json_object_get (v, "bytes")));
+        }
+    }
+  else
+    for (i = 2; i < argc; i++)
+      {
+        sbx_buf_reset (&target);
+        sbx_buf_printf (&target, "/v1/snapshots/");
+        sbx_url_escape (&target, argv[i], 0);
+        if (sbx_api_json (&api, "DELETE", target.data, NULL, NULL, &e) < 0)
+          {
+            status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
+            if (status == SBX_EXIT_SBX)
+              break;
+          }
+      }
+  if (fflush (stdout) != 0 && status == 0)
+    status = SBX_EXIT_FAILURE;
   json_decref (answer);
   json_decref (body);
   sbx_buf_free (&target);

@@ -208,6 +208,7 @@ struct sbx_create_opts
   const char *user;          /* NULL: "user" */
   json_t *network;           /* borrowed, from sbx_network_canon; NULL: none */
   uint32_t lifecycle;        /* SBX_LIFECYCLE_* (store.h) */
+  const char *snapshot;      /* NULL, or the tenant's snapshot to start from */
 };
 
 struct sbx_exec_opts
@@ -310,6 +311,12 @@ struct sbx_fork_result
 int sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
                       struct sbx_fork_result *out, sbx_error_t **err);
 void sbx_fork_result_release (struct sbx_fork_result *out);
+/* Snapshots (core/snapshot.c). Save the sandbox's disk as its tenant's
+   snapshot `name` (CONFLICT when it exists; LIMIT past 64 per tenant);
+   returns its JSON. List (name NULL: all) and delete a tenant's. */
+json_t *sbx_snapshot_create (struct sbx_sandbox *sb, const char *name, sbx_error_t **err);
+json_t *sbx_snapshot_list (const char *tenant, const char *name, sbx_error_t **err);
+int sbx_snapshot_delete (const char *tenant, const char *name, sbx_error_t **err);
 /* {"sandboxes": [native JSON...], "processes_not_carried": true,
    "copied": {"files", "directories", "symlinks", "bytes", "skipped_special"}} */
 json_t *sbx_fork_result_json (const struct sbx_fork_result *out);

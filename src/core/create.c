@@ -203,7 +203,25 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
   const char *user = opts->user ? opts->user : "user";
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
+  struct sbx_create_opts from_snapshot;
+  struct sbx_snapshot_record snap;
 
+  if (opts->snapshot)
+    {
+      /* Its template, and by default its source's disk size (it fits). */
+      if (sbx__snapshot_lookup (tenant ? tenant : "default", opts->snapshot, &snap, err) < 0)
+        return NULL;
+      if (opts->template_name && strcmp (opts->template_name, snap.template_name) != 0)
+        return sbx_err (err, SBX_E_INVALID,
+                        "snapshot `%s` is of template `%s`, not `%s` (leave `template` out)",
+                        snap.name, snap.template_name, opts->template_name),
+               NULL;
+      from_snapshot = *opts;
+      from_snapshot.template_name = snap.template_name;
+      if (!from_snapshot.limits.disk_bytes)
+        from_snapshot.limits.disk_bytes = snap.disk;
+      opts = &from_snapshot;
+    }
   if (sbx_template_find (opts->template_name) == NULL)
     return sbx_err (err, SBX_E_INVALID, "unknown template `%s` (available: base)",
                     opts->template_name),
@@ -339,6 +357,12 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop (); /* a new deadline */
   sbx_audit_lifecycle ("created", sb->id, sb->tenant, NULL);
+  if (opts->snapshot && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
+    {
+      sbx_sandbox_kill (sb, "its snapshot could not be copied", NULL);
+      sbx_sandbox_unref (sb);
+      return NULL;
+    }
   return sb;
 
 fail_discard:

@@ -146,7 +146,7 @@ sbx_fork_result_json (const struct sbx_fork_result *out)
     json_array_append_new (arr, sbx_sandbox_json (out->sb[i]));
   return json_pack ("{s:o, s:b, s:s, s:{s:I, s:I, s:I, s:I, s:I}}", "sandboxes", arr,
                     "processes_not_carried", 1, "note",
-                    "the file system (/home/user, /tmp, /dev/shm) and settings are copied;"
+                    "the files of /home/user, /tmp and /dev/shm and the settings are copied;"
                     " running processes are not carried over",
                     "copied", "files", (json_int_t) out->files, "directories",
                     (json_int_t) out->dirs, "symlinks", (json_int_t) out->symlinks, "bytes",

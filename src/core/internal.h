@@ -95,6 +95,11 @@ void sbx__sandbox_pause_expired (struct sbx_sandbox *sb);
 /* Hold the sandbox still (no pause, resume or work in it starts; its
    clocks wait) while fork copies it; *was_paused says whether it is
    frozen already. */
+/* snapshot.c: tenant's snapshot `name` (NOT_FOUND when it has none), and
+   its copy into a just-made sandbox. */
+int sbx__snapshot_lookup (const char *tenant, const char *name, struct sbx_snapshot_record *out,
+                          sbx_error_t **err);
+int sbx__snapshot_load (struct sbx_sandbox *sb, const char *name, sbx_error_t **err);
 int sbx__transition_begin (struct sbx_sandbox *sb, int *was_paused, sbx_error_t **err);
 void sbx__transition_end (struct sbx_sandbox *sb);
 void *sbx__janitor_main (void *arg);

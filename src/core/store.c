@@ -47,6 +47,16 @@ static const char schema[]
       "  lifecycle INTEGER NOT NULL DEFAULT 0,"
       "  remaining_ms INTEGER NOT NULL DEFAULT 0);"
       "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
+      "CREATE TABLE IF NOT EXISTS snapshots ("
+      "  tenant TEXT NOT NULL,"
+      "  name TEXT NOT NULL,"
+      "  template TEXT NOT NULL,"
+      "  source TEXT NOT NULL,"
+      "  created_ms INTEGER NOT NULL,"
+      "  bytes INTEGER NOT NULL,"
+      "  files INTEGER NOT NULL,"
+      "  disk INTEGER NOT NULL,"
+      "  PRIMARY KEY (tenant, name));"
       "CREATE TABLE IF NOT EXISTS api_keys ("
       "  id TEXT PRIMARY KEY,"
       "  tenant TEXT NOT NULL,"
@@ -595,4 +605,105 @@ sbx_store_key_delete (struct sbx_store *st, const char *id, sbx_error_t **err)
   if (changes == 0)
     return sbx_err (err, SBX_E_NOT_FOUND, "key `%s` not found", id);
   return 0;
+}
+
+/* ---- snapshots (core/snapshot.c) ---------------------------------------- */
+
+static void
+bind_snapshot (sqlite3_stmt *s, const void *arg)
+{
+  const struct sbx_snapshot_record *r = arg;
+  sqlite3_bind_text (s, 1, r->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, r->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 3, r->template_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 4, r->source, -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 5, r->created_ms);
+  sqlite3_bind_int64 (s, 6, (sqlite3_int64) r->bytes);
+  sqlite3_bind_int64 (s, 7, (sqlite3_int64) r->files);
+  sqlite3_bind_int64 (s, 8, (sqlite3_int64) r->disk);
+}
+
+int
+sbx_store_snapshot_insert (struct sbx_store *st, const struct sbx_snapshot_record *r,
+                           sbx_error_t **err)
+{
+  return run (st,
+              "INSERT INTO snapshots (tenant, name, template, source, created_ms, bytes, files,"
+              " disk) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+              bind_snapshot, r, NULL, err);
+}
+
+static void
+bind_two (sqlite3_stmt *s, const void *arg)
+{
+  const char *const *a = arg;
+  sqlite3_bind_text (s, 1, a[0], -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, a[1], -1, SQLITE_STATIC);
+}
+
+int
+sbx_store_snapshot_delete (struct sbx_store *st, const char *tenant, const char *name,
+                           sbx_error_t **err)
+{
+  const char *a[2] = {tenant, name};
+  int changes = 0;
+
+  if (run (st, "DELETE FROM snapshots WHERE tenant = ?1 AND name = ?2", bind_two, a, &changes,
+           err)
+      < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "snapshot `%s` not found", name);
+  return 0;
+}
+
+int
+sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *name,
+                         void (*fn) (const struct sbx_snapshot_record *r, void *arg), void *arg,
+                         sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db,
+                          "SELECT tenant, name, template, source, created_ms, bytes, files, disk"
+                          " FROM snapshots WHERE (?1 IS NULL OR tenant = ?1)"
+                          " AND (?2 IS NULL OR name = ?2) ORDER BY created_ms, name",
+                          -1, &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  if (tenant)
+    sqlite3_bind_text (stmt, 1, tenant, -1, SQLITE_STATIC);
+  if (name)
+    sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
+    {
+      struct sbx_snapshot_record r;
+      const char *t = (const char *) sqlite3_column_text (stmt, 0);
+      const char *n = (const char *) sqlite3_column_text (stmt, 1);
+      const char *tp = (const char *) sqlite3_column_text (stmt, 2);
+      const char *src = (const char *) sqlite3_column_text (stmt, 3);
+      memset (&r, 0, sizeof r);
+      if (!t || !n || !tp || !src)
+        continue;
+      snprintf (r.tenant, sizeof r.tenant, "%s", t);
+      snprintf (r.name, sizeof r.name, "%s", n);
+      snprintf (r.template_name, sizeof r.template_name, "%s", tp);
+      snprintf (r.source, sizeof r.source, "%s", src);
+      r.created_ms = sqlite3_column_int64 (stmt, 4);
+      r.bytes = (uint64_t) sqlite3_column_int64 (stmt, 5);
+      r.files = (uint64_t) sqlite3_column_int64 (stmt, 6);
+      r.disk = (uint64_t) sqlite3_column_int64 (stmt, 7);
+      fn (&r, arg);
+    }
+  if (rc != SQLITE_DONE)
+    db_err (st, err, "list snapshots");
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  return rc == SQLITE_DONE ? 0 : -1;
 }

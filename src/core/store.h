@@ -63,6 +63,26 @@ int sbx_store_sandbox_running (struct sbx_store *st,
 /* Drop records of sandboxes that ended before `before_ms`. */
 int sbx_store_sandbox_prune (struct sbx_store *st, int64_t before_ms, sbx_error_t **err);
 
+/* Snapshots (core/snapshot.c): the catalog; the files are the privileged
+   parent's (iso/snapstore.c). */
+struct sbx_snapshot_record
+{
+  char tenant[81];
+  char name[65];
+  char template_name[32];
+  char source[32]; /* the sandbox it was taken from */
+  int64_t created_ms;
+  uint64_t bytes, files, disk; /* disk: the source's disk limit */
+};
+int sbx_store_snapshot_insert (struct sbx_store *st, const struct sbx_snapshot_record *r,
+                               sbx_error_t **err);
+int sbx_store_snapshot_delete (struct sbx_store *st, const char *tenant, const char *name,
+                               sbx_error_t **err);
+/* tenant and name NULL: any. */
+int sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *name,
+                             void (*fn) (const struct sbx_snapshot_record *r, void *arg),
+                             void *arg, sbx_error_t **err);
+
 struct sbx_key_record
 {
   char id[16];

@@ -105,6 +105,14 @@ struct sbx_copy_result;
 int sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
                        const struct sbx_iso_box *dst, struct sbx_copy_result *res,
                        sbx_error_t **err);
+/* Snapshots (iso/snapstore.c): save a frozen sandbox's disk into the
+   store, or copy a snapshot into a new sandbox's disk. */
+int sbx_iso_snapshot_save (struct sbx_engine *eng, int store, const struct sbx_iso_box *src,
+                           const char *tenant, const char *name, struct sbx_copy_result *res,
+                           sbx_error_t **err);
+int sbx_iso_snapshot_load (struct sbx_engine *eng, int store, const struct sbx_iso_box *dst,
+                           const char *tenant, const char *name, struct sbx_copy_result *res,
+                           sbx_error_t **err);
 /* How init ended, when it ended on its own (killed from outside, crashed):
    waits up to wait_ms for it, then 1 with *wstatus as waitpid(2) gives it,
    or 0 while it still runs. Does not reap it (sbx_iso_destroy does). */

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "iso/copy.h"
+#include "iso/snapstore.h"
 #include "iso/engine.h"
 #include "iso/seccomp.h"
 #include "iso/wire.h"
@@ -1037,4 +1038,31 @@ sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
     if (fds[i] >= 0)
       close (fds[i]);
   return rc;
+}
+
+int
+sbx_iso_snapshot_save (struct sbx_engine *eng, int store, const struct sbx_iso_box *src,
+                       const char *tenant, const char *name, struct sbx_copy_result *res,
+                       sbx_error_t **err)
+{
+  memset (res, 0, sizeof *res);
+  if (src->disk < 0 || src->cg.name[0] == '\0')
+    return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
+  if (!sbx_cgroup_is_frozen (&eng->cgroups, &src->cg))
+    return sbx_err (err, SBX_E_CONFLICT, "the source sandbox must be frozen for a copy");
+  return sbx_snapstore_save (store, src->disk, src->uid_base, tenant, name, res, err);
+}
+
+int
+sbx_iso_snapshot_load (struct sbx_engine *eng, int store, const struct sbx_iso_box *dst,
+                       const char *tenant, const char *name, struct sbx_copy_result *res,
+                       sbx_error_t **err)
+{
+  struct join_arg join = {eng, dst};
+
+  memset (res, 0, sizeof *res);
+  if (dst->disk < 0 || dst->cg.name[0] == '\0')
+    return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
+  return sbx_snapstore_load (store, tenant, name, dst->disk, dst->uid_base, join_cgroup, &join,
+                             res, err);
 }

@@ -567,6 +567,38 @@ sbx_host_copy_disk (uint32_t src_slot, uint32_t dst_slot, struct sbx_copy_result
 }
 
 int
+sbx_host_snapshot (uint32_t op, uint32_t slot, const char *tenant, const char *name,
+                   struct sbx_copy_result *res, sbx_error_t **err)
+{
+  struct sbx_priv_snapshot m;
+  struct call cl = {0};
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  if (strlen (tenant) >= sizeof m.tenant || strlen (name) >= sizeof m.name)
+    return sbx_err (err, SBX_E_INVALID, "snapshot name or tenant too long");
+  m.hdr.op = SBX_PRIV_SNAPSHOT;
+  m.hdr.len = sizeof m;
+  m.snap_op = op;
+  m.slot = slot;
+  snprintf (m.tenant, sizeof m.tenant, "%s", tenant);
+  snprintf (m.name, sizeof m.name, "%s", name);
+  rc = call (&m, sizeof m, &cl, err);
+  if (rc == 0 && res != NULL)
+    {
+      if (cl.reply.payload == sizeof *res)
+        memcpy (res, cl.payload, sizeof *res);
+      else
+        memset (res, 0, sizeof *res);
+    }
+  close_fds (&cl);
+  return rc;
+}
+
+_Static_assert (sizeof (struct sbx_copy_result) <= sizeof ((struct call *) 0)->payload,
+                "a copy result fits a reply's payload");
+
+int
 sbx_host_freeze (uint32_t slot, int frozen, sbx_error_t **err)
 {
   struct call cl = {0};

@@ -48,6 +48,10 @@ int sbx_host_set_foreground (uint32_t slot, sbx_error_t **err);
 struct sbx_copy_result;
 int sbx_host_copy_disk (uint32_t src_slot, uint32_t dst_slot, struct sbx_copy_result *res,
                         sbx_error_t **err);
+/* Snapshots: op is SBX_PRIV_SNAP_SAVE (slot frozen), LOAD or REMOVE (slot
+   unused); res may be NULL. */
+int sbx_host_snapshot (uint32_t op, uint32_t slot, const char *tenant, const char *name,
+                       struct sbx_copy_result *res, sbx_error_t **err);
 /* Pause (frozen 1) or resume every process of the sandbox. */
 int sbx_host_freeze (uint32_t slot, int frozen, sbx_error_t **err);
 int sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err);

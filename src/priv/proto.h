@@ -48,6 +48,7 @@ enum sbx_priv_op
   SBX_PRIV_UPLOAD_END = 21, /* sbx_priv_upload_end */
   SBX_PRIV_THAW = 22,       /* sbx_priv_slot: resume them */
   SBX_PRIV_COPY_DISK = 23,  /* sbx_priv_copy -> reply + sbx_copy_result: fork's copy */
+  SBX_PRIV_SNAPSHOT = 24,   /* sbx_priv_snapshot -> reply [+ sbx_copy_result] */
   /* parent -> front end: the answer, and callbacks during a request */
   SBX_PRIV_REPLY = 40,       /* sbx_priv_reply [+ payload] [+ fds] */
   SBX_PRIV_LIST_ENTRY = 41,  /* sbx_priv_entry */
@@ -132,6 +133,23 @@ struct sbx_priv_copy
   struct sbx_priv_hdr hdr;
   uint32_t src_slot;
   uint32_t dst_slot;
+};
+
+enum sbx_priv_snapshot_op
+{
+  SBX_PRIV_SNAP_SAVE = 1,   /* slot (frozen) -> the store */
+  SBX_PRIV_SNAP_LOAD = 2,   /* the store -> slot (just made) */
+  SBX_PRIV_SNAP_REMOVE = 3, /* slot unused */
+};
+
+struct sbx_priv_snapshot
+{
+  struct sbx_priv_hdr hdr;
+  uint32_t snap_op; /* enum sbx_priv_snapshot_op */
+  uint32_t slot;
+  char tenant[81];
+  char name[65];
+  char reserved[6];
 };
 
 struct sbx_priv_adopt

@@ -19,6 +19,7 @@
 
 #include "core/template.h"
 #include "iso/copy.h"
+#include "iso/snapstore.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -67,7 +68,8 @@ static struct
   unsigned nslots;
   unsigned gen;
   struct upload uploads[MAX_UPLOADS];
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  int snapstore; /* STATE/snapshots, -1 when unavailable */
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .snapstore = -1};
 
 /* ---- replies ----------------------------------------------------------- */
 
@@ -690,6 +692,7 @@ union request
   struct sbx_priv_fs fs;
   struct sbx_priv_upload_end upload_end;
   struct sbx_priv_copy copy;
+  struct sbx_priv_snapshot snapshot;
 };
 
 /* Fork: the copy of one sandbox's disk into another's (both ours; the
@@ -712,6 +715,38 @@ handle_copy_disk (struct chan *c, const struct sbx_priv_copy *m)
   if (dst)
     slot_put (dst);
   send_reply (c, err, 0, err ? NULL : &res, err ? 0 : sizeof res, NULL, 0);
+  sbx_error_free (err);
+}
+
+/* Snapshots: the names are checked again (they become file names). */
+static void
+handle_snapshot (struct chan *c, const struct sbx_priv_snapshot *m)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_copy_result res;
+  struct slot *s = NULL;
+  int have_res = 0;
+
+  memset (&res, 0, sizeof res);
+  if (memchr (m->tenant, '\0', sizeof m->tenant) == NULL
+      || memchr (m->name, '\0', sizeof m->name) == NULL || m->tenant[0] == '\0'
+      || !sbx_snapshot_name_valid (m->name))
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
+  else if (m->snap_op == SBX_PRIV_SNAP_REMOVE)
+    sbx_snapstore_remove (P.snapstore, m->tenant, m->name, &err);
+  else if (m->snap_op != SBX_PRIV_SNAP_SAVE && m->snap_op != SBX_PRIV_SNAP_LOAD)
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
+  else if ((s = slot_get (m->slot, &err)) != NULL)
+    {
+      have_res = 1;
+      if (m->snap_op == SBX_PRIV_SNAP_SAVE)
+        sbx_iso_snapshot_save (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
+      else
+        sbx_iso_snapshot_load (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
+      slot_put (s);
+    }
+  send_reply (c, err, 0, have_res && !err ? &res : NULL, have_res && !err ? sizeof res : 0, NULL,
+              0);
   sbx_error_free (err);
 }
 
@@ -744,6 +779,8 @@ request_size (uint32_t op)
       return sizeof (struct sbx_priv_upload_end);
     case SBX_PRIV_COPY_DISK:
       return sizeof (struct sbx_priv_copy);
+    case SBX_PRIV_SNAPSHOT:
+      return sizeof (struct sbx_priv_snapshot);
     default:
       return 0;
     }
@@ -850,6 +887,9 @@ serve_channel (void *arg)
         case SBX_PRIV_COPY_DISK:
           handle_copy_disk (c, &m.copy);
           break;
+        case SBX_PRIV_SNAPSHOT:
+          handle_snapshot (c, &m.snapshot);
+          break;
         default:
           handle_slot_op (c, &m);
           break;
@@ -897,6 +937,14 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
 {
   P.cfg = cfg;
   P.eng = eng;
+  {
+    sbx_error_t *e = NULL;
+    if (sbx_snapstore_open (cfg->state_dir, &P.snapstore, &e) < 0)
+      {
+        sbx_warn ("snapshots are unavailable: %s", e->msg);
+        sbx_error_free (e);
+      }
+  }
   P.nslots = cfg->max_sandboxes + cfg->pool_size + 16;
   P.slots = calloc (P.nslots, sizeof *P.slots);
   if (P.slots == NULL)

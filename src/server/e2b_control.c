@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/template.h"
+#include "iso/snapstore.h"
 #include "server/e2b.h"
 
 #define TIMEOUT_V1_DEFAULT_S 15  /* infra: SandboxTimeoutDefault for POST /sandboxes */
@@ -287,7 +288,19 @@ sbx_route_e2b_create (struct sbx_req *r)
       sbx_err (&err, SBX_E_INVALID, "`templateID` is required");
       goto fail;
     }
-  if (sbx_template_find (opts.template_name) == NULL)
+  if (sbx_template_find (opts.template_name) == NULL
+      && sbx_snapshot_name_valid (opts.template_name))
+    {
+      /* A snapshot's id is a templateID at E2B: start from it. */
+      json_t *found = sbx_snapshot_list (tenant_of (r), opts.template_name, NULL);
+      if (json_array_size (found) == 1)
+        {
+          opts.snapshot = opts.template_name;
+          opts.template_name = NULL;
+        }
+      json_decref (found);
+    }
+  if (opts.snapshot == NULL && sbx_template_find (opts.template_name) == NULL)
     {
       sbx_err (&err, SBX_E_NOT_FOUND,
                "template `%.64s` not found (this sbx has `base` and `code-interpreter-v1`)",
@@ -826,6 +839,92 @@ fail:
   sbx_reply_error (r, err);
 }
 
+/* ---- snapshots: E2B's are templates (a snapshot's id is a templateID) ---- */
+
+static json_t *
+e2b_snapshot_json (json_t *native)
+{
+  return json_pack ("{s:O, s:[O], s:O, s:O}", "snapshotID", json_object_get (native, "name"),
+                    "names", json_object_get (native, "name"), "sandboxID",
+                    json_object_get (native, "source"), "createdAt",
+                    json_object_get (native, "created_at"));
+}
+
+/* POST /sandboxes/{id}/snapshots {"name"?}: 201 {snapshotID, names}. */
+void
+sbx_route_e2b_snapshot_create (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"name", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL, *snap;
+  const char *name = NULL;
+  char gen[32];
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_string (body, "name", &name, &err) < 0)
+    goto fail;
+  if (name == NULL)
+    {
+      char hex[17];
+      sbx_random_hex (hex, 8);
+      snprintf (gen, sizeof gen, "snap-%s", hex);
+      name = gen;
+    }
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || (snap = sbx_snapshot_create (sb, name, &err)) == NULL)
+    goto fail;
+  sbx_reply_json (r, 201, e2b_snapshot_json (snap));
+  json_decref (snap);
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+/* GET /snapshots?sandboxID=&name=: the tenant's, [{snapshotID, names, ...}]. */
+void
+sbx_route_e2b_snapshot_list (struct sbx_req *r)
+{
+  const char *q_sandbox = sbx_req_query (r, "sandboxID"), *q_name = sbx_req_query (r, "name");
+  sbx_error_t *err = NULL;
+  json_t *all = sbx_snapshot_list (tenant_of (r), NULL, &err), *out, *v;
+  size_t i;
+
+  if (all == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  out = json_array ();
+  json_array_foreach (all, i, v)
+  {
+    if (q_sandbox && strcmp (q_sandbox, json_string_value (json_object_get (v, "source"))) != 0)
+      continue;
+    if (q_name && strcmp (q_name, json_string_value (json_object_get (v, "name"))) != 0)
+      continue;
+    json_array_append_new (out, e2b_snapshot_json (v));
+  }
+  json_decref (all);
+  sbx_reply_json (r, 200, out);
+}
+
+/* DELETE /templates/{id}: deletes a snapshot (sbx's templates are built in). */
+void
+sbx_route_e2b_template_delete (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+
+  if (sbx_snapshot_delete (tenant_of (r), r->segs[1], &err) < 0)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_empty (r, 204);
+}
+
 /* POST /sandboxes/{id}/resume {"timeout"?, "autoPause"?} (deprecated at
    E2B, connect replaces it): 201 Sandbox; 409 when it is not paused. */
 void
@@ -926,36 +1025,4 @@ void
 sbx_route_e2b_health (struct sbx_req *r)
 {
   sbx_reply_json (r, 200, json_pack ("{s:s}", "status", "ok"));
-}
-
-void
-sbx_route_e2b_not_yet (struct sbx_req *r)
-{
-  const char *what = r->nsegs >= 3 ? r->segs[2] : r->segs[0];
-  sbx_error_t *err = NULL;
-
-  if (r->nsegs >= 2 && strcmp (r->segs[0], "sandboxes") == 0)
-    {
-      /* An unknown sandbox is a 404 first, as E2B answers. */
-      struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
-      if (sb == NULL)
-        {
-          sbx_reply_error (r, err);
-          return;
-        }
-      sbx_sandbox_unref (sb);
-    }
-  if (strcmp (what, "templates") == 0 || strcmp (what, "snapshots") == 0)
-    what = "snapshots";
-  {
-    json_t *o = json_object ();
-    char msg[200];
-    snprintf (msg, sizeof msg,
-              "%s is not supported by this sbx yet (pause, resume, fork and snapshots come in"
-              " a later release; see docs/e2b.md)",
-              what);
-    json_object_set_new (o, "code", json_integer (501));
-    json_object_set_new (o, "message", json_string (msg));
-    sbx_reply_json (r, 501, o);
-  }
 }

@@ -100,3 +100,68 @@ fail:
   json_decref (body);
   sbx_reply_error (r, err);
 }
+
+/* ---- snapshots ---------------------------------------------------------- */
+
+static const char *
+tenant_or_default (struct sbx_req *r)
+{
+  return sbx_req_tenant (r) ? sbx_req_tenant (r) : "default";
+}
+
+/* POST /v1/sandboxes/ID/snapshots {"name": N}: 201 the snapshot. */
+void
+sbx_route_snapshot_create (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"name", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL, *snap;
+  const char *name = NULL;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_string (body, "name", &name, &err) < 0)
+    goto fail;
+  if (name == NULL)
+    {
+      sbx_err (&err, SBX_E_INVALID, "`name` is required");
+      goto fail;
+    }
+  sb = sbx_req_sandbox (r, 2, &err);
+  if (sb == NULL || (snap = sbx_snapshot_create (sb, name, &err)) == NULL)
+    goto fail;
+  sbx_reply_json (r, 201, snap);
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+/* GET /v1/snapshots: the tenant's. */
+void
+sbx_route_snapshot_list (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  json_t *arr = sbx_snapshot_list (tenant_or_default (r), NULL, &err);
+
+  if (arr == NULL)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_json (r, 200, json_pack ("{s:o}", "snapshots", arr));
+}
+
+/* DELETE /v1/snapshots/NAME: 204. Sandboxes made from it keep their copy. */
+void
+sbx_route_snapshot_delete (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+
+  if (sbx_snapshot_delete (tenant_or_default (r), r->segs[2], &err) < 0)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_empty (r, 204);
+}

@@ -47,7 +47,7 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
 {
   static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
                                         "env",      "metadata", "user", "network", "on_timeout",
-                                        "auto_resume", NULL};
+                                        "auto_resume", "snapshot", NULL};
   uint64_t pids = 0;
   const char *on_timeout = NULL;
   int auto_resume = 0;
@@ -67,7 +67,8 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
              < 0
       || sbx_param_string (body, "user", &opts->user, err) < 0
       || sbx_param_string (body, "on_timeout", &on_timeout, err) < 0
-      || sbx_param_bool (body, "auto_resume", &auto_resume, err) < 0)
+      || sbx_param_bool (body, "auto_resume", &auto_resume, err) < 0
+      || sbx_param_string (body, "snapshot", &opts->snapshot, err) < 0)
     return -1;
   if (on_timeout && strcmp (on_timeout, "pause") != 0 && strcmp (on_timeout, "kill") != 0)
     return sbx_err (err, SBX_E_INVALID, "on_timeout must be `kill` or `pause`, not `%.32s`",

@@ -193,3 +193,167 @@ mkdir -p d && ln -s /proc/1/root d/escape
 
 if __name__ == "__main__":
     unittest.main()
+
+
+SNAP_BASE = 0xFFFE0000
+
+
+class Snapshots(DaemonTest):
+    listen = True
+
+    def snap(self, sid, name):
+        return self.d.api("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": name})
+
+    def store_dir(self, tenant="default"):
+        return os.path.join(self.d.state, "snapshots", tenant.encode().hex())
+
+    def tearDown(self):
+        super().tearDown()
+        for s in self.d.api("GET", "/v1/snapshots").json()["snapshots"]:
+            self.d.api("DELETE", "/v1/snapshots/%s" % s["name"])
+
+    def test_snapshot_reproduces_files_and_nothing_leaks(self):
+        sid = self.d.create()
+        self.assertEqual(self.d.sh(sid, SETUP)["exit_code"], 0)
+        want = self.d.sh(sid, STAT)
+        r = self.snap(sid, "s1")
+        self.assertEqual(r.status, 201, r)
+        body = r.json()
+        self.assertEqual(body["name"], "s1")
+        self.assertEqual(body["source"], sid)
+        self.assertEqual(body["template"], "base")
+        self.assertGreaterEqual(body["files"], 5)
+        self.assertGreater(body["bytes"], 0)
+        # On the host: stored once, root-only, owners canonical.
+        st = os.stat(os.path.join(self.d.state, "snapshots"))
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o700))
+        st = os.lstat(os.path.join(self.store_dir(), "s1", "home", "proj", "a.txt"))
+        self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o777),
+                         (SNAP_BASE + 1000, SNAP_BASE + 1000, 0o640))
+        # Later changes in the source do not reach it.
+        self.d.sh(sid, "echo later >> proj/a.txt; rm -r proj/sub")
+        r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "s1"})
+        self.assertEqual(r.status, 201, r)
+        a = r.json()["id"]
+        self.assertEqual(self.d.sh(a, STAT)["stdout"], want["stdout"])
+        # Nor changes in a sandbox made from it.
+        self.d.sh(a, "echo mine > proj/a.txt; touch proj/extra")
+        b = self.d.create(snapshot="s1")
+        self.assertEqual(self.d.sh(b, STAT)["stdout"], want["stdout"])
+        self.assertEqual(self.d.sh(b, "test -e proj/extra; echo $?")["stdout"], "1\n")
+
+    def test_snapshot_of_a_snapshot_sandbox_is_flat(self):
+        sid = self.d.create()
+        self.d.sh(sid, "echo one > one")
+        self.assertEqual(self.snap(sid, "base1").status, 201)
+        a = self.d.create(snapshot="base1")
+        self.d.sh(a, "echo two > two")
+        r = self.snap(a, "base2")
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.d.api("DELETE", "/v1/snapshots/base1").status, 204)
+        b = self.d.create(snapshot="base2")
+        self.assertEqual(self.d.sh(b, "cat one two")["stdout"], "one\ntwo\n")
+        # Sandboxes made from a deleted snapshot keep their files.
+        self.assertEqual(self.d.sh(a, "cat one")["stdout"], "one\n")
+
+    def test_list_delete_and_bad_input(self):
+        sid = self.d.create()
+        self.assertEqual(self.snap(sid, "keep.me-1_x").status, 201)
+        self.assertError(self.snap(sid, "keep.me-1_x"), 409, "conflict")
+        names = [s["name"] for s in self.d.api("GET", "/v1/snapshots").json()["snapshots"]]
+        self.assertEqual(names, ["keep.me-1_x"])
+        for bad in ("", "../x", ".hidden", "-x", "a/b", "x" * 65, "a b", "é"):
+            self.assertError(self.snap(sid, bad), 400, "invalid_argument")
+        self.assertError(self.d.api("POST", "/v1/sandboxes/%s/snapshots" % sid, {}), 400)
+        self.assertError(self.d.api("POST", "/v1/sandboxes/%s/snapshots" % sid,
+                                    {"name": "ok", "x": 1}), 400)
+        self.assertError(self.snap("a" * 20, "ok"), 404)
+        self.assertError(self.d.api("POST", "/v1/sandboxes", {"snapshot": "nope"}), 404)
+        self.assertError(self.d.api("POST", "/v1/sandboxes", {"snapshot": "../../etc"}), 400)
+        self.assertError(self.d.api("POST", "/v1/sandboxes",
+                                    {"snapshot": "keep.me-1_x", "template": "code-interpreter-v1"}),
+                         400)
+        self.assertEqual(self.d.api("DELETE", "/v1/snapshots/keep.me-1_x").status, 204)
+        self.assertFalse(os.path.exists(os.path.join(self.store_dir(), "keep.me-1_x")))
+        self.assertEqual(os.listdir(self.store_dir()), [])
+        self.assertError(self.d.api("DELETE", "/v1/snapshots/keep.me-1_x"), 404)
+        self.assertError(self.d.api("DELETE", "/v1/snapshots/..%2f..%2fetc"), 404)
+        self.assertError(self.d.api("POST", "/v1/sandboxes", {"snapshot": "keep.me-1_x"}), 404)
+
+    def test_does_not_fit_in_a_smaller_disk(self):
+        sid = self.d.create(disk="64M")
+        self.d.sh(sid, "head -c 20000000 /dev/urandom > big")
+        self.assertEqual(self.snap(sid, "big").status, 201)
+        before = sorted(s["id"] for s in self.d.api("GET", "/v1/sandboxes").json()["sandboxes"])
+        r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "big", "disk": "8M"})
+        body = self.assertError(r, 413)
+        self.assertIn("does not fit", body["message"])
+        after = sorted(s["id"] for s in self.d.api("GET", "/v1/sandboxes").json()["sandboxes"])
+        self.assertEqual(after, before)
+        k = self.d.create(snapshot="big")  # the source's disk size by default
+        self.assertEqual(self.d.sh(k, "stat -c %s big")["stdout"], "20000000\n")
+
+    def test_hostile_tree(self):
+        sid = self.d.create()
+        self.d.sh(sid, "ln -s /etc/shadow shadow; mkfifo fifo; ln -s /proc/self/root root")
+        r = self.snap(sid, "hostile")
+        self.assertEqual(r.status, 201, r)
+        d = os.path.join(self.store_dir(), "hostile", "home")
+        self.assertEqual(sorted(os.listdir(d)), ["root", "shadow"])
+        self.assertEqual(os.readlink(os.path.join(d, "shadow")), "/etc/shadow")
+        k = self.d.create(snapshot="hostile")
+        self.assertEqual(self.d.sh(k, "readlink shadow root")["stdout"],
+                         "/etc/shadow\n/proc/self/root\n")
+
+    def test_tenants_are_isolated(self):
+        ka, kb = self.d.new_key("ta"), self.d.new_key("tb")
+        r = self.d.tcp("POST", "/v1/sandboxes", {}, key=ka)
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["id"]
+        r = self.d.tcp("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "mine"}, key=ka)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.d.tcp("GET", "/v1/snapshots", key=kb).json()["snapshots"], [])
+        self.assertEqual(self.d.tcp("POST", "/v1/sandboxes", {"snapshot": "mine"}, key=kb).status,
+                         404)
+        self.assertEqual(self.d.tcp("DELETE", "/v1/snapshots/mine", key=kb).status, 404)
+        self.assertEqual(self.d.tcp("GET", "/snapshots", key=kb).json(), [])
+        r = self.d.tcp("POST", "/v1/sandboxes", {"snapshot": "mine"}, key=ka)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.d.tcp("DELETE", "/v1/snapshots/mine", key=ka).status, 204)
+        for s in (sid, r.json()["id"]):
+            self.d.tcp("DELETE", "/v1/sandboxes/%s" % s, key=ka)
+
+    def test_cli(self):
+        sid = self.d.create()
+        self.d.sh(sid, "echo via-cli > f")
+        p = self.d.sbx("snapshot", "create", sid, "clisnap")
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(p.stdout, b"clisnap\n")
+        p = self.d.sbx("snapshot", "ls")
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn(b"clisnap", p.stdout)
+        p = self.d.sbx("create", "--snapshot", "clisnap")
+        self.assertEqual(p.returncode, 0, p)
+        k = p.stdout.decode().split()[-1]
+        self.assertEqual(self.d.sh(k, "cat f")["stdout"], "via-cli\n")
+        self.assertEqual(self.d.sbx("snapshot", "rm", "clisnap").returncode, 0)
+        self.assertEqual(self.d.sbx("snapshot", "rm", "clisnap").returncode, 1)
+        self.assertEqual(self.d.sbx("snapshot", "create", sid).returncode, 2)
+
+    def test_e2b(self):
+        r = self.d.api("POST", "/v2/sandboxes", {"templateID": "base"})
+        sid = r.json()["sandboxID"]
+        self.d.sh(sid, "echo e2b > f")
+        r = self.d.api("POST", "/sandboxes/%s/snapshots" % sid, {})
+        self.assertEqual(r.status, 201, r)
+        snap = r.json()["snapshotID"]
+        self.assertEqual(r.json()["names"], [snap])
+        listed = self.d.api("GET", "/snapshots?sandboxID=%s" % sid).json()
+        self.assertEqual([s["snapshotID"] for s in listed], [snap])
+        self.assertEqual(self.d.api("GET", "/snapshots?sandboxID=other").json(), [])
+        r = self.d.api("POST", "/v2/sandboxes", {"templateID": snap})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.d.sh(r.json()["sandboxID"], "cat f")["stdout"], "e2b\n")
+        self.assertEqual(self.d.api("DELETE", "/templates/%s" % snap).status, 204)
+        self.assertEqual(self.d.api("DELETE", "/templates/%s" % snap).status, 404)
+        self.assertEqual(self.d.api("POST", "/v2/sandboxes", {"templateID": snap}).status, 404)
