@@ -149,6 +149,10 @@ resume_sandbox (struct sbx_sandbox *sb, uint64_t timeout_ms, int quiet_if_runnin
   if (timeout_ms && sbx__check_timeout (timeout_ms, err) < 0)
     return -1;
   pthread_mutex_lock (&sbx_core.lock);
+  /* A pause the janitor is about to make (its lifetime just ended) is
+     made first: a resume must not be undone by it a moment later. */
+  while ((sb->transition || sb->pause_queued) && sb->state == SBX_SB_RUNNING)
+    pthread_cond_wait (&sb->cond, &sbx_core.lock);
   if (settle_locked (sb, err) < 0)
     {
       pthread_mutex_unlock (&sbx_core.lock);
