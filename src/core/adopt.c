@@ -27,7 +27,7 @@
 struct record
 {
   struct sbx_sandbox_record r;
-  char *strings[9]; /* owned copies behind r's pointers */
+  char *strings[10]; /* owned copies behind r's pointers */
 };
 
 struct records
@@ -60,6 +60,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->strings[6] = strdup (r->access_token);
   c->strings[7] = strdup (r->traffic_token);
   c->strings[8] = strdup (r->network_json);
+  c->strings[9] = strdup (r->snapshot ? r->snapshot : "");
   for (size_t i = 0; i < sizeof c->strings / sizeof *c->strings; i++)
     if (c->strings[i] == NULL)
       sbx_oom ();
@@ -72,6 +73,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->r.access_token = c->strings[6];
   c->r.traffic_token = c->strings[7];
   c->r.network_json = c->strings[8];
+  c->r.snapshot = c->strings[9];
 }
 
 /* The egress policy of a record, checked again (a record is ours, but a
@@ -290,6 +292,7 @@ adopt_one (const struct sbx_sandbox_record *r)
   /* Already past: the loop expires it at once. */
   sb->expires_mono = sbx_mono_ms () + (r->expires_ms - now);
   sb->lifecycle = r->lifecycle & SBX_LIFECYCLE_MASK;
+  snprintf (sb->snapshot, sizeof sb->snapshot, "%s", r->snapshot ? r->snapshot : "");
   sb->limits.memory_bytes = r->memory;
   sb->limits.cpu_milli = r->cpu_milli;
   sb->limits.pids = r->pids;

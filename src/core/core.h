@@ -186,6 +186,7 @@ struct sbx_sandbox
      clock stands: remaining_ms is what is left of it. `transition` is set
      while a pause or resume runs (others wait on cond); pause_queued while
      the janitor is to pause it (its lifetime ended, on_timeout "pause"). */
+  char snapshot[65]; /* the snapshot under its disk (a layer), "" when none */
   uint32_t lifecycle;
   int paused;
   int transition;

@@ -45,8 +45,9 @@ sbx__effective_disk (const struct sbx_limits *limits)
 
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
-struct sbx_sandbox *
-sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
+static struct sbx_sandbox *
+build (const struct sbx_limits *limits, int background, const char *tenant, const char *snapshot,
+       sbx_error_t **err)
 {
   const struct sbx_template *tmpl = sbx_template_find ("base");
   struct sbx_host_create req;
@@ -83,6 +84,8 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
   req.limits.pids = limits->pids;
   req.disk_bytes = sbx__effective_disk (limits);
   req.background = background;
+  req.snapshot_tenant = tenant;
+  req.snapshot = snapshot;
   if (sbx_host_create (&req, &sb->box, err) < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
@@ -103,7 +106,22 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
       sbx__discard (sb);
       return sbx_err_oom (err), NULL;
     }
+  if (snapshot)
+    snprintf (sb->snapshot, sizeof sb->snapshot, "%s", snapshot);
   return sb;
+}
+
+struct sbx_sandbox *
+sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
+{
+  return build (limits, background, NULL, NULL, err);
+}
+
+struct sbx_sandbox *
+sbx__build_layered (const struct sbx_limits *limits, const char *tenant, const char *snapshot,
+                    sbx_error_t **err)
+{
+  return build (limits, 0, tenant, snapshot, err);
 }
 
 static int
@@ -246,7 +264,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   sbx_core.running++; /* reserved now, so parallel creates respect the cap */
   sbx_core.creating++;
-  if (sbx_core.pool)
+  if (sbx_core.pool && !opts->snapshot)
     {
       sb = sbx_core.pool;
       sbx_core.pool = sb->next;
@@ -258,6 +276,19 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   pthread_mutex_unlock (&sbx_core.lock);
 
+  if (sb == NULL && opts->snapshot)
+    {
+      /* The snapshot as the lower layer of its disk; where the kernel
+         cannot (overlayfs in a user namespace, idmapped mounts), a copy
+         into a plain one below. */
+      sbx_error_t *e = NULL;
+      sb = sbx__build_layered (&limits, tenant ? tenant : "default", opts->snapshot, &e);
+      if (sb == NULL)
+        {
+          sbx_warn ("a sandbox on snapshot %s: %s; copying it instead", opts->snapshot, e->msg);
+          sbx_error_free (e);
+        }
+    }
   if (sb == NULL)
     {
       sb = sbx__build (&limits, 0, err);
@@ -327,6 +358,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.traffic_token = sb->traffic_token;
   rec.network_json = net_json;
   rec.lifecycle = sb->lifecycle;
+  rec.snapshot = sb->snapshot;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next
@@ -357,7 +389,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop (); /* a new deadline */
   sbx_audit_lifecycle ("created", sb->id, sb->tenant, NULL);
-  if (opts->snapshot && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
+  if (opts->snapshot && sb->snapshot[0] == '\0' && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
     {
       sbx_sandbox_kill (sb, "its snapshot could not be copied", NULL);
       sbx_sandbox_unref (sb);

@@ -80,6 +80,9 @@ int sbx__check_timeout (uint64_t ms, sbx_error_t **err);
    and the caller's). */
 struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background,
                                 sbx_error_t **err);
+/* The same, its disk layered on the tenant's snapshot (never pooled). */
+struct sbx_sandbox *sbx__build_layered (const struct sbx_limits *limits, const char *tenant,
+                                        const char *snapshot, sbx_error_t **err);
 /* Kill a sandbox that never became visible; drops both references. */
 void sbx__discard (struct sbx_sandbox *sb);
 

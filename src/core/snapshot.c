@@ -157,8 +157,22 @@ sbx_snapshot_delete (const char *tenant, const char *name, sbx_error_t **err)
   struct sbx_snapshot_record rec;
   sbx_error_t *e = NULL;
 
+  struct sbx_sandbox *sb;
+  unsigned users = 0;
+
   if (sbx__snapshot_lookup (tenant, name, &rec, err) < 0)
     return -1;
+  /* It is the lower layer of these: it stays until they end. */
+  pthread_mutex_lock (&sbx_core.lock);
+  for (sb = sbx_core.sandboxes; sb; sb = sb->next)
+    if (sb->state == SBX_SB_RUNNING && strcmp (sb->tenant, tenant) == 0
+        && strcmp (sb->snapshot, name) == 0)
+      users++;
+  pthread_mutex_unlock (&sbx_core.lock);
+  if (users)
+    return sbx_err (err, SBX_E_CONFLICT,
+                    "snapshot `%s` is the lower layer of %u running sandbox(es): kill them first",
+                    name, users);
   if (sbx_store_snapshot_delete (sbx_core.store, tenant, name, err) < 0)
     return -1;
   /* The catalog no longer has it (nobody can use it now); its files go. */

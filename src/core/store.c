@@ -45,7 +45,8 @@ static const char schema[]
       "  traffic_token TEXT NOT NULL DEFAULT '',"
       "  network TEXT NOT NULL DEFAULT '',"
       "  lifecycle INTEGER NOT NULL DEFAULT 0,"
-      "  remaining_ms INTEGER NOT NULL DEFAULT 0);"
+      "  remaining_ms INTEGER NOT NULL DEFAULT 0,"
+      "  snapshot TEXT NOT NULL DEFAULT '');"
       "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
       "CREATE TABLE IF NOT EXISTS snapshots ("
       "  tenant TEXT NOT NULL,"
@@ -169,6 +170,12 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
                   "ALTER TABLE sandboxes ADD COLUMN lifecycle INTEGER NOT NULL DEFAULT 0;"
                   "ALTER TABLE sandboxes ADD COLUMN remaining_ms INTEGER NOT NULL DEFAULT 0",
                   NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT snapshot FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before snapshot layers: no sandbox has one. */
+    sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
+                  NULL, NULL, &msg);
   if (msg != NULL || sqlite3_errcode (st->db) != SQLITE_OK)
     {
       sbx_err (err, SBX_E_SYSTEM, "database `%s`: %s", path, msg ? msg : "schema failed");
@@ -247,6 +254,7 @@ bind_insert (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_text (s, 18, r->traffic_token ? r->traffic_token : "", -1, SQLITE_STATIC);
   sqlite3_bind_text (s, 19, r->network_json ? r->network_json : "", -1, SQLITE_STATIC);
   sqlite3_bind_int64 (s, 20, r->lifecycle);
+  sqlite3_bind_text (s, 21, r->snapshot ? r->snapshot : "", -1, SQLITE_STATIC);
 }
 
 int
@@ -256,9 +264,9 @@ sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record 
   return run (st,
               "INSERT INTO sandboxes (id, tenant, template, user, state, created_ms, expires_ms,"
               " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid, timeout_ms,"
-              " access_token, traffic_token, network, lifecycle)"
+              " access_token, traffic_token, network, lifecycle, snapshot)"
               " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-              " ?16, ?17, ?18, ?19, ?20)",
+              " ?16, ?17, ?18, ?19, ?20, ?21)",
               bind_insert, r, NULL, err);
 }
 
@@ -505,7 +513,8 @@ sbx_store_sandbox_running (struct sbx_store *st,
                           "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
                           " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid,"
                           " timeout_ms, access_token, traffic_token, network, state, lifecycle,"
-                          " remaining_ms FROM sandboxes WHERE state IN ('running', 'paused')"
+                          " remaining_ms, snapshot FROM sandboxes"
+                          " WHERE state IN ('running', 'paused')"
                           " ORDER BY created_ms",
                           -1, &stmt, NULL)
       != SQLITE_OK)
@@ -544,6 +553,9 @@ sbx_store_sandbox_running (struct sbx_store *st,
                  && strcmp ((const char *) sqlite3_column_text (stmt, 19), "paused") == 0;
       r.lifecycle = (uint32_t) (sqlite3_column_int64 (stmt, 20) & SBX_LIFECYCLE_MASK);
       r.remaining_ms = sqlite3_column_int64 (stmt, 21);
+      r.snapshot = (const char *) sqlite3_column_text (stmt, 22);
+      if (r.snapshot == NULL)
+        r.snapshot = "";
       if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json
           && r.access_token && r.traffic_token && r.network_json)
         fn (&r, arg);

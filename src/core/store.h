@@ -32,6 +32,7 @@ struct sbx_sandbox_record
   uint32_t lifecycle;
   int paused;
   int64_t remaining_ms;
+  const char *snapshot; /* the snapshot that is the lower layer of its disk, "" */
 };
 
 #define SBX_LIFECYCLE_PAUSE_ON_TIMEOUT 0x1 /* its lifetime ends in a pause, not a kill */

@@ -71,6 +71,10 @@ struct sbx_iso_spec
   const struct sbx_plan *plan;
   uint32_t user_uid, user_gid; /* owner of /home/user */
   int background;              /* a pool build: low CPU priority until handed out */
+  /* Start from a snapshot, as the lower layer of the disk: the store, and
+     the tenant's snapshot name (NULL: none). */
+  int snapshot_store;
+  const char *snapshot_tenant, *snapshot;
 };
 
 /* A running sandbox as the engine sees it. All fds owned, O_CLOEXEC. */
@@ -110,6 +114,9 @@ int sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
 int sbx_iso_snapshot_save (struct sbx_engine *eng, int store, const struct sbx_iso_box *src,
                            const char *tenant, const char *name, struct sbx_copy_result *res,
                            sbx_error_t **err);
+/* An O_RDONLY directory fd of what the sandbox sees at /home/user (0),
+   /tmp (1), /dev/shm (2), or -1 with errno. */
+int sbx_iso_open_part (const struct sbx_iso_box *box, int part);
 int sbx_iso_snapshot_load (struct sbx_engine *eng, int store, const struct sbx_iso_box *dst,
                            const char *tenant, const char *name, struct sbx_copy_result *res,
                            sbx_error_t **err);

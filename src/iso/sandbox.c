@@ -338,6 +338,8 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
   cfg.user_uid = spec->user_uid;
   cfg.user_gid = spec->user_gid;
   cfg.landlock_abi = eng->landlock_abi;
+  if (spec->snapshot)
+    cfg.flags |= SBX_CONFIG_SNAPSHOT_LAYER;
   snprintf (cfg.hostname, sizeof cfg.hostname, "%s", spec->hostname);
   if (cfg.hdr.len > SBX_PROTO_MAX_MSG)
     return sbx_err (err, SBX_E_INVALID, "sandbox configuration too large");
@@ -522,6 +524,11 @@ sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct 
   close_and_reset (&child_end);
 
   if (write_id_maps (box->pid, spec->uid_base, err) < 0)
+    goto fail;
+  if (spec->snapshot
+      && sbx_snapstore_stage (spec->snapshot_store, spec->snapshot_tenant, spec->snapshot,
+                              box->pidfd, spec->uid_base, err)
+             < 0)
     goto fail;
   if (sbx_cgroup_clone_fd (&eng->cgroups, &box->cg) < 0
       && sbx_cgroup_attach (&eng->cgroups, &box->cg, box->pid, err) < 0)
@@ -991,6 +998,26 @@ bad:
 
 /* ---- fork: copy a frozen sandbox's disk into a new one (iso/copy.c) ---- */
 
+/* What the sandbox sees at /home/user, /tmp, /dev/shm (part 0, 1, 2):
+   its disk, or its disk layered on a snapshot. Resolved from its root,
+   whose skeleton it cannot change (read-only), never through a link. */
+int
+sbx_iso_open_part (const struct sbx_iso_box *box, int part)
+{
+  static const char *const paths[] = {"home/user", "tmp", "dev/shm"};
+  struct open_how how;
+
+  if (part < 0 || part > 2 || box->root < 0)
+    {
+      errno = EINVAL;
+      return -1;
+    }
+  memset (&how, 0, sizeof how);
+  how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return (int) syscall (SYS_openat2, box->root, paths[part], &how, sizeof how);
+}
+
 struct join_arg
 {
   struct sbx_engine *eng;
@@ -1024,7 +1051,7 @@ sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
   rc = 0;
   for (i = 0; i < 3 && rc == 0; i++)
     {
-      fds[2 * i] = openat (src->disk, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      fds[2 * i] = sbx_iso_open_part (src, i);
       fds[2 * i + 1]
           = openat (dst->disk, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fds[2 * i] < 0 || fds[2 * i + 1] < 0)
@@ -1050,7 +1077,7 @@ sbx_iso_snapshot_save (struct sbx_engine *eng, int store, const struct sbx_iso_b
     return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
   if (!sbx_cgroup_is_frozen (&eng->cgroups, &src->cg))
     return sbx_err (err, SBX_E_CONFLICT, "the source sandbox must be frozen for a copy");
-  return sbx_snapstore_save (store, src->disk, src->uid_base, tenant, name, res, err);
+  return sbx_snapstore_save (store, src, tenant, name, res, err);
 }
 
 int

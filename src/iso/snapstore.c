@@ -13,6 +13,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdint.h>
@@ -21,6 +26,7 @@
 #include <unistd.h>
 
 #include "iso/copy.h"
+#include "iso/engine.h"
 #include "iso/snapstore.h"
 #include "util/cleanup.h"
 
@@ -145,9 +151,10 @@ open_parts (int from, int to, int make_to, int fds[6], struct sbx_copy_job jobs[
     {
       if (make_to && mkdirat (to, parts[i], 0700) < 0)
         return sbx_err_sys (err, errno, "make the snapshot's `%s`", parts[i]);
-      fds[2 * i] = openat (from, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      fds[2 * i] = from < 0 ? -2
+                            : openat (from, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       fds[2 * i + 1] = openat (to, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (fds[2 * i] < 0 || fds[2 * i + 1] < 0)
+      if (fds[2 * i] == -1 || fds[2 * i + 1] < 0)
         return sbx_err_sys (err, errno, "open `%s`", parts[i]);
       jobs[i].src = fds[2 * i];
       jobs[i].dst = fds[2 * i + 1];
@@ -166,7 +173,7 @@ close_parts (int fds[6])
 }
 
 int
-sbx_snapstore_save (int store, int src_disk, uid_t src_base, const char *tenant,
+sbx_snapstore_save (int store, const struct sbx_iso_box *src, const char *tenant,
                     const char *name, struct sbx_copy_result *res, sbx_error_t **err)
 {
   static unsigned counter;
@@ -191,11 +198,24 @@ sbx_snapstore_save (int store, int src_disk, uid_t src_base, const char *tenant,
   if (mkdirat (tdir, tmpname, 0700) < 0)
     return sbx_err_sys (err, errno, "make the snapshot");
   tmp = openat (tdir, tmpname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  rc = tmp < 0 ? sbx_err_sys (err, errno, "open the snapshot") : 0;
+  /* Its root is the sandbox root's, as seen through the idmapped layer
+     (the store's own directory, root's and 0700, keeps host users out). */
+  rc = tmp < 0 || fchown (tmp, SBX_SNAPSHOT_ID_BASE, SBX_SNAPSHOT_ID_BASE) < 0
+               || fchmod (tmp, 0755) < 0
+           ? sbx_err_sys (err, errno, "make the snapshot")
+           : 0;
   if (rc == 0)
-    rc = open_parts (src_disk, tmp, 1, fds, jobs, err);
+    rc = open_parts (-1, tmp, 1, fds, jobs, err);
+  /* The source as the sandbox sees it: a sandbox on a snapshot is saved
+     flat (its layer and the snapshot's, merged). */
+  for (int i = 0; rc == 0 && i < 3; i++)
+    {
+      fds[2 * i] = jobs[i].src = sbx_iso_open_part (src, i);
+      if (fds[2 * i] < 0)
+        rc = sbx_err_sys (err, errno, "open the sandbox's `%s`", parts[i]);
+    }
   if (rc == 0)
-    rc = sbx_copy_run (jobs, 3, src_base, SBX_SNAPSHOT_ID_BASE, NULL, NULL, res, err);
+    rc = sbx_copy_run (jobs, 3, src->uid_base, SBX_SNAPSHOT_ID_BASE, NULL, NULL, res, err);
   if (tmp >= 0)
     close_parts (fds);
   if (rc == 0 && renameat2 (tdir, tmpname, tdir, name, RENAME_NOREPLACE) < 0)
@@ -248,5 +268,114 @@ sbx_snapstore_remove (int store, const char *tenant, const char *name, sbx_error
   remove_tree (tdir, name, 0);
   if (fstatat (tdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
     return sbx_err (err, SBX_E_SYSTEM, "snapshot `%s` could not be removed entirely", name);
+  return 0;
+}
+
+/* ---- layers: a snapshot as the lower layer of a new sandbox's disk ----- */
+
+/* A user namespace that maps the store's canonical ids onto the sandbox's
+   (SBX_SNAPSHOT_ID_BASE + k -> base + k): the idmapping of the lower
+   layer. Made by a child that unshares and waits; we write its maps (as
+   root in the parent namespace, any mapping is ours to write). */
+static int
+idmap_userns (uid_t base, sbx_error_t **err)
+{
+  int sync[2], fd, i;
+  char path[64], map[64], c;
+  pid_t pid;
+
+  if (pipe2 (sync, O_CLOEXEC) < 0)
+    return sbx_err_sys (err, errno, "pipe");
+  pid = fork ();
+  if (pid == 0)
+    {
+      close (sync[0]);
+      if (unshare (CLONE_NEWUSER) < 0 || write (sync[1], "u", 1) != 1)
+        _exit (1);
+      for (;;)
+        pause ();
+    }
+  close (sync[1]);
+  if (pid < 0 || read (sync[0], &c, 1) != 1)
+    {
+      close (sync[0]);
+      if (pid > 0)
+        {
+          kill (pid, SIGKILL);
+          waitpid (pid, NULL, 0);
+        }
+      return sbx_err (err, SBX_E_SYSTEM, "make the snapshot's id map");
+    }
+  close (sync[0]);
+  snprintf (map, sizeof map, "%u %u 65536", SBX_SNAPSHOT_ID_BASE, (unsigned) base);
+  for (i = 0; i < 2; i++)
+    {
+      int m;
+      snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, i ? "gid_map" : "uid_map");
+      m = open (path, O_WRONLY | O_CLOEXEC);
+      if (m < 0 || write (m, map, strlen (map)) != (ssize_t) strlen (map))
+        {
+          int e = errno;
+          if (m >= 0)
+            close (m);
+          kill (pid, SIGKILL);
+          waitpid (pid, NULL, 0);
+          return sbx_err_sys (err, e, "write the snapshot's id map");
+        }
+      close (m);
+    }
+  snprintf (path, sizeof path, "/proc/%d/ns/user", (int) pid);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  i = errno;
+  kill (pid, SIGKILL);
+  waitpid (pid, NULL, 0);
+  if (fd < 0)
+    return sbx_err_sys (err, i, "open the snapshot's id map");
+  return fd;
+}
+
+int
+sbx_snapstore_stage (int store, const char *tenant, const char *name, int pidfd, uid_t base,
+                     sbx_error_t **err)
+{
+  cleanup_close int tdir = -1, userns = -1, tree = -1;
+  struct mount_attr attr;
+  int status = 0;
+  pid_t pid;
+
+  if (store < 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
+  if (!sbx_snapshot_name_valid (name))
+    return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
+  tdir = tenant_dir (store, tenant, 0);
+  if (tdir >= 0)
+    tree = (int) syscall (SYS_open_tree, tdir, name,
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+  if (tree < 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "snapshot `%s` not found", name);
+  userns = idmap_userns (base, err);
+  if (userns < 0)
+    return -1;
+  memset (&attr, 0, sizeof attr);
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  attr.userns_fd = (uint64_t) userns;
+  if (syscall (SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+    return sbx_err_sys (err, errno, "idmap snapshot `%s`", name);
+  /* Attached in the sandbox's own mount namespace (overlayfs clones its
+     layers, and only mounts of the mounter's namespace may be), at the
+     place init builds its root later: init takes it first. */
+  pid = fork ();
+  if (pid == 0)
+    _exit (setns (pidfd, CLONE_NEWNS) < 0 || chdir ("/") < 0
+                   || syscall (SYS_move_mount, tree, "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH)
+                          < 0
+               ? 1
+               : 0);
+  if (pid < 0)
+    return sbx_err_sys (err, errno, "fork");
+  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    return sbx_err (err, SBX_E_SYSTEM, "attach snapshot `%s` in the sandbox", name);
   return 0;
 }

@@ -443,6 +443,14 @@ sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box, sbx
   m.cpu_milli = req->limits.cpu_milli;
   m.pids = req->limits.pids;
   m.disk_bytes = req->disk_bytes;
+  if (req->snapshot)
+    {
+      if (strlen (req->snapshot) >= sizeof m.snapshot
+          || strlen (req->snapshot_tenant) >= sizeof m.snapshot_tenant)
+        return sbx_err (err, SBX_E_INVALID, "snapshot name or tenant too long");
+      snprintf (m.snapshot, sizeof m.snapshot, "%s", req->snapshot);
+      snprintf (m.snapshot_tenant, sizeof m.snapshot_tenant, "%s", req->snapshot_tenant);
+    }
   if (call (&m, sizeof m, &cl, err) < 0)
     {
       /* Made, but we could not take its control socket and pidfd: the

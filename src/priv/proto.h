@@ -97,6 +97,9 @@ struct sbx_priv_create
   uint32_t cpu_milli;
   uint32_t pids;
   uint64_t disk_bytes; /* the tmpfs size (already the effective one) */
+  char snapshot_tenant[81]; /* "" or: start from this tenant's snapshot (a layer) */
+  char snapshot[65];
+  char reserved2[6];
 };
 
 /* What the front end keeps of a sandbox the parent built or adopted. */

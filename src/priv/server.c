@@ -284,7 +284,9 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   int fds[2];
 
   if (memchr (m->id, '\0', sizeof m->id) == NULL
-      || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1)
+      || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1
+      || memchr (m->snapshot_tenant, '\0', sizeof m->snapshot_tenant) == NULL
+      || memchr (m->snapshot, '\0', sizeof m->snapshot) == NULL)
     {
       c->broken = 1;
       return;
@@ -294,6 +296,9 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
     sbx_err (&err, SBX_E_INVALID, "not a sandbox id");
   else if (tmpl == NULL)
     sbx_err (&err, SBX_E_INVALID, "unknown template");
+  else if (m->snapshot[0] != '\0'
+           && (!sbx_snapshot_name_valid (m->snapshot) || m->snapshot_tenant[0] == '\0'))
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot");
   else if (check_limits (m->memory_bytes, m->cpu_milli, m->pids, &err) == 0)
     check_disk (m->disk_bytes, &err);
   if (err == NULL)
@@ -332,6 +337,12 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   spec.user_uid = USER_ID;
   spec.user_gid = USER_ID;
   spec.background = (int) m->background;
+  spec.snapshot_store = P.snapstore;
+  if (m->snapshot[0] != '\0')
+    {
+      spec.snapshot_tenant = m->snapshot_tenant;
+      spec.snapshot = m->snapshot;
+    }
   if (sbx_iso_create (P.eng, &spec, &box, &err) < 0)
     {
       pthread_mutex_lock (&P.lock);

@@ -57,6 +57,7 @@ test('snapshots: create, start from, list, delete', async () => {
   assert.equal(await from.files.read('/home/user/s.txt'), 'saved')
   const listed = await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems()
   assert.deepEqual(listed.map((s) => s.snapshotId), [snap.snapshotId])
+  await from.kill() // it is the lower layer of `from` until then
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
   await assert.rejects(Sandbox.create(snap.snapshotId), (e) => /not found/.test(e.message))
   await assert.rejects(Sandbox.fork('nosuchsandbox0000000', { count: 1 }), SandboxNotFoundError)

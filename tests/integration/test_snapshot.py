@@ -29,7 +29,11 @@ printf 'tmpdata' > /tmp/t.txt
 printf 'shm' > /dev/shm/s
 '''
 
-STAT = "stat -c '%n %U:%G %a %s' proj proj/a.txt proj/sub proj/sub/b.txt proj/tool.sh /tmp/t.txt /dev/shm/s && readlink proj/link && cat proj/a.txt proj/sub/b.txt"
+# (Directory sizes are the file system's own: a tmpfs's differ from those
+# of the host's file system under a snapshot layer.)
+STAT = ("stat -c '%n %U:%G %a' proj proj/sub && "
+        "stat -c '%n %U:%G %a %s' proj/a.txt proj/sub/b.txt proj/tool.sh /tmp/t.txt /dev/shm/s && "
+        "readlink proj/link && cat proj/a.txt proj/sub/b.txt")
 
 
 class Fork(DaemonTest):
@@ -250,11 +254,14 @@ class Snapshots(DaemonTest):
         self.d.sh(a, "echo two > two")
         r = self.snap(a, "base2")
         self.assertEqual(r.status, 201, r)
+        # base1 is a's lower layer: it stays while a runs.
+        body = self.assertError(self.d.api("DELETE", "/v1/snapshots/base1"), 409, "conflict")
+        self.assertIn("lower layer of 1", body["message"])
+        self.assertEqual(self.d.kill(a).status, 204)
         self.assertEqual(self.d.api("DELETE", "/v1/snapshots/base1").status, 204)
+        # base2 is flat: it needs base1 no more.
         b = self.d.create(snapshot="base2")
         self.assertEqual(self.d.sh(b, "cat one two")["stdout"], "one\ntwo\n")
-        # Sandboxes made from a deleted snapshot keep their files.
-        self.assertEqual(self.d.sh(a, "cat one")["stdout"], "one\n")
 
     def test_list_delete_and_bad_input(self):
         sid = self.d.create()
@@ -280,18 +287,26 @@ class Snapshots(DaemonTest):
         self.assertError(self.d.api("DELETE", "/v1/snapshots/..%2f..%2fetc"), 404)
         self.assertError(self.d.api("POST", "/v1/sandboxes", {"snapshot": "keep.me-1_x"}), 404)
 
-    def test_does_not_fit_in_a_smaller_disk(self):
+    def test_a_layer_costs_only_what_changes(self):
         sid = self.d.create(disk="64M")
-        self.d.sh(sid, "head -c 20000000 /dev/urandom > big")
+        self.d.sh(sid, "head -c 20000000 /dev/urandom > big; mkdir -p d/e; echo x > d/e/x")
+        want = self.d.sh(sid, "md5sum < big")["stdout"]
         self.assertEqual(self.snap(sid, "big").status, 201)
-        before = sorted(s["id"] for s in self.d.api("GET", "/v1/sandboxes").json()["sandboxes"])
-        r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "big", "disk": "8M"})
-        body = self.assertError(r, 413)
-        self.assertIn("does not fit", body["message"])
-        after = sorted(s["id"] for s in self.d.api("GET", "/v1/sandboxes").json()["sandboxes"])
-        self.assertEqual(after, before)
-        k = self.d.create(snapshot="big")  # the source's disk size by default
-        self.assertEqual(self.d.sh(k, "stat -c %s big")["stdout"], "20000000\n")
+        # Shared, read-only, not copied: an 8M disk holds a sandbox on a
+        # 20 MB snapshot, and its disk holds only what it changes.
+        kids = [self.d.create(snapshot="big", disk="8M") for _ in range(3)]
+        for k in kids:
+            self.assertEqual(self.d.sh(k, "md5sum < big")["stdout"], want)
+            self.assertLess(self.d.api("GET", "/v1/sandboxes/%s/metrics" % k).json()["disk_bytes"],
+                            1 << 20)
+        k = kids[0]
+        res = self.d.sh(k, "rm -r d && mkdir d && ls d | wc -l; rm big; test -e big; echo $?")
+        self.assertEqual(res["stdout"], "0\n1\n", res)
+        self.assertEqual(self.d.sh(kids[1], "ls d/e; md5sum < big")["stdout"], "x\n" + want)
+        # Changing the big file copies it up: more than this disk holds.
+        res = self.d.sh(kids[1], "echo more >> big")
+        self.assertNotEqual(res["exit_code"], 0, res)
+        self.assertEqual(self.d.sh(kids[2], "md5sum < big")["stdout"], want)
 
     def test_hostile_tree(self):
         sid = self.d.create()
@@ -319,9 +334,9 @@ class Snapshots(DaemonTest):
         self.assertEqual(self.d.tcp("GET", "/snapshots", key=kb).json(), [])
         r = self.d.tcp("POST", "/v1/sandboxes", {"snapshot": "mine"}, key=ka)
         self.assertEqual(r.status, 201, r)
-        self.assertEqual(self.d.tcp("DELETE", "/v1/snapshots/mine", key=ka).status, 204)
         for s in (sid, r.json()["id"]):
             self.d.tcp("DELETE", "/v1/sandboxes/%s" % s, key=ka)
+        self.assertEqual(self.d.tcp("DELETE", "/v1/snapshots/mine", key=ka).status, 204)
 
     def test_cli(self):
         sid = self.d.create()
@@ -336,6 +351,10 @@ class Snapshots(DaemonTest):
         self.assertEqual(p.returncode, 0, p)
         k = p.stdout.decode().split()[-1]
         self.assertEqual(self.d.sh(k, "cat f")["stdout"], "via-cli\n")
+        p = self.d.sbx("snapshot", "rm", "clisnap")
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn(b"lower layer", p.stderr)
+        self.d.kill(k)
         self.assertEqual(self.d.sbx("snapshot", "rm", "clisnap").returncode, 0)
         self.assertEqual(self.d.sbx("snapshot", "rm", "clisnap").returncode, 1)
         self.assertEqual(self.d.sbx("snapshot", "create", sid).returncode, 2)
@@ -354,6 +373,28 @@ class Snapshots(DaemonTest):
         r = self.d.api("POST", "/v2/sandboxes", {"templateID": snap})
         self.assertEqual(r.status, 201, r)
         self.assertEqual(self.d.sh(r.json()["sandboxID"], "cat f")["stdout"], "e2b\n")
+        self.assertEqual(self.d.api("DELETE", "/templates/%s" % snap).status, 409)
+        self.d.kill(r.json()["sandboxID"])
         self.assertEqual(self.d.api("DELETE", "/templates/%s" % snap).status, 204)
         self.assertEqual(self.d.api("DELETE", "/templates/%s" % snap).status, 404)
         self.assertEqual(self.d.api("POST", "/v2/sandboxes", {"templateID": snap}).status, 404)
+
+
+from test_restart import RestartTest  # noqa: E402
+
+
+class SnapshotRestart(RestartTest):
+    def test_a_layered_sandbox_survives_a_restart(self):
+        sid = self.d.create()
+        self.d.sh(sid, "echo kept > k")
+        r = self.d.api("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "r1"})
+        self.assertEqual(r.status, 201, r)
+        k = self.d.create(snapshot="r1")
+        self.d.sh(k, "echo mine >> k")
+        self.kill9()
+        self.restart()
+        self.assertEqual(self.d.sh(k, "cat k")["stdout"], "kept\nmine\n")
+        # Still its lower layer after the restart.
+        self.assertEqual(self.d.api("DELETE", "/v1/snapshots/r1").status, 409)
+        self.d.kill(k)
+        self.assertEqual(self.d.api("DELETE", "/v1/snapshots/r1").status, 204)
