@@ -8,7 +8,8 @@ base 0xB8000000) and measures, over the API on the unix socket:
   - pause and resume latency of a sandbox running a busy loop;
   - snapshot time against the size written (1, 10, 100 MB);
   - fork of 10 (one call), with 10 MB in the source;
-  - create from a snapshot (10 MB) against a plain create from base.
+  - create from a snapshot (10 MB, 100 MB) against a plain create from
+    base, and the disk a sandbox on a 100 MB snapshot uses.
 Medians of N rounds; prints a table and writes build/bench-lifecycle.json."""
 import json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, http.client
 
@@ -77,7 +78,7 @@ def main():
                 times.append(timed(lambda: call(c, "POST", "/v1/sandboxes/%s/snapshots" % s,
                                                 {"name": name}))[0])
                 call(c, "DELETE", "/v1/sandboxes/%s" % s)
-                if not (mb == 10 and i == 0):
+                if not (mb in (10, 100) and i == 0):
                     call(c, "DELETE", "/v1/snapshots/%s" % name)
             out["snapshot_%dmb_ms" % mb] = statistics.median(times)
 
@@ -111,6 +112,14 @@ def main():
                 time.sleep(0.3)  # let the pool refill: both draw from it
         out["create_base_ms"] = statistics.median(plain)
         out["create_from_snapshot_10mb_ms"] = statistics.median(snap)
+        big, used = [], []
+        for i in range(10):
+            ms, sb = timed(lambda: call(c, "POST", "/v1/sandboxes", {"snapshot": "b100-0"}))
+            big.append(ms)
+            used.append(call(c, "GET", "/v1/sandboxes/%s/metrics" % sb["id"])["disk_bytes"])
+            call(c, "DELETE", "/v1/sandboxes/%s" % sb["id"])
+        out["create_from_snapshot_100mb_ms"] = statistics.median(big)
+        out["disk_bytes_of_a_sandbox_on_100mb_snapshot"] = statistics.median(used)
     finally:
         p.terminate()
         p.wait()
