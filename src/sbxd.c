@@ -31,6 +31,7 @@
 #include "core/audit.h"
 #include "core/core.h"
 #include "egress/egress.h"
+#include "egress/tls.h"
 #include "iso/inuse.h"
 #include "iso/proto.h"
 #include "priv/frontend.h"
@@ -64,7 +65,9 @@ static const char usage[]
       "  --egress-idle-timeout DUR  close an egress connection silent both ways this\n"
       "                       long (default 5m)\n"
       "  --egress-allow-private  TESTS ONLY: let the egress proxy reach loopback and\n"
-      "                       private addresses (SSRF protection off)\n";
+      "                       private addresses (SSRF protection off)\n"
+      "  --egress-upstream-ca FILE  TESTS ONLY: also trust the CA certificates in\n"
+      "                       FILE (PEM) for upstreams of hosts with credential rules\n";
 
 static int __attribute__ ((format (printf, 1, 2)))
 fail (const char *fmt, ...)
@@ -214,6 +217,12 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
               return fail ("--egress-max-bytes `%s` is not a size of 1 byte or more", val);
             }
           cfg->egress_max_bytes = n;
+        }
+      else if (strcmp (name, "--egress-upstream-ca") == 0)
+        {
+          if (val[0] != '/')
+            return fail ("--egress-upstream-ca must be an absolute path, not `%s`", val);
+          cfg->egress_upstream_ca = val;
         }
       else if (strcmp (name, "--egress-idle-timeout") == 0)
         {
@@ -516,6 +525,8 @@ egress_main_from_args (int argc, char **argv)
   o.max_bytes = cfg.egress_max_bytes;
   if (cfg.egress_idle_ms)
     o.idle_ms = cfg.egress_idle_ms;
+  o.state_dir = cfg.state_dir;
+  o.upstream_ca = cfg.egress_upstream_ca;
   return sbx_egress_main (&o, channel, (uid_t) uid, (gid_t) gid);
 }
 
@@ -665,7 +676,10 @@ main (int argc, char **argv)
       perror ("sbx serve: /proc/self/exe");
       return 1;
     }
-  if (sbx_server_listen (cfg.state_dir, cfg.listen, listen_fds, &err) < 0
+  /* The egress CA, for hosts with credential rules (egress/tls.h): before
+     the templates, which give sandboxes its certificate. */
+  if (sbx_egress_ca_ensure (cfg.state_dir, &err) < 0
+      || sbx_server_listen (cfg.state_dir, cfg.listen, listen_fds, &err) < 0
       || sbx_engine_open (&engine, &cfg.engine, &err) < 0
       || sbx_priv_server_init (&cfg, &engine, &err) < 0)
     {
@@ -768,6 +782,8 @@ main (int argc, char **argv)
     }
   sbx_priv_server_stop ();
   sbx_engine_close (&engine);
+  /* Sandboxes left running keep their bind of it. */
+  sbx_egress_ca_unpublish (cfg.state_dir);
   if (rc == 0)
     sbx_info ("stopped");
   return rc;

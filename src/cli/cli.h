@@ -36,6 +36,7 @@ int sbx_cmd_fork (int argc, char **argv);
 int sbx_cmd_snapshot (int argc, char **argv);
 int sbx_cmd_net (int argc, char **argv);
 int sbx_cmd_key (int argc, char **argv);
+int sbx_cmd_secret (int argc, char **argv);
 int sbx_cmd_serve (int argc, char **argv);
 int sbx_cmd_audit (int argc, char **argv);
 

@@ -123,6 +123,15 @@ static const struct
    "\n"
    "Manage API keys for the daemon's TCP listener (only over the unix\n"
    "socket). `create` prints the key, once, alone on its last line.\n"},
+  {"secret",
+   "usage: sbx secret create NAME [--value-file FILE] [--description TEXT]\n"
+   "       sbx secret ls [--json]\n"
+   "       sbx secret rm NAME...\n"
+   "\n"
+   "Manage your tenant's secrets, which sandboxes' network rules put into\n"
+   "request headers on the way out (docs/egress.md). The value comes from\n"
+   "stdin or FILE (one trailing newline dropped), never from the command\n"
+   "line, and is never shown again: `ls` lists names.\n"},
   {"audit",
    "usage: sbx audit verify [--state DIR]\n"
    "       sbx audit tail [--state DIR] [--sandbox ID] [-n N] [--follow]\n"
@@ -158,6 +167,7 @@ const char sbx_cli_main_help[] =
     "  snapshot create|ls|rm                save a sandbox's files, list, delete\n"
     "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
     "  key create|ls|rm                     manage API keys\n"
+    "  secret create|ls|rm                  manage secrets for network rules\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"
     "  audit verify|tail                    check or read the audit log (on the host)\n"
     "  version                              print the version\n"

@@ -40,6 +40,7 @@ struct sbx_config
   uint64_t egress_max_bytes; /* per sandbox; 0: unbounded */
   uint64_t egress_idle_ms;   /* a relay silent both ways this long is closed; 0: default */
   int egress_fd;
+  const char *egress_upstream_ca; /* --egress-upstream-ca FILE: tests only */
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
 };
 

@@ -183,7 +183,7 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   sbx_core.devnull = open ("/dev/null", O_RDWR | O_CLOEXEC);
   if (sbx_core.devnull < 0)
     return sbx_err_sys (err, errno, "open /dev/null");
-  if (sbx_templates_init (err) < 0)
+  if (sbx_templates_init (cfg->state_dir, err) < 0)
     return -1;
 
   sbx_store_sandbox_prune (sbx_core.store, sbx_now_ms () - RECORD_RETENTION_MS, NULL);

@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 
 #include "core/internal.h"
+#include "core/secrets.h"
 #include "core/template.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -247,6 +248,10 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (strcmp (user, "user") != 0 && strcmp (user, "root") != 0)
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%s`", user), NULL;
   if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
+    return NULL;
+  /* The secrets its rules name are this tenant's (else a 400 before
+     anything is made); placeholders are chosen here. */
+  if (sbx_network_bind (sbx_core.store, tenant ? tenant : "default", opts->network, NULL, err) < 0)
     return NULL;
 
   pthread_mutex_lock (&sbx_core.lock);

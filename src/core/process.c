@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "egress/tls.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -597,8 +598,10 @@ free_strv (char **v)
    a later NAME replaces an earlier one. NULL when memory ran out (a
    command must never run with part of its environment missing). */
 static char **
-build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home, int proxy)
+build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home,
+           json_t *network)
 {
+  int proxy = sbx__network_allows_any (network);
   /* The sandbox's only way out is its proxy address (docs/egress.md):
      told to every command while the policy lets anything through. */
   static const char *const proxy_env[][2] = {
@@ -622,6 +625,22 @@ build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *
   json_object_set_new (merged, "HOSTNAME", json_string ("sandbox"));
   for (i = 0; proxy && i < sizeof proxy_env / sizeof *proxy_env; i++)
     json_object_set_new (merged, proxy_env[i][0], json_string (proxy_env[i][1]));
+  /* Placeholders, never secrets (docs/egress.md, Credentials). */
+  json_object_foreach (json_object_get (network, "secrets_env"), k, v)
+  {
+    json_t *ph = json_object_get (v, "placeholder");
+    if (json_is_string (ph))
+      json_object_set (merged, k, ph);
+  }
+  /* The sandbox's CA bundle (the host's and sbx's) while the proxy may
+     terminate TLS for it: clients then trust the leaves it issues. */
+  if (json_object_get (network, "rules") != NULL)
+    {
+      json_object_set_new (merged, "SSL_CERT_FILE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "REQUESTS_CA_BUNDLE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "CURL_CA_BUNDLE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "NODE_EXTRA_CA_CERTS", json_string (SBX_SANDBOX_CA_CERT));
+    }
   i = 0;
   if (sandbox_env)
     json_object_update (merged, sandbox_env);
@@ -787,7 +806,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
       p->sb = NULL;
       goto fail_proc;
     }
-  envp = build_env (sb->env, opts->env, user, home, sbx__network_allows_any (sb->network));
+  envp = build_env (sb->env, opts->env, user, home, sb->network);
   if (envp == NULL)
     {
       pthread_mutex_unlock (&sbx_core.lock);

@@ -63,7 +63,17 @@ static const char schema[]
       "  tenant TEXT NOT NULL,"
       "  hash BLOB NOT NULL UNIQUE,"
       "  prefix TEXT NOT NULL,"
-      "  created_ms INTEGER NOT NULL);";
+      "  created_ms INTEGER NOT NULL);"
+      /* Secrets (docs/egress.md, Credentials): written by the API, read
+         only by the front end when it hands a connection to the egress
+         process; never returned. */
+      "CREATE TABLE IF NOT EXISTS secrets ("
+      "  tenant TEXT NOT NULL,"
+      "  name TEXT NOT NULL,"
+      "  value BLOB NOT NULL,"
+      "  description TEXT NOT NULL DEFAULT '',"
+      "  created_ms INTEGER NOT NULL,"
+      "  PRIMARY KEY (tenant, name));";
 
 static int
 db_err (struct sbx_store *st, sbx_error_t **err, const char *what)
@@ -715,6 +725,148 @@ sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *n
     }
   if (rc != SQLITE_DONE)
     db_err (st, err, "list snapshots");
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
+struct secret_args
+{
+  const char *tenant, *name, *description;
+  const void *value;
+  size_t value_len;
+  int64_t created_ms;
+};
+
+static void
+bind_secret (sqlite3_stmt *s, const void *arg)
+{
+  const struct secret_args *a = arg;
+  sqlite3_bind_text (s, 1, a->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, a->name, -1, SQLITE_STATIC);
+  if (a->value)
+    {
+      sqlite3_bind_blob (s, 3, a->value, (int) a->value_len, SQLITE_STATIC);
+      sqlite3_bind_text (s, 4, a->description ? a->description : "", -1, SQLITE_STATIC);
+      sqlite3_bind_int64 (s, 5, a->created_ms);
+    }
+}
+
+int
+sbx_store_secret_insert (struct sbx_store *st, const char *tenant, const char *name,
+                         const void *value, size_t value_len, const char *description,
+                         int64_t created_ms, sbx_error_t **err)
+{
+  struct secret_args a = {tenant, name, description, value, value_len, created_ms};
+  sbx_error_t *e = NULL;
+
+  if (run (st,
+           "INSERT INTO secrets (tenant, name, value, description, created_ms)"
+           " VALUES (?1, ?2, ?3, ?4, ?5)",
+           bind_secret, &a, NULL, &e)
+      == 0)
+    return 0;
+  if ((sqlite3_extended_errcode (st->db) == SQLITE_CONSTRAINT_PRIMARYKEY)
+      || strstr (e->msg, "UNIQUE") != NULL)
+    {
+      sbx_error_free (e);
+      return sbx_err (err, SBX_E_CONFLICT, "secret `%s` already exists (delete it first)", name);
+    }
+  sbx_error_move (err, &e);
+  return -1;
+}
+
+int
+sbx_store_secret_delete (struct sbx_store *st, const char *tenant, const char *name,
+                         sbx_error_t **err)
+{
+  struct secret_args a = {tenant, name, NULL, NULL, 0, 0};
+  int changes = 0;
+
+  if (run (st, "DELETE FROM secrets WHERE tenant = ?1 AND name = ?2", bind_secret, &a, &changes,
+           err)
+      < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "secret `%s` not found", name);
+  return 0;
+}
+
+int
+sbx_store_secret_get (struct sbx_store *st, const char *tenant, const char *name, char **value,
+                      size_t *len, sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  *value = NULL;
+  *len = 0;
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db, "SELECT value FROM secrets WHERE tenant = ?1 AND name = ?2", -1,
+                          &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  sqlite3_bind_text (stmt, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
+  rc = sqlite3_step (stmt);
+  if (rc == SQLITE_ROW)
+    {
+      const void *b = sqlite3_column_blob (stmt, 0);
+      int n = sqlite3_column_bytes (stmt, 0);
+      *value = malloc ((size_t) n + 1);
+      if (*value != NULL)
+        {
+          if (n > 0)
+            memcpy (*value, b, (size_t) n);
+          (*value)[n] = '\0';
+          *len = (size_t) n;
+        }
+    }
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  if (rc == SQLITE_ROW && *value == NULL)
+    return sbx_err_oom (err);
+  if (rc == SQLITE_ROW)
+    return 0;
+  if (rc == SQLITE_DONE)
+    return sbx_err (err, SBX_E_NOT_FOUND, "secret `%s` not found", name);
+  return sbx_err (err, SBX_E_SYSTEM, "secret lookup failed");
+}
+
+int
+sbx_store_secret_list (struct sbx_store *st, const char *tenant,
+                       void (*fn) (const char *name, const char *description, int64_t created_ms,
+                                   void *arg),
+                       void *arg, sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db,
+                          "SELECT name, description, created_ms FROM secrets WHERE tenant = ?1"
+                          " ORDER BY name",
+                          -1, &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  sqlite3_bind_text (stmt, 1, tenant, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
+    {
+      const char *n = (const char *) sqlite3_column_text (stmt, 0);
+      const char *d = (const char *) sqlite3_column_text (stmt, 1);
+      if (n)
+        fn (n, d ? d : "", sqlite3_column_int64 (stmt, 2), arg);
+    }
+  if (rc != SQLITE_DONE)
+    db_err (st, err, "list secrets");
   sqlite3_finalize (stmt);
   pthread_mutex_unlock (&st->lock);
   return rc == SQLITE_DONE ? 0 : -1;

@@ -102,4 +102,19 @@ int sbx_store_key_list (struct sbx_store *st, struct sbx_key_record **out, size_
                         sbx_error_t **err);
 int sbx_store_key_delete (struct sbx_store *st, const char *id, sbx_error_t **err);
 
+/* Secrets (core/secrets.c validates): a duplicate name is SBX_E_CONFLICT,
+   an unknown one SBX_E_NOT_FOUND. get returns a NUL-terminated copy the
+   caller wipes (explicit_bzero) and frees. list never reads a value. */
+int sbx_store_secret_insert (struct sbx_store *st, const char *tenant, const char *name,
+                             const void *value, size_t value_len, const char *description,
+                             int64_t created_ms, sbx_error_t **err);
+int sbx_store_secret_delete (struct sbx_store *st, const char *tenant, const char *name,
+                             sbx_error_t **err);
+int sbx_store_secret_get (struct sbx_store *st, const char *tenant, const char *name,
+                          char **value, size_t *len, sbx_error_t **err);
+int sbx_store_secret_list (struct sbx_store *st, const char *tenant,
+                           void (*fn) (const char *name, const char *description,
+                                       int64_t created_ms, void *arg),
+                           void *arg, sbx_error_t **err);
+
 #endif

@@ -13,7 +13,7 @@ struct sbx_template
 };
 
 /* Build the built-in templates from the host (call once at start). */
-int sbx_templates_init (sbx_error_t **err);
+int sbx_templates_init (const char *state_dir, sbx_error_t **err);
 void sbx_templates_free (void);
 /* NULL when unknown. */
 const struct sbx_template *sbx_template_find (const char *name);

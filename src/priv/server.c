@@ -962,7 +962,7 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
     sbx_oom ();
   for (unsigned i = 0; i < P.nslots; i++)
     sbx_iso_box_init (&P.slots[i].box);
-  return sbx_templates_init (err);
+  return sbx_templates_init (cfg->state_dir, err);
 }
 
 static int frontend_ready;

@@ -102,6 +102,24 @@ listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
       json_object_set_new (o, "allowInternetAccess", json_boolean (internet));
       json_object_set_new (o, "network",
                            json_pack ("{s:o, s:o}", "allowOut", allow_out, "denyOut", deny_out));
+      if (json_object_get (net, "rules") != NULL)
+        {
+          json_t *rules = json_object (), *list;
+          const char *host;
+          json_object_foreach (json_object_get (net, "rules"), host, list)
+          {
+            json_t *items = json_array (), *item;
+            json_array_foreach (list, i, item)
+            {
+              json_t *h = json_object_get (item, "headers");
+              if (h != NULL)
+                json_array_append_new (items,
+                                       json_pack ("{s:{s:O}}", "transform", "headers", h));
+            }
+            json_object_set_new (rules, host, items);
+          }
+          json_object_set_new (json_object_get (o, "network"), "rules", rules);
+        }
       json_t *lc = json_object_get (native, "lifecycle");
       json_object_set_new (o, "lifecycle",
                            json_pack ("{s:O, s:O}", "onTimeout", json_object_get (lc, "on_timeout"),
@@ -175,6 +193,63 @@ refuse_unsupported (json_t *body, sbx_error_t **err)
   return 0; /* network: e2b_network */
 }
 
+/* E2B's network.rules ({host: [{transform: {headers: {k: v}}}]}) as sbx's
+   ({host: [{headers: {k: v}}]}, core/secrets.h): the values may name sbx
+   secrets with ${secret:NAME}. sbx checks the rest (10 domains at most,
+   header names, the secrets). *out is NULL (no rules) or new. */
+static int
+e2b_rules (json_t *rules, json_t **out, sbx_error_t **err)
+{
+  const char *host;
+  json_t *list;
+
+  *out = NULL;
+  if (rules == NULL || json_is_null (rules))
+    return 0;
+  if (!json_is_object (rules))
+    return sbx_err (err, SBX_E_INVALID,
+                    "network.rules must be an object: {host: [{transform: {headers: {...}}}]}");
+  if (json_object_size (rules) == 0)
+    return 0;
+  *out = json_object ();
+  json_object_foreach (rules, host, list)
+  {
+    json_t *items = json_array (), *item;
+    size_t i;
+    json_object_set_new (*out, host, items);
+    if (!json_is_array (list))
+      goto bad;
+    json_array_foreach (list, i, item)
+    {
+      const char *k;
+      json_t *v, *headers;
+      if (!json_is_object (item))
+        goto bad;
+      json_object_foreach (item, k, v)
+      {
+        if (strcmp (k, "transform") != 0)
+          {
+            json_decref (*out);
+            *out = NULL;
+            return sbx_err (err, SBX_E_INVALID,
+                            "network.rules.%.80s[%zu]: unknown field `%.64s` (transform)", host,
+                            i, k);
+          }
+      }
+      headers = json_object_get (json_object_get (item, "transform"), "headers");
+      if (headers == NULL)
+        goto bad;
+      json_array_append_new (items, json_pack ("{s:O}", "headers", headers));
+    }
+  }
+  return 0;
+bad:
+  json_decref (*out);
+  *out = NULL;
+  return sbx_err (err, SBX_E_INVALID,
+                  "network.rules.%.80s must be [{\"transform\": {\"headers\": {...}}}]", host);
+}
+
 /* E2B's network settings as an sbx policy (docs/e2b.md, docs/egress.md).
    E2B: the internet is open unless allow_internet_access is false or
    denyOut holds ALL_TRAFFIC (0.0.0.0/0), and allowOut then lists the
@@ -190,7 +265,7 @@ refuse_unsupported (json_t *body, sbx_error_t **err)
 static int
 e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t **err)
 {
-  json_t *allow_out = NULL, *deny_out = NULL, *v, *policy, *empty;
+  json_t *allow_out = NULL, *deny_out = NULL, *v, *policy, *empty, *native_rules = NULL;
   int open, all_denied = 0, rc;
   size_t i;
 
@@ -207,12 +282,12 @@ e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t
       json_t *proxy = json_object_get (network, "egressProxy");
       if (!json_is_object (network))
         return sbx_err (err, SBX_E_INVALID, "`network` must be an object");
-      if ((rules != NULL && !json_is_null (rules)
-           && !(json_is_object (rules) && json_object_size (rules) == 0))
-          || (proxy != NULL && !json_is_null (proxy)))
+      if (proxy != NULL && !json_is_null (proxy))
         return sbx_err (err, SBX_E_INVALID,
-                        "network: rules and egressProxy are not supported by this sbx yet"
-                        " (allowOut and denyOut are)");
+                        "network: egressProxy is not supported by this sbx yet"
+                        " (allowOut, denyOut and rules are)");
+      if (e2b_rules (rules, &native_rules, err) < 0)
+        return -1;
       allow_out = json_object_get (network, "allowOut");
       deny_out = json_object_get (network, "denyOut");
       if (allow_out != NULL && json_is_null (allow_out))
@@ -243,7 +318,12 @@ e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t
     policy = json_pack ("{s:O, s:[]}", "allow", allow_out ? allow_out : empty, "deny");
   json_decref (empty);
   if (policy == NULL)
-    return sbx_err_oom (err);
+    {
+      json_decref (native_rules);
+      return sbx_err_oom (err);
+    }
+  if (native_rules != NULL)
+    json_object_set_new (policy, "rules", native_rules);
   rc = sbx_network_canon (policy, canon, err);
   json_decref (policy);
   /* Errors name sbx's lists: allow is allowOut (or "*"), deny denyOut. */

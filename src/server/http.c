@@ -90,6 +90,9 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
     {"GET", "v1/audit", SBX_BODY_NONE, 1, sbx_route_audit},
+    {"POST", "v1/secrets", SBX_BODY_JSON, 0, sbx_route_secret_create},
+    {"GET", "v1/secrets", SBX_BODY_NONE, 0, sbx_route_secret_list},
+    {"DELETE", "v1/secrets/*", SBX_BODY_NONE, 0, sbx_route_secret_delete},
     /* E2B's control plane (e2b_control.c): E2B_API_URL points here. */
     {"GET", "health", SBX_BODY_NONE, 0, sbx_route_e2b_health},
     {"POST", "sandboxes", SBX_BODY_JSON, 0, sbx_route_e2b_create},

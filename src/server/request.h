@@ -171,6 +171,9 @@ void sbx_route_file_watch (struct sbx_req *r);
 void sbx_route_key_create (struct sbx_req *r);
 void sbx_route_key_list (struct sbx_req *r);
 void sbx_route_key_delete (struct sbx_req *r);
+void sbx_route_secret_create (struct sbx_req *r);
+void sbx_route_secret_list (struct sbx_req *r);
+void sbx_route_secret_delete (struct sbx_req *r);
 void sbx_route_audit (struct sbx_req *r);
 
 /* Request bodies as options, without a connection or the core (for the
