@@ -46,9 +46,9 @@ sbx__effective_disk (const struct sbx_limits *limits)
 
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
-struct sbx_sandbox *
-sbx__build (const struct sbx_limits *limits, int background, const char *template_name,
-            sbx_error_t **err)
+static struct sbx_sandbox *
+build (const struct sbx_limits *limits, int background, const char *template_name,
+       const char *tenant, const char *snapshot, sbx_error_t **err)
 {
   const char *tmpl_name = template_name ? template_name : "base";
   struct sbx_host_create req;
@@ -85,6 +85,8 @@ sbx__build (const struct sbx_limits *limits, int background, const char *templat
   req.limits.pids = limits->pids;
   req.disk_bytes = sbx__effective_disk (limits);
   req.background = background;
+  req.snapshot_tenant = tenant;
+  req.snapshot = snapshot;
   if (sbx_host_create (&req, &sb->box, err) < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
@@ -105,7 +107,23 @@ sbx__build (const struct sbx_limits *limits, int background, const char *templat
       sbx__discard (sb);
       return sbx_err_oom (err), NULL;
     }
+  if (snapshot)
+    snprintf (sb->snapshot, sizeof sb->snapshot, "%s", snapshot);
   return sb;
+}
+
+struct sbx_sandbox *
+sbx__build (const struct sbx_limits *limits, int background, const char *template_name,
+            sbx_error_t **err)
+{
+  return build (limits, background, template_name, NULL, NULL, err);
+}
+
+struct sbx_sandbox *
+sbx__build_layered (const struct sbx_limits *limits, const char *template_name,
+                    const char *tenant, const char *snapshot, sbx_error_t **err)
+{
+  return build (limits, 0, template_name, tenant, snapshot, err);
 }
 
 static int
@@ -205,10 +223,29 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
   const char *user = opts->user ? opts->user : "user";
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
+  struct sbx_create_opts from_snapshot;
+  struct sbx_snapshot_record snap;
 
   json_t *tmeta = NULL, *env_all = NULL;
-  int stored = sbx_template_is_stored (opts->template_name);
+  int stored;
 
+  if (opts->snapshot)
+    {
+      /* Its template, and by default its source's disk size (it fits). */
+      if (sbx__snapshot_lookup (tenant ? tenant : "default", opts->snapshot, &snap, err) < 0)
+        return NULL;
+      if (opts->template_name && strcmp (opts->template_name, snap.template_name) != 0)
+        return sbx_err (err, SBX_E_INVALID,
+                        "snapshot `%s` is of template `%s`, not `%s` (leave `template` out)",
+                        snap.name, snap.template_name, opts->template_name),
+               NULL;
+      from_snapshot = *opts;
+      from_snapshot.template_name = snap.template_name;
+      if (!from_snapshot.limits.disk_bytes)
+        from_snapshot.limits.disk_bytes = snap.disk;
+      opts = &from_snapshot;
+    }
+  stored = sbx_template_is_stored (opts->template_name);
   if (!sbx_template_usable (tenant, opts->template_name)
       || (stored && (tmeta = sbx_template_meta (opts->template_name)) == NULL))
     return sbx_err (err, SBX_E_NOT_FOUND,
@@ -251,7 +288,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   sbx_core.running++; /* reserved now, so parallel creates respect the cap */
   sbx_core.creating++;
   /* The pool holds base sandboxes only. */
-  if (sbx_core.pool && !stored)
+  if (sbx_core.pool && !stored && !opts->snapshot)
     {
       sb = sbx_core.pool;
       sbx_core.pool = sb->next;
@@ -263,6 +300,20 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   pthread_mutex_unlock (&sbx_core.lock);
 
+  if (sb == NULL && opts->snapshot)
+    {
+      /* The snapshot as the lower layer of its disk; where the kernel
+         cannot (overlayfs in a user namespace, idmapped mounts), a copy
+         into a plain one below. */
+      sbx_error_t *e = NULL;
+      sb = sbx__build_layered (&limits, stored ? opts->template_name : NULL,
+                                 tenant ? tenant : "default", opts->snapshot, &e);
+      if (sb == NULL)
+        {
+          sbx_warn ("a sandbox on snapshot %s: %s; copying it instead", opts->snapshot, e->msg);
+          sbx_error_free (e);
+        }
+    }
   if (sb == NULL)
     {
       sb = sbx__build (&limits, 0, stored ? opts->template_name : NULL, err);
@@ -303,6 +354,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   sbx_random_hex (sb->access_token, 20);
   sbx_random_hex (sb->traffic_token, 20);
   sb->created_ms = sbx_now_ms ();
+  sb->lifecycle = opts->lifecycle & SBX_LIFECYCLE_MASK;
   sb->timeout_ms = timeout;
   sb->expires_ms = sb->created_ms + (int64_t) timeout;
   sb->expires_mono = sbx_mono_ms () + (int64_t) timeout;
@@ -336,6 +388,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.access_token = sb->access_token;
   rec.traffic_token = sb->traffic_token;
   rec.network_json = net_json;
+  rec.lifecycle = sb->lifecycle;
+  rec.snapshot = sb->snapshot;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next
@@ -366,6 +420,12 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop (); /* a new deadline */
   sbx_audit_lifecycle ("created", sb->id, sb->tenant, NULL);
+  if (opts->snapshot && sb->snapshot[0] == '\0' && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
+    {
+      sbx_sandbox_kill (sb, "its snapshot could not be copied", NULL);
+      sbx_sandbox_unref (sb);
+      return NULL;
+    }
   return sb;
 
 fail_discard:

@@ -531,6 +531,8 @@ sbx__next_process_deadline (struct sbx_sandbox *sb, int64_t now)
   int64_t next = 0;
 
   (void) now;
+  if (sb->paused || sb->transition)
+    return 0; /* their clocks stand too (shifted on resume) */
   for (p = sb->procs; p; p = p->next)
     if (p->deadline_mono && p->state == SBX_PROC_RUNNING && (next == 0 || p->deadline_mono < next))
       next = p->deadline_mono;
@@ -542,6 +544,8 @@ sbx__expire_processes (struct sbx_sandbox *sb, int64_t now)
 {
   struct sbx_process *p;
 
+  if (sb->paused || sb->transition)
+    return;
   for (p = sb->procs; p; p = p->next)
     if (p->deadline_mono && p->state == SBX_PROC_RUNNING && p->deadline_mono <= now)
       {
@@ -711,6 +715,9 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   int use_pipe_stdin = !pty && (opts->stdin_open || opts->stdin_len > 0);
   char **envp = NULL, *tag;
   int i, rc;
+
+  if (sbx_sandbox_awake (sb, err) < 0)
+    return NULL;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (user == NULL)

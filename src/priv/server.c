@@ -20,6 +20,8 @@
 
 #include "core/template.h"
 #include "iso/tmpl.h"
+#include "iso/copy.h"
+#include "iso/snapstore.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -69,7 +71,8 @@ static struct
   unsigned nslots;
   unsigned gen;
   struct upload uploads[MAX_UPLOADS];
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  int snapstore; /* STATE/snapshots, -1 when unavailable */
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .snapstore = -1};
 
 /* ---- replies ----------------------------------------------------------- */
 
@@ -285,7 +288,9 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   int fds[2], stored;
 
   if (memchr (m->id, '\0', sizeof m->id) == NULL
-      || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1)
+      || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1
+      || memchr (m->snapshot_tenant, '\0', sizeof m->snapshot_tenant) == NULL
+      || memchr (m->snapshot, '\0', sizeof m->snapshot) == NULL)
     {
       c->broken = 1;
       return;
@@ -296,6 +301,9 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
     sbx_err (&err, SBX_E_INVALID, "not a sandbox id");
   else if (tmpl == NULL && !stored)
     sbx_err (&err, SBX_E_INVALID, "unknown template");
+  else if (m->snapshot[0] != '\0'
+           && (!sbx_snapshot_name_valid (m->snapshot) || m->snapshot_tenant[0] == '\0'))
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot");
   else if (check_limits (m->memory_bytes, m->cpu_milli, m->pids, &err) == 0)
     check_disk (m->disk_bytes, &err);
   if (err == NULL)
@@ -346,6 +354,12 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   spec.user_uid = USER_ID;
   spec.user_gid = USER_ID;
   spec.background = (int) m->background;
+  spec.snapshot_store = P.snapstore;
+  if (m->snapshot[0] != '\0')
+    {
+      spec.snapshot_tenant = m->snapshot_tenant;
+      spec.snapshot = m->snapshot;
+    }
   if ((spec.root_mnt < 0 && stored) || sbx_iso_create (P.eng, &spec, &box, &err) < 0)
     {
       if (spec.root_mnt >= 0)
@@ -764,7 +778,64 @@ union request
   struct sbx_priv_fs fs;
   struct sbx_priv_upload_end upload_end;
   struct sbx_priv_template tmpl;
+  struct sbx_priv_copy copy;
+  struct sbx_priv_snapshot snapshot;
 };
+
+/* Fork: the copy of one sandbox's disk into another's (both ours; the
+   source frozen, which sbx_iso_copy_disk checks). */
+static void
+handle_copy_disk (struct chan *c, const struct sbx_priv_copy *m)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_copy_result res;
+  struct slot *src = NULL, *dst = NULL;
+
+  memset (&res, 0, sizeof res);
+  if (m->src_slot == m->dst_slot)
+    sbx_err (&err, SBX_E_INVALID, "a sandbox cannot be copied onto itself");
+  else if ((src = slot_get (m->src_slot, &err)) != NULL
+           && (dst = slot_get (m->dst_slot, &err)) != NULL)
+    sbx_iso_copy_disk (P.eng, &src->box, &dst->box, &res, &err);
+  if (src)
+    slot_put (src);
+  if (dst)
+    slot_put (dst);
+  send_reply (c, err, 0, err ? NULL : &res, err ? 0 : sizeof res, NULL, 0);
+  sbx_error_free (err);
+}
+
+/* Snapshots: the names are checked again (they become file names). */
+static void
+handle_snapshot (struct chan *c, const struct sbx_priv_snapshot *m)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_copy_result res;
+  struct slot *s = NULL;
+  int have_res = 0;
+
+  memset (&res, 0, sizeof res);
+  if (memchr (m->tenant, '\0', sizeof m->tenant) == NULL
+      || memchr (m->name, '\0', sizeof m->name) == NULL || m->tenant[0] == '\0'
+      || !sbx_snapshot_name_valid (m->name))
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
+  else if (m->snap_op == SBX_PRIV_SNAP_REMOVE)
+    sbx_snapstore_remove (P.snapstore, m->tenant, m->name, &err);
+  else if (m->snap_op != SBX_PRIV_SNAP_SAVE && m->snap_op != SBX_PRIV_SNAP_LOAD)
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
+  else if ((s = slot_get (m->slot, &err)) != NULL)
+    {
+      have_res = 1;
+      if (m->snap_op == SBX_PRIV_SNAP_SAVE)
+        sbx_iso_snapshot_save (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
+      else
+        sbx_iso_snapshot_load (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
+      slot_put (s);
+    }
+  send_reply (c, err, 0, have_res && !err ? &res : NULL, have_res && !err ? sizeof res : 0, NULL,
+              0);
+  sbx_error_free (err);
+}
 
 /* The exact size of each request type; 0 for unknown ones. */
 static size_t
@@ -778,6 +849,8 @@ request_size (uint32_t op)
     case SBX_PRIV_FOREGROUND:
     case SBX_PRIV_STATS:
     case SBX_PRIV_INIT_STATUS:
+    case SBX_PRIV_FREEZE:
+    case SBX_PRIV_THAW:
       return sizeof (struct sbx_priv_slot);
     case SBX_PRIV_LIMITS:
       return sizeof (struct sbx_priv_limits);
@@ -793,6 +866,10 @@ request_size (uint32_t op)
       return sizeof (struct sbx_priv_upload_end);
     case SBX_PRIV_TEMPLATE:
       return sizeof (struct sbx_priv_template);
+    case SBX_PRIV_COPY_DISK:
+      return sizeof (struct sbx_priv_copy);
+    case SBX_PRIV_SNAPSHOT:
+      return sizeof (struct sbx_priv_snapshot);
     default:
       return 0;
     }
@@ -819,6 +896,10 @@ handle_slot_op (struct chan *c, const union request *m)
       break;
     case SBX_PRIV_FOREGROUND:
       sbx_iso_set_foreground (&s->box, &err);
+      break;
+    case SBX_PRIV_FREEZE:
+    case SBX_PRIV_THAW:
+      sbx_iso_freeze (P.eng, &s->box, m->hdr.op == SBX_PRIV_FREEZE, &err);
       break;
     case SBX_PRIV_STATS:
       have_stats = sbx_iso_stats (P.eng, &s->box, &st, &err) == 0;
@@ -904,6 +985,12 @@ serve_channel (void *arg)
         case SBX_PRIV_TEMPLATE:
           handle_template (c, &m.tmpl, -1);
           break;
+        case SBX_PRIV_COPY_DISK:
+          handle_copy_disk (c, &m.copy);
+          break;
+        case SBX_PRIV_SNAPSHOT:
+          handle_snapshot (c, &m.snapshot);
+          break;
         default:
           handle_slot_op (c, &m);
           break;
@@ -951,6 +1038,14 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
 {
   P.cfg = cfg;
   P.eng = eng;
+  {
+    sbx_error_t *e = NULL;
+    if (sbx_snapstore_open (cfg->state_dir, &P.snapstore, &e) < 0)
+      {
+        sbx_warn ("snapshots are unavailable: %s", e->msg);
+        sbx_error_free (e);
+      }
+  }
   P.nslots = cfg->max_sandboxes + cfg->pool_size + 16;
   if (sbx_tmpl_store_open (cfg->state_dir, cfg->template_mirror, cfg->template_cache, err) < 0)
     return -1;
