@@ -54,6 +54,10 @@ static const char usage[]
       "  --proxy-timeout DUR  port proxy: how long a server in a sandbox may stay\n"
       "                       silent before the request fails (default 60s)\n"
       "  --audit-max-size N   rotate the audit log at this size (default 64M, min 4K)\n"
+      "  --template-max-size N  largest template upload and unpacked template (default 2G/4G)\n"
+      "  --template-max-files N files one template may hold (default 500000)\n"
+      "  --template-mirror URL  Debian mirror of recipe templates (default deb.debian.org)\n"
+      "  --template-cache DIR   keep recipe builds here, by recipe hash (default in STATE)\n"
       "  --log-level LEVEL    debug, info, warn or error (default info)\n"
       "  --kill-on-exit       kill running sandboxes when stopped (default: they keep\n"
       "                       running and the next start re-adopts them)\n"
@@ -232,6 +236,38 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
               return fail ("--egress-idle-timeout `%s` is not a duration of 1s to 24h", val);
             }
           cfg->egress_idle_ms = n;
+        }
+      else if (strcmp (name, "--template-max-size") == 0)
+        {
+          if (sbx_parse_size (val, &n, &err) < 0 || n < 4096)
+            {
+              sbx_error_free (err);
+              return fail ("--template-max-size `%s` is not a size of 4K or more", val);
+            }
+          cfg->template_max_bytes = n;
+          cfg->template_max_upload = n;
+        }
+      else if (strcmp (name, "--template-mirror") == 0)
+        {
+          if ((strncmp (val, "http://", 7) != 0 && strncmp (val, "https://", 8) != 0)
+              || strlen (val) >= sizeof cfg->template_mirror || strpbrk (val, " \t\n'\"\\") != NULL)
+            return fail ("--template-mirror `%s` is not an http(s) URL", val);
+          snprintf (cfg->template_mirror, sizeof cfg->template_mirror, "%s", val);
+        }
+      else if (strcmp (name, "--template-cache") == 0)
+        {
+          if (val[0] != '/' || strlen (val) >= sizeof cfg->template_cache)
+            return fail ("--template-cache `%s` is not an absolute path", val);
+          snprintf (cfg->template_cache, sizeof cfg->template_cache, "%s", val);
+        }
+      else if (strcmp (name, "--template-max-files") == 0)
+        {
+          char *end;
+          errno = 0;
+          n = strtoull (val, &end, 10);
+          if (errno || *end || n < 16 || n > 100000000)
+            return fail ("--template-max-files `%s` is not a count of 16 or more", val);
+          cfg->template_max_inodes = n;
         }
       else if (strcmp (name, "--audit-max-size") == 0)
         {

@@ -42,6 +42,13 @@ struct sbx_config
   int egress_fd;
   const char *egress_upstream_ca; /* --egress-upstream-ca FILE: tests only */
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
+  /* Templates (docs/templates.md): the largest upload, and what one
+     template may hold once unpacked (file bytes, entries). */
+  uint64_t template_max_upload;
+  uint64_t template_max_bytes;
+  uint64_t template_max_inodes;
+  char template_mirror[512]; /* recipes: the Debian mirror */
+  char template_cache[512];  /* recipes: built layers by recipe hash ("": in the state dir) */
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);

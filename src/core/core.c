@@ -41,6 +41,10 @@ sbx_config_defaults (struct sbx_config *cfg)
   cfg->max_timeout_ms = 24 * 3600 * 1000;
   cfg->proxy_idle_ms = 60 * 1000;
   cfg->audit_max_size = SBX_AUDIT_DEFAULT_MAX_SIZE;
+  cfg->template_max_upload = 2 * GIB;
+  cfg->template_max_bytes = 4 * GIB;
+  cfg->template_max_inodes = 500000;
+  snprintf (cfg->template_mirror, sizeof cfg->template_mirror, "http://deb.debian.org/debian");
   cfg->defaults.memory_bytes = 512 * MIB;
   cfg->defaults.cpu_milli = 1000;
   cfg->defaults.pids = 256;

@@ -14,6 +14,7 @@
 
 #include "core/internal.h"
 #include "egress/tls.h"
+#include "core/template.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -530,6 +531,8 @@ sbx__next_process_deadline (struct sbx_sandbox *sb, int64_t now)
   int64_t next = 0;
 
   (void) now;
+  if (sb->paused || sb->transition)
+    return 0; /* their clocks stand too (shifted on resume) */
   for (p = sb->procs; p; p = p->next)
     if (p->deadline_mono && p->state == SBX_PROC_RUNNING && (next == 0 || p->deadline_mono < next))
       next = p->deadline_mono;
@@ -541,6 +544,8 @@ sbx__expire_processes (struct sbx_sandbox *sb, int64_t now)
 {
   struct sbx_process *p;
 
+  if (sb->paused || sb->transition)
+    return;
   for (p = sb->procs; p; p = p->next)
     if (p->deadline_mono && p->state == SBX_PROC_RUNNING && p->deadline_mono <= now)
       {
@@ -711,6 +716,9 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   char **envp = NULL, *tag;
   int i, rc;
 
+  if (sbx_sandbox_awake (sb, err) < 0)
+    return NULL;
+
   pthread_mutex_lock (&sbx_core.lock);
   if (user == NULL)
     user = sb->user;
@@ -776,7 +784,13 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
         json_decref (p->argv);
         p->argv = NULL;
       }
-  p->cwd = strdup (opts->cwd ? opts->cwd : home);
+  {
+    /* A stored template's working directory (its image's WorkingDir). */
+    json_t *tmeta = opts->cwd ? NULL : sbx_template_meta (sb->template_name);
+    const char *wd = json_string_value (json_object_get (tmeta, "workdir"));
+    p->cwd = strdup (opts->cwd ? opts->cwd : wd ? wd : home);
+    json_decref (tmeta);
+  }
   p->env = opts->env ? json_deep_copy (opts->env) : json_object ();
   if (opts->user_tag)
     snprintf (p->user_tag, sizeof p->user_tag, "%s", opts->user_tag);

@@ -145,6 +145,9 @@ sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx
 
   memset (ctx, 0, sizeof *ctx);
   ctx->root = -1;
+  /* Copies run in a helper init forks: not while it is frozen. */
+  if (sbx_sandbox_awake (sb, err) < 0)
+    return -1;
   pthread_mutex_lock (&sbx_core.lock);
   u = user ? user : sb->user;
   if (strcmp (u, "user") == 0)

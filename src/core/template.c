@@ -42,6 +42,19 @@ static const char nsswitch[] = "passwd: files\n"
 static const char resolv[] = "# sbx: this sandbox has no network access and no DNS server.\n";
 static const char shells[] = "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n";
 
+/* The same files for layered templates (iso/tmpl_store.c puts them in
+   the generated top layer). */
+const struct sbx_etc_file *
+sbx_template_etc (void)
+{
+  static const struct sbx_etc_file files[] = {
+      {"passwd", passwd},         {"group", group},   {"hosts", hosts},
+      {"hostname", SBX_HOSTNAME "\n"}, {"nsswitch.conf", nsswitch}, {"resolv.conf", resolv},
+      {"shells", shells},         {NULL, NULL},
+  };
+  return files;
+}
+
 static int
 add_file (struct sbx_plan *p, const char *dst, const char *content, sbx_error_t **err)
 {
