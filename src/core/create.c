@@ -371,7 +371,10 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   /* Built here (not from the pool): its interpreter starts now, and the
      create waits until it is warm. */
   if (code && fresh && sbx__code_start (sb, err) < 0)
-    goto fail_discard;
+    {
+      sbx_err_wrap (err, "starting the code interpreter");
+      goto fail_discard;
+    }
   snprintf (sb->tenant, sizeof sb->tenant, "%s", tenant ? tenant : "default");
   /* The name asked for (an alias of the template it runs on). */
   snprintf (sb->template_name, sizeof sb->template_name, "%s",
