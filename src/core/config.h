@@ -41,6 +41,8 @@ struct sbx_config
   uint64_t egress_idle_ms;   /* a relay silent both ways this long is closed; 0: default */
   int egress_fd;
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
+  int default_isolation;   /* enum sbx_isolation of a create that names none */
+  char vm_dir[256];        /* --vm-dir: the microVM engine's guest files; "": default */
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);

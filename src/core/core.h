@@ -181,6 +181,7 @@ struct sbx_sandbox
   unsigned proxies;             /* proxied HTTP requests open (core/ports.c) */
   int kill_queued;
   int in_pool;
+  enum sbx_isolation isolation; /* fixed at build; the pool holds only namespace ones */
   char end_reason[64];
   pthread_cond_t cond; /* state changes */
 };
@@ -196,6 +197,7 @@ struct sbx_create_opts
   json_t *metadata;          /* borrowed, may be NULL */
   const char *user;          /* NULL: "user" */
   json_t *network;           /* borrowed, from sbx_network_canon; NULL: none */
+  const char *isolation;     /* "namespace" or "vm"; NULL: the daemon's default */
 };
 
 struct sbx_exec_opts

@@ -46,7 +46,7 @@ sbx__effective_disk (const struct sbx_limits *limits)
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
 struct sbx_sandbox *
-sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
+sbx__build (const struct sbx_limits *limits, int background, int isolation, sbx_error_t **err)
 {
   const struct sbx_template *tmpl = sbx_template_find ("base");
   struct sbx_host_create req;
@@ -62,6 +62,7 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
   sbx_random_id (sb->id, SBX_ID_LEN);
   snprintf (sb->template_name, sizeof sb->template_name, "base");
   sb->limits = *limits;
+  sb->isolation = (enum sbx_isolation) isolation;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sbx__slot_take (&slot) < 0)
@@ -83,6 +84,7 @@ sbx__build (const struct sbx_limits *limits, int background, sbx_error_t **err)
   req.limits.pids = limits->pids;
   req.disk_bytes = sbx__effective_disk (limits);
   req.background = background;
+  req.isolation = isolation;
   if (sbx_host_create (&req, &sb->box, err) < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
@@ -200,6 +202,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   struct sbx_sandbox *sb = NULL;
   struct sbx_sandbox_record rec;
   struct sbx_limits limits;
+  int isolation;
   uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
   const char *user = opts->user ? opts->user : "user";
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
@@ -212,6 +215,16 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%s`", user), NULL;
   if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
     return NULL;
+  if (opts->isolation == NULL)
+    isolation = sbx_core.cfg.default_isolation;
+  else if (strcmp (opts->isolation, "namespace") == 0)
+    isolation = SBX_ISOLATION_NS;
+  else if (strcmp (opts->isolation, "vm") == 0)
+    isolation = SBX_ISOLATION_VM;
+  else
+    return sbx_err (err, SBX_E_INVALID, "isolation must be `namespace` or `vm`, not `%s`",
+                    opts->isolation),
+           NULL;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sbx_core.stopping)
@@ -228,7 +241,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   sbx_core.running++; /* reserved now, so parallel creates respect the cap */
   sbx_core.creating++;
-  if (sbx_core.pool)
+  if (sbx_core.pool && isolation == SBX_ISOLATION_NS)
     {
       sb = sbx_core.pool;
       sbx_core.pool = sb->next;
@@ -242,7 +255,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
 
   if (sb == NULL)
     {
-      sb = sbx__build (&limits, 0, err);
+      sb = sbx__build (&limits, 0, isolation, err);
       if (sb == NULL)
         goto fail_unreserve;
     }

@@ -26,6 +26,7 @@ struct sbx_engine_opts
   const char *cgroup_parent; /* default "sbx" */
   enum sbx_cgroup_mode cgroup_mode; /* 0: detect */
   uint32_t landlock_max_abi; /* 0: highest the kernel has */
+  const char *vm_dir; /* the microVM engine's kernel and guest files; NULL: default */
 };
 
 struct sbx_engine
@@ -45,6 +46,7 @@ struct sbx_engine
   pthread_mutex_t stale_lock;
   char stale[64][64];
   unsigned nstale;
+  char vm_dir[256]; /* "" : SBX_VM_DIR_DEFAULT (iso/vm.h) */
 };
 
 int sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx_error_t **err);
@@ -61,6 +63,12 @@ int sbx_plan_add (struct sbx_plan *plan, enum sbx_plan_kind kind, uint16_t flags
                   sbx_error_t **err);
 void sbx_plan_free (struct sbx_plan *plan);
 
+enum sbx_isolation
+{
+  SBX_ISOLATION_NS = 0, /* the namespace engine (the default) */
+  SBX_ISOLATION_VM = 1, /* a QEMU microVM (iso/vm.c, docs/vm.md) */
+};
+
 struct sbx_iso_spec
 {
   const char *name;        /* cgroup name, the sandbox id */
@@ -71,6 +79,7 @@ struct sbx_iso_spec
   const struct sbx_plan *plan;
   uint32_t user_uid, user_gid; /* owner of /home/user */
   int background;              /* a pool build: low CPU priority until handed out */
+  enum sbx_isolation isolation;
 };
 
 /* A running sandbox as the engine sees it. All fds owned, O_CLOEXEC. */

@@ -36,6 +36,7 @@ struct sbx_host_create
   struct sbx_cgroup_limits limits;
   uint64_t disk_bytes;
   int background;
+  int isolation; /* enum sbx_isolation */
 };
 int sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box,
                      sbx_error_t **err);

@@ -93,6 +93,8 @@ struct sbx_priv_create
   uint32_t cpu_milli;
   uint32_t pids;
   uint64_t disk_bytes; /* the tmpfs size (already the effective one) */
+  uint32_t isolation;  /* enum sbx_isolation: 0 namespaces, 1 a microVM */
+  uint32_t reserved;   /* 0 */
 };
 
 /* What the front end keeps of a sandbox the parent built or adopted. */

@@ -281,7 +281,9 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   int fds[2];
 
   if (memchr (m->id, '\0', sizeof m->id) == NULL
-      || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1)
+      || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1
+      || m->isolation > SBX_ISOLATION_VM || m->reserved != 0
+      || (m->isolation == SBX_ISOLATION_VM && m->background))
     {
       c->broken = 1;
       return;
@@ -329,6 +331,7 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   spec.user_uid = USER_ID;
   spec.user_gid = USER_ID;
   spec.background = (int) m->background;
+  spec.isolation = (enum sbx_isolation) m->isolation;
   if (sbx_iso_create (P.eng, &spec, &box, &err) < 0)
     {
       pthread_mutex_lock (&P.lock);

@@ -46,7 +46,7 @@ int
 sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t **err)
 {
   static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
-                                        "env",      "metadata", "user", "network", NULL};
+                                        "env",      "metadata", "user", "network", "isolation", NULL};
   uint64_t pids = 0;
 
   memset (opts, 0, sizeof *opts);
@@ -62,7 +62,8 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
       || sbx_param_string_map (body, "metadata", 64, 128, 1024, 64 * 1024, 0, &opts->metadata,
                                err)
              < 0
-      || sbx_param_string (body, "user", &opts->user, err) < 0)
+      || sbx_param_string (body, "user", &opts->user, err) < 0
+      || sbx_param_string (body, "isolation", &opts->isolation, err) < 0)
     return -1;
   if (json_object_get (body, "pids") && !json_is_null (json_object_get (body, "pids"))
       && (pids == 0 || pids > UINT32_MAX))
