@@ -23,6 +23,7 @@ enum
   SBX_OPT_FILE = 1u << 9,
   SBX_OPT_INTERACTIVE = 1u << 10,
   SBX_OPT_NET = 1u << 11,
+  SBX_OPT_ISOLATION = 1u << 12,
 };
 
 struct sbx_cli_file
@@ -48,6 +49,7 @@ struct sbx_cli_opts
   const char *workdir;
   const char *user;
   const char *template_name;
+  const char *isolation; /* --isolation: namespace or vm */
   struct sbx_cli_file *files; /* owned array */
   size_t n_files;
   int interactive;
