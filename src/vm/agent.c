@@ -268,6 +268,15 @@ child (int st, const struct sbx_vm_spawn *s, const char *cwd, char **argv, char 
   if (setgroups (0, NULL) < 0 || setresgid (s->gid, s->gid, s->gid) < 0
       || setresuid (s->uid, s->uid, s->uid) < 0)
     goto fail;
+  {
+    /* uid 0 ("user": "root") keeps its capabilities across setresuid:
+       clear them (for uid 1000 they are gone already). */
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset (d, 0, sizeof d);
+    if (syscall (SYS_capset, &h, d) < 0)
+      goto fail;
+  }
   if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     goto fail;
   stage = SBX_STAGE_CHDIR;

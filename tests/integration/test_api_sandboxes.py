@@ -28,8 +28,9 @@ class SandboxCreate(DaemonTest):
         sb = r.json()
         self.assertEqual(set(sb), {"id", "tenant", "template", "state", "user", "created_at",
                                    "expires_at", "timeout", "limits", "env", "metadata",
-                                   "network"})
+                                   "network", "isolation"})
         self.assertEqual(sb["network"], {"allow": [], "deny": []})  # no network by default
+        self.assertEqual(sb["isolation"], "namespace")  # the default engine
         self.assertRegex(sb["id"], r"^[a-z0-9]{20}$")
         self.assertEqual(sb["tenant"], "default")
         self.assertEqual(sb["template"], "base")
