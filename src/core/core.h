@@ -182,10 +182,6 @@ struct sbx_sandbox
   int kill_queued;
   int in_pool;
   enum sbx_isolation isolation; /* fixed at build; the pool holds only namespace ones */
-  /* A microVM's vCPUs stopped (core/vmctl.c); the VM_CTL in flight. */
-  int vm_paused;
-  uint64_t vm_ctl_req;
-  int vm_ctl_done, vm_ctl_errno;
   char end_reason[64];
   pthread_cond_t cond; /* state changes */
 };
@@ -274,10 +270,6 @@ struct sbx_sandbox *sbx_sandbox_get (const char *tenant, const char *id, sbx_err
 int64_t sbx_sandbox_expires_ms (struct sbx_sandbox *sb);
 void sbx_sandbox_ref (struct sbx_sandbox *sb);
 void sbx_sandbox_unref (struct sbx_sandbox *sb);
-/* A microVM sandbox: stop (pause 1) or continue (0) its vCPUs. Commands
-   cannot start while it is paused (409); its lifetime still runs. Other
-   engines: 501. */
-int sbx_sandbox_vm_pause (struct sbx_sandbox *sb, int pause, sbx_error_t **err);
 json_t *sbx_sandbox_json (struct sbx_sandbox *sb);
 /* JSON array of the sandboxes visible to tenant whose metadata contains
    every pair of `filter` (may be NULL). */

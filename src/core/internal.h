@@ -78,7 +78,6 @@ uint64_t sbx__effective_disk (const struct sbx_limits *limits);
 int sbx__check_timeout (uint64_t ms, sbx_error_t **err);
 /* Build a sandbox (not in any list yet; two references: the list's to be
    and the caller's). */
-void sbx__vmctl_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background, int isolation,
                                 sbx_error_t **err);
 /* Kill a sandbox that never became visible; drops both references. */

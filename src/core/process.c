@@ -266,11 +266,6 @@ sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
       sbx__connect_on_event (sb, ev);
       return;
     }
-  if (ev->type == SBX_ISO_VM_CTL_DONE)
-    {
-      sbx__vmctl_on_event (sb, ev);
-      return;
-    }
   if (ev->type == SBX_ISO_EGRESS)
     {
       sbx__egress_on_event (sb, ev);
@@ -350,7 +345,6 @@ sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
     case SBX_ISO_CONNECTED:
     case SBX_ISO_CONNECT_FAILED: /* taken above */
     case SBX_ISO_EGRESS:
-    case SBX_ISO_VM_CTL_DONE:
     default:
       break;
     }
@@ -704,12 +698,6 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   pthread_mutex_lock (&sbx_core.lock);
   if (user == NULL)
     user = sb->user;
-  if (sb->vm_paused)
-    {
-      pthread_mutex_unlock (&sbx_core.lock);
-      return sbx_err (err, SBX_E_CONFLICT, "the sandbox %s is paused (POST .../resume)", sb->id),
-             NULL;
-    }
   pthread_mutex_unlock (&sbx_core.lock);
   if (user_ids (user, &uid, &home) < 0)
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%.32s`", user), NULL;

@@ -144,9 +144,7 @@ sandbox_json_locked (struct sbx_sandbox *sb)
   json_object_set_new (o, "template", json_string (sb->template_name));
   json_object_set_new (o, "isolation",
                        json_string (sb->isolation == SBX_ISOLATION_VM ? "vm" : "namespace"));
-  json_object_set_new (o, "state", json_string (sb->state != SBX_SB_RUNNING ? "killed"
-                                                : sb->vm_paused                ? "paused"
-                                                                               : "running"));
+  json_object_set_new (o, "state", json_string (sb->state == SBX_SB_RUNNING ? "running" : "killed"));
   json_object_set_new (o, "user", json_string (sb->user));
   json_object_set_new (o, "created_at", sbx_json_time (sb->created_ms));
   json_object_set_new (o, "expires_at", sbx_json_time (sb->expires_ms));

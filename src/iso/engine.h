@@ -185,10 +185,6 @@ int sbx_iso_watch_feed (struct sbx_iso_watch_parser *p, const void *data, size_t
    socket, or CONNECT_FAILED with the errno. */
 int sbx_iso_connect (struct sbx_iso_box *box, uint64_t req_id, uint32_t port, sbx_error_t **err);
 
-/* A microVM sandbox only: pause (SBX_VM_PAUSE) or resume (SBX_VM_RESUME)
-   its vCPUs; answered by an SBX_ISO_VM_CTL_DONE event for req_id. */
-int sbx_iso_vm_ctl (struct sbx_iso_box *box, uint64_t req_id, uint32_t op, sbx_error_t **err);
-
 /* Restart survival (attach.c). A sandbox handed out to a tenant is kept:
    init holds our end of its control socket and our ends of its commands'
    pipes, and ends the sandbox itself at deadline_ms (wall clock, 0: never)
@@ -227,7 +223,6 @@ enum sbx_iso_event_type
   SBX_ISO_CONNECTED,      /* fd: the connected socket */
   SBX_ISO_CONNECT_FAILED, /* sys_errno */
   SBX_ISO_EGRESS,         /* fd: a connection to the sandbox's proxy address, or -1 (EMFILE) */
-  SBX_ISO_VM_CTL_DONE,    /* a microVM's answer to sbx_iso_vm_ctl: sys_errno */
 };
 struct sbx_iso_event
 {

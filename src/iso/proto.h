@@ -53,7 +53,6 @@ enum sbx_msg_type
   SBX_MSG_WATCH = 9,    /* sbx_msg_watch + path; SCM_RIGHTS: the event pipe's write end */
   SBX_MSG_RESIZE = 10,  /* sbx_msg_resize */
   SBX_MSG_CONNECT = 11, /* sbx_msg_connect */
-  SBX_MSG_VM_CTL = 12,  /* sbx_msg_vm_ctl: to a microVM's relay only (iso/vm_relay.c) */
   /* init -> daemon */
   SBX_MSG_READY = 16,        /* sbx_msg_ready; SCM_RIGHTS: root dir, disk dir (O_PATH) */
   SBX_MSG_SETUP_FAILED = 17, /* sbx_msg_failure */
@@ -71,8 +70,6 @@ enum sbx_msg_type
   SBX_MSG_CONNECT_FAILED = 26, /* sbx_msg_connect_result, sys_errno != 0; no descriptor */
   /* init -> daemon, unasked: */
   SBX_MSG_EGRESS = 27, /* sbx_msg_egress; SCM_RIGHTS: one accepted TCP socket */
-  /* a microVM's relay -> daemon, the answer to each VM_CTL: */
-  SBX_MSG_VM_CTL_DONE = 28, /* sbx_msg_vm_ctl, sys_errno 0 or why it failed */
 };
 
 struct sbx_msg_hdr
@@ -500,21 +497,5 @@ sbx_plan_path_ok (const char *p, size_t n)
     }
   return 1;
 }
-
-/* ---- VM_CTL ---------------------------------------------------------------
- *
- * Only for a sandbox whose "init" is a microVM's relay (docs/vm.md): stop or
- * continue the guest's vCPUs (QMP `stop` / `cont`). The namespace engine's
- * init does not know it (and would end the sandbox): the daemon never sends
- * it there. One VM_CTL_DONE per VM_CTL, with its req_id. */
-#define SBX_VM_PAUSE 1
-#define SBX_VM_RESUME 2
-struct sbx_msg_vm_ctl
-{
-  struct sbx_msg_hdr hdr;
-  uint64_t req_id;
-  uint32_t op;       /* SBX_VM_PAUSE or SBX_VM_RESUME */
-  int32_t sys_errno; /* in VM_CTL_DONE: 0, or why; 0 in VM_CTL */
-};
 
 #endif

@@ -818,19 +818,6 @@ sbx_iso_connect (struct sbx_iso_box *box, uint64_t req_id, uint32_t port, sbx_er
   return sbx__iso_send (box->ctl, &m, sizeof m, NULL, 0, err);
 }
 
-int
-sbx_iso_vm_ctl (struct sbx_iso_box *box, uint64_t req_id, uint32_t op, sbx_error_t **err)
-{
-  struct sbx_msg_vm_ctl m;
-
-  memset (&m, 0, sizeof m);
-  m.hdr.type = SBX_MSG_VM_CTL;
-  m.hdr.len = sizeof m;
-  m.req_id = req_id;
-  m.op = op;
-  return sbx__iso_send (box->ctl, &m, sizeof m, NULL, 0, err);
-}
-
 /* What init hands back for a CONNECT must be what it says: a TCP stream
    socket. Anything else (a pipe, a unix socket, a listening socket) is a
    broken or hostile init. */
@@ -866,7 +853,6 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
     struct sbx_msg_connect_result connect;
     struct sbx_msg_resized resized;
     struct sbx_msg_egress egress;
-    struct sbx_msg_vm_ctl vm_ctl;
     char raw[256];
   } m;
   int fds[4], nfds = 0;
@@ -942,13 +928,6 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
         goto bad;
       ev->type = SBX_ISO_EGRESS;
       ev->fd = fds[0];
-      return 1;
-    case SBX_MSG_VM_CTL_DONE:
-      if ((size_t) n != sizeof m.vm_ctl || m.vm_ctl.sys_errno < 0)
-        goto bad;
-      ev->type = SBX_ISO_VM_CTL_DONE;
-      ev->req_id = m.vm_ctl.req_id;
-      ev->sys_errno = m.vm_ctl.sys_errno;
       return 1;
     case SBX_MSG_CONNECT_FAILED:
       if ((size_t) n != sizeof m.connect || m.connect.sys_errno <= 0)

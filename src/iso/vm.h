@@ -11,7 +11,6 @@
 #define SBX_VM_RELAY_ARG "__vm-relay" /* argv[1] of the daemon run as a relay */
 #define SBX_VM_INITRD_FD 4            /* the sealed initramfs, in the relay and QEMU */
 #define SBX_VM_SERIAL_FD 3            /* QEMU's end of the virtio-serial stream */
-#define SBX_VM_QMP_FD 5               /* QEMU's end of the relay's QMP monitor */
 #define SBX_VM_BOOT_TIMEOUT_MS 90000  /* TCG on a busy host boots in seconds */
 
 /* Build a VM sandbox into box (an "init" that is the relay). */

@@ -48,11 +48,7 @@ struct cmd
 };
 
 static struct cmd cmds[MAX_CMDS];
-static int ctl = SBX_INIT_CTL_FD, ser = -1, qmp = -1;
-static char qbuf[8192]; /* QMP bytes read, not yet a whole line */
-static size_t qlen;
-
-static int qmp_cmd (const char *cmd);
+static int ctl = SBX_INIT_CTL_FD, ser = -1;
 static pid_t qemu = -1;
 static struct sbx_buf sq; /* frames not yet written to the guest */
 static size_t sq_off;
@@ -227,19 +223,6 @@ from_daemon (void)
         frame (SBX_VMF_SIGNAL, s.req_id, &signo, sizeof signo, NULL, 0);
         return;
       }
-    case SBX_MSG_VM_CTL:
-      {
-        struct sbx_msg_vm_ctl m;
-        if ((size_t) n != sizeof m || nfds)
-          quit ("a malformed VM_CTL", EPROTO);
-        memcpy (&m, buf, sizeof m);
-        if (m.op != SBX_VM_PAUSE && m.op != SBX_VM_RESUME)
-          quit ("a VM_CTL of an unknown op", EPROTO);
-        m.hdr.type = SBX_MSG_VM_CTL_DONE;
-        m.sys_errno = qmp_cmd (m.op == SBX_VM_PAUSE ? "stop" : "cont");
-        reply (&m, sizeof m);
-        return;
-      }
     case SBX_MSG_KEEP: /* a VM ends with its daemon: nothing to keep */
     case SBX_MSG_DEADLINE:
     case SBX_MSG_RELEASE:
@@ -273,51 +256,6 @@ from_daemon (void)
       close_fds (fds, nfds);
       quit ("a message the VM relay does not know", EPROTO);
     }
-}
-
-/* One line of QMP (a JSON object) that is not an asynchronous event, into
-   line; 0, or -1 when QEMU did not answer within 10 s. */
-static int
-qmp_line (char *line, size_t cap)
-{
-  for (;;)
-    {
-      char *nl = memchr (qbuf, '\n', qlen);
-      if (nl != NULL)
-        {
-          size_t n = (size_t) (nl - qbuf) + 1;
-          int event = strstr (qbuf, "\"event\"") != NULL && strstr (qbuf, "\"event\"") < nl;
-          snprintf (line, cap, "%.*s", (int) n, qbuf);
-          memmove (qbuf, qbuf + n, qlen - n);
-          qlen -= n;
-          if (!event)
-            return 0;
-          continue;
-        }
-      if (qlen == sizeof qbuf)
-        quit ("QMP sent a line too long", EPROTO);
-      struct pollfd pfd = {qmp, POLLIN, 0};
-      if (poll (&pfd, 1, 10000) <= 0)
-        return -1;
-      ssize_t r = read (qmp, qbuf + qlen, sizeof qbuf - qlen);
-      if (r <= 0)
-        quit (NULL, 0); /* QEMU is gone */
-      qlen += (size_t) r;
-    }
-}
-
-/* Run a QMP command without arguments: 0, or an errno. */
-static int
-qmp_cmd (const char *cmd)
-{
-  char req[128], line[8192];
-  int n = snprintf (req, sizeof req, "{\"execute\":\"%s\"}\n", cmd);
-
-  if (write (qmp, req, (size_t) n) != n)
-    return EIO;
-  if (qmp_line (line, sizeof line) < 0)
-    return ETIMEDOUT;
-  return strstr (line, "\"return\"") != NULL ? 0 : EIO;
 }
 
 static void
@@ -489,7 +427,7 @@ kvm_usable (void)
 int
 sbx_vm_relay_main (int argc, char **argv)
 {
-  int sv[2], qv[2];
+  int sv[2];
   sigset_t none;
 
   /* argv: name, SBX_VM_RELAY_ARG, qemu, kernel, initrd, memory MiB, cpus, disk, uid */
@@ -497,20 +435,18 @@ sbx_vm_relay_main (int argc, char **argv)
     quit ("the relay's arguments", EINVAL);
   signal (SIGPIPE, SIG_IGN);
   prctl (PR_SET_PDEATHSIG, SIGKILL);
-  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0
-      || socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qv) < 0)
+  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     quit ("socketpair", errno);
   qemu = fork ();
   if (qemu < 0)
     quit ("fork QEMU", errno);
   if (qemu == 0)
     {
-      char mem[64], smp[32], cdev[64], accel[64], qdev[64];
+      char mem[64], smp[32], cdev[64], accel[64];
       int kvm = kvm_usable ();
       snprintf (mem, sizeof mem, "%s", argv[5]);
       snprintf (smp, sizeof smp, "%s", argv[6]);
       snprintf (cdev, sizeof cdev, "socket,id=sbx,fd=%d", SBX_VM_SERIAL_FD);
-      snprintf (qdev, sizeof qdev, "socket,id=qmp,fd=%d", SBX_VM_QMP_FD);
       /* TCG's code cache defaults to 1 GiB of address space; 64 MiB will do. */
       snprintf (accel, sizeof accel, "%s", kvm ? "kvm" : "tcg,tb-size=64");
       /* Under TCG, virtual time follows the instructions run (icount), not
@@ -535,8 +471,6 @@ sbx_vm_relay_main (int argc, char **argv)
                        arg ("-device"), arg ("virtio-serial-device"),
                        arg ("-chardev"), cdev,
                        arg ("-device"), arg ("virtserialport,chardev=sbx,name=sbx"),
-                       /* The relay's monitor, for pause and resume. */
-                       arg ("-chardev"), qdev, arg ("-mon"), arg ("chardev=qmp,mode=control"),
                        arg ("-sandbox"),
                        arg ("on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
                             "resourcecontrol=deny"),
@@ -544,23 +478,14 @@ sbx_vm_relay_main (int argc, char **argv)
                        NULL};
       sigemptyset (&none);
       sigprocmask (SIG_SETMASK, &none, NULL);
-      if (dup2 (sv[1], SBX_VM_SERIAL_FD) < 0 || dup2 (qv[1], SBX_VM_QMP_FD) < 0
-          || fcntl (SBX_VM_QMP_FD, F_SETFD, 0) < 0 || dup2 (2, 1) < 0)
+      if (dup2 (sv[1], SBX_VM_SERIAL_FD) < 0 || dup2 (2, 1) < 0)
         _exit (127);
       prctl (PR_SET_PDEATHSIG, SIGKILL);
       execv (argv[2], qargv);
       _exit (127);
     }
   close (sv[1]);
-  close (qv[1]);
   ser = sv[0];
-  qmp = qv[0];
-  {
-    char line[8192];
-    /* The greeting, then the capabilities negotiation QMP requires. */
-    if (qmp_line (line, sizeof line) < 0 || qmp_cmd ("qmp_capabilities") != 0)
-      quit ("QEMU's monitor did not answer", ETIMEDOUT);
-  }
   fcntl (ser, F_SETFL, O_NONBLOCK);
   fcntl (ctl, F_SETFL, O_NONBLOCK);
   close (SBX_VM_INITRD_FD);

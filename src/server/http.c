@@ -61,8 +61,6 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/sandboxes/*", SBX_BODY_NONE, 0, sbx_route_sandbox_get},
     {"DELETE", "v1/sandboxes/*", SBX_BODY_NONE, 0, sbx_route_sandbox_kill},
     {"POST", "v1/sandboxes/*/timeout", SBX_BODY_JSON, 0, sbx_route_sandbox_timeout},
-    {"POST", "v1/sandboxes/*/pause", SBX_BODY_NONE, 0, sbx_route_sandbox_pause},
-    {"POST", "v1/sandboxes/*/resume", SBX_BODY_NONE, 0, sbx_route_sandbox_resume},
     {"PUT", "v1/sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_sandbox_network},
     {"GET", "v1/sandboxes/*/metrics", SBX_BODY_NONE, 0, sbx_route_sandbox_metrics},
     {"POST", "v1/sandboxes/*/exec", SBX_BODY_JSON, 0, sbx_route_exec},

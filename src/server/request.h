@@ -143,8 +143,6 @@ void sbx_route_sandbox_list (struct sbx_req *r);
 void sbx_route_sandbox_get (struct sbx_req *r);
 void sbx_route_sandbox_kill (struct sbx_req *r);
 void sbx_route_sandbox_timeout (struct sbx_req *r);
-void sbx_route_sandbox_pause (struct sbx_req *r);
-void sbx_route_sandbox_resume (struct sbx_req *r);
 void sbx_route_sandbox_network (struct sbx_req *r);
 void sbx_route_sandbox_metrics (struct sbx_req *r);
 void sbx_route_exec (struct sbx_req *r);

@@ -234,36 +234,6 @@ fail:
   sbx_reply_error (r, err);
 }
 
-/* POST /v1/sandboxes/{id}/pause and /resume (isolation vm: docs/vm.md). */
-static void
-pause_or_resume (struct sbx_req *r, int pause)
-{
-  sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, &err);
-
-  if (sb == NULL || sbx_sandbox_vm_pause (sb, pause, &err) < 0)
-    {
-      if (sb)
-        sbx_sandbox_unref (sb);
-      sbx_reply_error (r, err);
-      return;
-    }
-  sbx_reply_json (r, 200, sbx_sandbox_json (sb));
-  sbx_sandbox_unref (sb);
-}
-
-void
-sbx_route_sandbox_pause (struct sbx_req *r)
-{
-  pause_or_resume (r, 1);
-}
-
-void
-sbx_route_sandbox_resume (struct sbx_req *r)
-{
-  pause_or_resume (r, 0);
-}
-
 void
 sbx_route_sandbox_metrics (struct sbx_req *r)
 {
