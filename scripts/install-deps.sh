@@ -6,12 +6,16 @@ set -euo pipefail
 packages=(
   # build
   gcc make pkg-config libc6-dev
-  libmicrohttpd-dev libjansson-dev libseccomp-dev libsqlite3-dev libssl-dev libhttp-parser-dev
+  libmicrohttpd-dev libjansson-dev libseccomp-dev libsqlite3-dev libssl-dev libhttp-parser-dev libarchive-dev
   # run: CA bundle for sandboxes, procps/iproute2 for operators
   ca-certificates procps iproute2
   # test and benchmark: Debian's Python runs the suites; bubblewrap is the peer;
   # valgrind for `make valgrind` (its headers too: tests/valgrind/shim.c)
   python3 bubblewrap valgrind
+  # templates: a static userland for the image archives tests build (test_templates.py)
+  busybox-static
+  # templates from recipes (src/iso/tmpl_recipe.c)
+  debootstrap debian-archive-keyring
   # fuzzing (make fuzz): libFuzzer's runtime is libclang-rt-14-dev, only
   # recommended by clang; llvm-14 has llvm-symbolizer for readable reports
   clang-14 libclang-rt-14-dev llvm-14

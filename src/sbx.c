@@ -23,8 +23,9 @@ struct command
 static const struct command commands[] = {
   {"run", sbx_cmd_run},   {"exec", sbx_cmd_exec}, {"create", sbx_cmd_create},
   {"cp", sbx_cmd_cp},     {"ls", sbx_cmd_ls},     {"kill", sbx_cmd_kill},
-  {"key", sbx_cmd_key},   {"serve", sbx_cmd_serve}, {"net", sbx_cmd_net},
-  {"audit", sbx_cmd_audit},
+  {"key", sbx_cmd_key},   {"secret", sbx_cmd_secret}, {"serve", sbx_cmd_serve}, {"net", sbx_cmd_net},
+  {"audit", sbx_cmd_audit}, {"template", sbx_cmd_template}, {"pause", sbx_cmd_pause},
+  {"resume", sbx_cmd_resume}, {"fork", sbx_cmd_fork}, {"snapshot", sbx_cmd_snapshot},
 };
 
 /* With fd 0, 1 or 2 closed, the daemon connection could become "stdout"

@@ -31,6 +31,7 @@
 #include "core/audit.h"
 #include "core/core.h"
 #include "egress/egress.h"
+#include "egress/tls.h"
 #include "iso/vm.h"
 #include "iso/inuse.h"
 #include "iso/proto.h"
@@ -54,6 +55,10 @@ static const char usage[]
       "  --proxy-timeout DUR  port proxy: how long a server in a sandbox may stay\n"
       "                       silent before the request fails (default 60s)\n"
       "  --audit-max-size N   rotate the audit log at this size (default 64M, min 4K)\n"
+      "  --template-max-size N  largest template upload and unpacked template (default 2G/4G)\n"
+      "  --template-max-files N files one template may hold (default 500000)\n"
+      "  --template-mirror URL  Debian mirror of recipe templates (default deb.debian.org)\n"
+      "  --template-cache DIR   keep recipe builds here, by recipe hash (default in STATE)\n"
       "  --log-level LEVEL    debug, info, warn or error (default info)\n"
       "  --kill-on-exit       kill running sandboxes when stopped (default: they keep\n"
       "                       running and the next start re-adopts them)\n"
@@ -69,7 +74,9 @@ static const char usage[]
       "  --egress-idle-timeout DUR  close an egress connection silent both ways this\n"
       "                       long (default 5m)\n"
       "  --egress-allow-private  TESTS ONLY: let the egress proxy reach loopback and\n"
-      "                       private addresses (SSRF protection off)\n";
+      "                       private addresses (SSRF protection off)\n"
+      "  --egress-upstream-ca FILE  TESTS ONLY: also trust the CA certificates in\n"
+      "                       FILE (PEM) for upstreams of hosts with credential rules\n";
 
 static int __attribute__ ((format (printf, 1, 2)))
 fail (const char *fmt, ...)
@@ -236,6 +243,12 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
             }
           cfg->egress_max_bytes = n;
         }
+      else if (strcmp (name, "--egress-upstream-ca") == 0)
+        {
+          if (val[0] != '/')
+            return fail ("--egress-upstream-ca must be an absolute path, not `%s`", val);
+          cfg->egress_upstream_ca = val;
+        }
       else if (strcmp (name, "--egress-idle-timeout") == 0)
         {
           if (sbx_parse_duration_ms (val, &n, &err) < 0 || n < 1000 || n > 24 * 3600 * 1000)
@@ -244,6 +257,38 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
               return fail ("--egress-idle-timeout `%s` is not a duration of 1s to 24h", val);
             }
           cfg->egress_idle_ms = n;
+        }
+      else if (strcmp (name, "--template-max-size") == 0)
+        {
+          if (sbx_parse_size (val, &n, &err) < 0 || n < 4096)
+            {
+              sbx_error_free (err);
+              return fail ("--template-max-size `%s` is not a size of 4K or more", val);
+            }
+          cfg->template_max_bytes = n;
+          cfg->template_max_upload = n;
+        }
+      else if (strcmp (name, "--template-mirror") == 0)
+        {
+          if ((strncmp (val, "http://", 7) != 0 && strncmp (val, "https://", 8) != 0)
+              || strlen (val) >= sizeof cfg->template_mirror || strpbrk (val, " \t\n'\"\\") != NULL)
+            return fail ("--template-mirror `%s` is not an http(s) URL", val);
+          snprintf (cfg->template_mirror, sizeof cfg->template_mirror, "%s", val);
+        }
+      else if (strcmp (name, "--template-cache") == 0)
+        {
+          if (val[0] != '/' || strlen (val) >= sizeof cfg->template_cache)
+            return fail ("--template-cache `%s` is not an absolute path", val);
+          snprintf (cfg->template_cache, sizeof cfg->template_cache, "%s", val);
+        }
+      else if (strcmp (name, "--template-max-files") == 0)
+        {
+          char *end;
+          errno = 0;
+          n = strtoull (val, &end, 10);
+          if (errno || *end || n < 16 || n > 100000000)
+            return fail ("--template-max-files `%s` is not a count of 16 or more", val);
+          cfg->template_max_inodes = n;
         }
       else if (strcmp (name, "--audit-max-size") == 0)
         {
@@ -537,6 +582,8 @@ egress_main_from_args (int argc, char **argv)
   o.max_bytes = cfg.egress_max_bytes;
   if (cfg.egress_idle_ms)
     o.idle_ms = cfg.egress_idle_ms;
+  o.state_dir = cfg.state_dir;
+  o.upstream_ca = cfg.egress_upstream_ca;
   return sbx_egress_main (&o, channel, (uid_t) uid, (gid_t) gid);
 }
 
@@ -689,7 +736,10 @@ main (int argc, char **argv)
       perror ("sbx serve: /proc/self/exe");
       return 1;
     }
-  if (sbx_server_listen (cfg.state_dir, cfg.listen, listen_fds, &err) < 0
+  /* The egress CA, for hosts with credential rules (egress/tls.h): before
+     the templates, which give sandboxes its certificate. */
+  if (sbx_egress_ca_ensure (cfg.state_dir, &err) < 0
+      || sbx_server_listen (cfg.state_dir, cfg.listen, listen_fds, &err) < 0
       || sbx_engine_open (&engine, &cfg.engine, &err) < 0
       || sbx_priv_server_init (&cfg, &engine, &err) < 0)
     {
@@ -792,6 +842,8 @@ main (int argc, char **argv)
     }
   sbx_priv_server_stop ();
   sbx_engine_close (&engine);
+  /* Sandboxes left running keep their bind of it. */
+  sbx_egress_ca_unpublish (cfg.state_dir);
   if (rc == 0)
     sbx_info ("stopped");
   return rc;

@@ -30,10 +30,16 @@ int sbx_cmd_create (int argc, char **argv);
 int sbx_cmd_cp (int argc, char **argv);
 int sbx_cmd_ls (int argc, char **argv);
 int sbx_cmd_kill (int argc, char **argv);
+int sbx_cmd_pause (int argc, char **argv);
+int sbx_cmd_resume (int argc, char **argv);
+int sbx_cmd_fork (int argc, char **argv);
+int sbx_cmd_snapshot (int argc, char **argv);
 int sbx_cmd_net (int argc, char **argv);
 int sbx_cmd_key (int argc, char **argv);
+int sbx_cmd_secret (int argc, char **argv);
 int sbx_cmd_serve (int argc, char **argv);
 int sbx_cmd_audit (int argc, char **argv);
+int sbx_cmd_template (int argc, char **argv);
 
 /* Print the help of a subcommand ("key create" for a sub-subcommand) on
    stdout; the general help for anything else (help.c). */

@@ -64,7 +64,9 @@ static const struct
    "Create a sandbox and print its id (the last line of the output).\n"
    "\n"
    "Options:\n"
-   "  --timeout DURATION     lifetime of the sandbox (default 300s)\n" SANDBOX_OPTIONS_HELP
+   "  --timeout DURATION     lifetime of the sandbox (default 300s)\n"
+   "  --on-timeout ACTION    at the end of its lifetime: kill (default) or pause\n"
+   "  --snapshot NAME        start with the files of snapshot NAME\n" SANDBOX_OPTIONS_HELP
    "  -e, --env K=V          set a variable for every command (repeatable)\n"
    "  -u, --user NAME        default user of commands: `user` or `root`\n" FILE_OPTION_HELP},
   {"cp",
@@ -84,6 +86,30 @@ static const struct
    "\n"
    "Kill sandboxes: their processes and files are gone. Exits 1 if any\n"
    "could not be killed (the others still are).\n"},
+  {"pause",
+   "usage: sbx pause ID...\n"
+   "\n"
+   "Pause sandboxes: every process is frozen, memory stays resident, and the\n"
+   "lifetime clock stops. Commands and files answer 409 until it resumes.\n"},
+  {"resume",
+   "usage: sbx resume [--timeout DURATION] ID...\n"
+   "\n"
+   "Resume paused sandboxes where they stopped. Their lifetime continues\n"
+   "with what was left at the pause, or --timeout sets a new one.\n"},
+  {"fork",
+   "usage: sbx fork ID [--count N] [--timeout DURATION]\n"
+   "\n"
+   "Make N (default 1, at most 16) new sandboxes with a copy of sandbox ID's\n"
+   "files (/home/user, /tmp, /dev/shm) and settings, and print their ids.\n"
+   "Running processes are not carried over. ID is frozen during the copy.\n"},
+  {"snapshot",
+   "usage: sbx snapshot create ID NAME\n"
+   "       sbx snapshot ls [--json]\n"
+   "       sbx snapshot rm NAME...\n"
+   "\n"
+   "Save sandbox ID's files (/home/user, /tmp, /dev/shm) as snapshot NAME\n"
+   "(1 to 64 of A-Z a-z 0-9 . _ -), list your snapshots, delete them. Start\n"
+   "sandboxes from one with `sbx create --snapshot NAME`.\n"},
   {"net",
    "usage: sbx net ID [SPEC...]\n"
    "\n"
@@ -98,6 +124,30 @@ static const struct
    "\n"
    "Manage API keys for the daemon's TCP listener (only over the unix\n"
    "socket). `create` prints the key, once, alone on its last line.\n"},
+  {"secret",
+   "usage: sbx secret create NAME [--value-file FILE] [--description TEXT]\n"
+   "       sbx secret ls [--json]\n"
+   "       sbx secret rm NAME...\n"
+   "\n"
+   "Manage your tenant's secrets, which sandboxes' network rules put into\n"
+   "request headers on the way out (docs/egress.md). The value comes from\n"
+   "stdin or FILE (one trailing newline dropped), never from the command\n"
+   "line, and is never shown again: `ls` lists names.\n"},
+  {"template",
+   "usage: sbx template build NAME --from-dir DIR | --from-oci FILE | --from-recipe FILE\n"
+   "       sbx template ls [--json]\n"
+   "       sbx template inspect NAME...\n"
+   "       sbx template rm NAME...\n"
+   "\n"
+   "Manage templates: read-only root trees sandboxes start from (`--template\n"
+   "NAME` on run and create; E2B's templateID). `build --from-dir` uploads a\n"
+   "tar of DIR (made with tar(1)) as one layer; `--from-oci` an image archive\n"
+   "as `docker save` or `skopeo copy ... oci-archive:` write it (layers,\n"
+   "whiteouts, Env, WorkingDir and User kept); `--from-recipe` a JSON file\n"
+   "{\"release\": \"bookworm\", \"packages\": [...]} built with debootstrap\n"
+   "(administrator only; cached by recipe). Layers are stored once by\n"
+   "content. `rm` fails while a sandbox uses the template. See\n"
+   "docs/templates.md.\n"},
   {"audit",
    "usage: sbx audit verify [--state DIR]\n"
    "       sbx audit tail [--state DIR] [--sandbox ID] [-n N] [--follow]\n"
@@ -128,8 +178,13 @@ const char sbx_cli_main_help[] =
     "  cp SRC DST                           copy a file in or out (ID:PATH on one side)\n"
     "  ls [--json]                          list running sandboxes\n"
     "  kill ID...                           kill sandboxes\n"
+    "  pause ID... / resume ID...           freeze sandboxes, resume them\n"
+    "  fork ID [--count N]                  copy a sandbox's files into new ones\n"
+    "  snapshot create|ls|rm                save a sandbox's files, list, delete\n"
     "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
     "  key create|ls|rm                     manage API keys\n"
+    "  secret create|ls|rm                  manage secrets for network rules\n"
+    "  template build|ls|inspect|rm         manage templates (--from-dir, --from-oci)\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"
     "  audit verify|tail                    check or read the audit log (on the host)\n"
     "  version                              print the version\n"

@@ -55,6 +55,28 @@ sbx_cmd_net (int argc, char **argv)
       json_decref (network);
       return sbx_cli_fail (NULL, steal_pointer (&e), SBX_EXIT_SBX);
     }
+  if (network != NULL)
+    {
+      /* SPECs replace allow and deny; the credential rules and secrets_env
+         stay (they are set through the API). */
+      json_t *cur = NULL;
+      sbx_api_sandbox_path (&target, argv[1], NULL);
+      if (sbx_api_json (&api, "GET", target.data, NULL, &cur, &e) < 0)
+        {
+          status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
+          json_decref (network);
+          sbx_buf_free (&target);
+          sbx_api_clear (&api);
+          return status;
+        }
+      net = json_object_get (cur, "network");
+      if (json_object_get (net, "rules"))
+        json_object_set (network, "rules", json_object_get (net, "rules"));
+      if (json_object_get (net, "secrets_env"))
+        json_object_set (network, "secrets_env", json_object_get (net, "secrets_env"));
+      json_decref (cur);
+      sbx_buf_reset (&target);
+    }
   sbx_api_sandbox_path (&target, argv[1], network ? "/network" : NULL);
   if (sbx_api_json (&api, network ? "PUT" : "GET", target.data, network, &out, &e) < 0)
     status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
@@ -66,6 +88,18 @@ sbx_cmd_net (int argc, char **argv)
                                                                              : "");
       print_list ("allow", json_object_get (net, "allow"));
       print_list ("deny", json_object_get (net, "deny"));
+      {
+        const char *k;
+        json_t *v, *hosts = json_array ();
+        json_object_foreach (json_object_get (net, "rules"), k, v)
+          json_array_append_new (hosts, json_string (k));
+        if (json_array_size (hosts) > 0)
+          print_list ("rules for", hosts);
+        json_decref (hosts);
+        json_object_foreach (json_object_get (net, "secrets_env"), k, v)
+          printf ("env %s = placeholder of secret %s\n", k,
+                  json_string_value (json_object_get (v, "secret")));
+      }
     }
   json_decref (out);
   json_decref (network);

@@ -31,6 +31,8 @@ static const struct opt_def opt_defs[] = {
   {"file", 0, SBX_OPT_FILE, 1},
   {"interactive", 'i', SBX_OPT_INTERACTIVE, 0},
   {"net", 0, SBX_OPT_NET, 1},
+  {"snapshot", 0, SBX_OPT_SNAPSHOT, 1},
+  {"on-timeout", 0, SBX_OPT_ON_TIMEOUT, 1},
 };
 
 #define N_OPT_DEFS (sizeof opt_defs / sizeof opt_defs[0])
@@ -187,6 +189,12 @@ apply (struct sbx_cli_opts *o, const struct opt_def *d, const char *value, sbx_e
       break;
     case SBX_OPT_ISOLATION:
       o->isolation = value;
+      break;
+    case SBX_OPT_SNAPSHOT:
+      o->snapshot = value;
+      break;
+    case SBX_OPT_ON_TIMEOUT:
+      o->on_timeout = value;
       break;
     case SBX_OPT_FILE:
       return add_file (o, value, err);

@@ -27,7 +27,7 @@
 struct record
 {
   struct sbx_sandbox_record r;
-  char *strings[9]; /* owned copies behind r's pointers */
+  char *strings[10]; /* owned copies behind r's pointers */
 };
 
 struct records
@@ -60,6 +60,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->strings[6] = strdup (r->access_token);
   c->strings[7] = strdup (r->traffic_token);
   c->strings[8] = strdup (r->network_json);
+  c->strings[9] = strdup (r->snapshot ? r->snapshot : "");
   for (size_t i = 0; i < sizeof c->strings / sizeof *c->strings; i++)
     if (c->strings[i] == NULL)
       sbx_oom ();
@@ -72,6 +73,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->r.access_token = c->strings[6];
   c->r.traffic_token = c->strings[7];
   c->r.network_json = c->strings[8];
+  c->r.snapshot = c->strings[9];
 }
 
 /* The egress policy of a record, checked again (a record is ours, but a
@@ -289,6 +291,8 @@ adopt_one (const struct sbx_sandbox_record *r)
                                                    : 0;
   /* Already past: the loop expires it at once. */
   sb->expires_mono = sbx_mono_ms () + (r->expires_ms - now);
+  sb->lifecycle = r->lifecycle & SBX_LIFECYCLE_MASK;
+  snprintf (sb->snapshot, sizeof sb->snapshot, "%s", r->snapshot ? r->snapshot : "");
   sb->limits.memory_bytes = r->memory;
   sb->limits.cpu_milli = r->cpu_milli;
   sb->limits.pids = r->pids;
@@ -330,6 +334,21 @@ adopt_one (const struct sbx_sandbox_record *r)
   pthread_mutex_lock (&sbx_core.lock);
   while ((rc = sbx_iso_next_attached (&sb->box, a, &err)) == 1)
     sbx__process_adopt (sb, a);
+  if (rc == 0 && r->paused)
+    {
+      /* It was paused: adopting it thawed it for init to answer (a few
+         milliseconds); frozen again before anything can reach it, its
+         clock still standing. */
+      sbx_error_t *e = NULL;
+      sb->paused = 1;
+      sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
+      sb->paused_mono = sbx_mono_ms ();
+      if (sbx_iso_set_deadline (&sb->box, 0, &e) < 0 || sbx_host_freeze (sb->slot, 1, &e) < 0)
+        {
+          rc = -1;
+          err = e;
+        }
+    }
   sb->ctl_watch = sbx__watch_add (sb->box.ctl, EPOLLIN, SBX_W_CTL, sb, 0);
   sb->pidfd_watch = sbx__watch_add (sb->box.pidfd, EPOLLIN, SBX_W_PIDFD, sb, 0);
   sb->next = sbx_core.sandboxes;

@@ -40,9 +40,17 @@ struct sbx_config
   uint64_t egress_max_bytes; /* per sandbox; 0: unbounded */
   uint64_t egress_idle_ms;   /* a relay silent both ways this long is closed; 0: default */
   int egress_fd;
+  const char *egress_upstream_ca; /* --egress-upstream-ca FILE: tests only */
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
   int default_isolation;   /* enum sbx_isolation of a create that names none */
   char vm_dir[256];        /* --vm-dir: the microVM engine's guest files; "": default */
+  /* Templates (docs/templates.md): the largest upload, and what one
+     template may hold once unpacked (file bytes, entries). */
+  uint64_t template_max_upload;
+  uint64_t template_max_bytes;
+  uint64_t template_max_inodes;
+  char template_mirror[512]; /* recipes: the Debian mirror */
+  char template_cache[512];  /* recipes: built layers by recipe hash ("": in the state dir) */
 };
 
 void sbx_config_defaults (struct sbx_config *cfg);

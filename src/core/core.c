@@ -41,6 +41,10 @@ sbx_config_defaults (struct sbx_config *cfg)
   cfg->max_timeout_ms = 24 * 3600 * 1000;
   cfg->proxy_idle_ms = 60 * 1000;
   cfg->audit_max_size = SBX_AUDIT_DEFAULT_MAX_SIZE;
+  cfg->template_max_upload = 2 * GIB;
+  cfg->template_max_bytes = 4 * GIB;
+  cfg->template_max_inodes = 500000;
+  snprintf (cfg->template_mirror, sizeof cfg->template_mirror, "http://deb.debian.org/debian");
   cfg->defaults.memory_bytes = 512 * MIB;
   cfg->defaults.cpu_milli = 1000;
   cfg->defaults.pids = 256;
@@ -183,7 +187,7 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   sbx_core.devnull = open ("/dev/null", O_RDWR | O_CLOEXEC);
   if (sbx_core.devnull < 0)
     return sbx_err_sys (err, errno, "open /dev/null");
-  if (sbx_templates_init (err) < 0)
+  if (sbx_templates_init (cfg->state_dir, err) < 0)
     return -1;
 
   sbx_store_sandbox_prune (sbx_core.store, sbx_now_ms () - RECORD_RETENTION_MS, NULL);

@@ -182,6 +182,18 @@ struct sbx_sandbox
   int kill_queued;
   int in_pool;
   enum sbx_isolation isolation; /* fixed at build; the pool holds only namespace ones */
+  /* Pause and resume (core/lifecycle.c). lifecycle: SBX_LIFECYCLE_*
+     (store.h). While paused every process is frozen and the lifetime
+     clock stands: remaining_ms is what is left of it. `transition` is set
+     while a pause or resume runs (others wait on cond); pause_queued while
+     the janitor is to pause it (its lifetime ended, on_timeout "pause"). */
+  char snapshot[65]; /* the snapshot under its disk (a layer), "" when none */
+  uint32_t lifecycle;
+  int paused;
+  int transition;
+  int pause_queued;
+  int64_t remaining_ms;
+  int64_t paused_mono;
   char end_reason[64];
   pthread_cond_t cond; /* state changes */
 };
@@ -198,6 +210,8 @@ struct sbx_create_opts
   const char *user;          /* NULL: "user" */
   json_t *network;           /* borrowed, from sbx_network_canon; NULL: none */
   const char *isolation;     /* "namespace" or "vm"; NULL: the daemon's default */
+  uint32_t lifecycle;        /* SBX_LIFECYCLE_* (store.h) */
+  const char *snapshot;      /* NULL, or the tenant's snapshot to start from */
 };
 
 struct sbx_exec_opts
@@ -276,6 +290,43 @@ json_t *sbx_sandbox_json (struct sbx_sandbox *sb);
 json_t *sbx_sandbox_list (const char *tenant, json_t *filter);
 int sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err);
 int sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err);
+/* Pause (freeze every process, keep memory, stop the lifetime clock) and
+   resume (timeout_ms 0: the lifetime left when paused; else a new one).
+   SBX_E_CONFLICT when it is already paused / not paused, SBX_E_NOT_FOUND
+   when it is gone, SBX_E_UNAVAILABLE when the host has no freezer. */
+int sbx_sandbox_pause (struct sbx_sandbox *sb, sbx_error_t **err);
+int sbx_sandbox_resume (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err);
+int sbx_sandbox_is_paused (struct sbx_sandbox *sb);
+/* Fork (core/fork.c): `count` (1..SBX_FORK_MAX) new sandboxes of the same
+   tenant with the source's settings (template, limits, env, metadata,
+   user, network policy, lifecycle; timeout_ms 0: the source's lifetime)
+   and a copy of its disk (/home/user, /tmp, /dev/shm), taken while it is
+   frozen. Its running processes are not carried. All or nothing: on
+   success out->sb holds count new sandboxes (a reference each, released by
+   sbx_fork_result_release). */
+#define SBX_FORK_MAX 16
+struct sbx_fork_result
+{
+  struct sbx_sandbox *sb[SBX_FORK_MAX];
+  unsigned n;
+  uint64_t files, dirs, symlinks, bytes, skipped; /* per copy */
+};
+int sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
+                      struct sbx_fork_result *out, sbx_error_t **err);
+void sbx_fork_result_release (struct sbx_fork_result *out);
+/* Snapshots (core/snapshot.c). Save the sandbox's disk as its tenant's
+   snapshot `name` (CONFLICT when it exists; LIMIT past 64 per tenant);
+   returns its JSON. List (name NULL: all) and delete a tenant's. */
+json_t *sbx_snapshot_create (struct sbx_sandbox *sb, const char *name, sbx_error_t **err);
+json_t *sbx_snapshot_list (const char *tenant, const char *name, sbx_error_t **err);
+int sbx_snapshot_delete (const char *tenant, const char *name, sbx_error_t **err);
+/* {"sandboxes": [native JSON...], "processes_not_carried": true,
+   "copied": {"files", "directories", "symlinks", "bytes", "skipped_special"}} */
+json_t *sbx_fork_result_json (const struct sbx_fork_result *out);
+/* Before work in the sandbox (commands, files, watches, ports): 0 when it
+   runs; a paused one is resumed when it was created with auto_resume,
+   else SBX_E_CONFLICT "sandbox `ID` is paused". */
+int sbx_sandbox_awake (struct sbx_sandbox *sb, sbx_error_t **err);
 json_t *sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err);
 /* What the sandbox's disk can hold (see DISK_HEADROOM in registry.c). */
 uint64_t sbx_sandbox_disk_limit (struct sbx_sandbox *sb);

@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 
 #include "core/internal.h"
+#include "core/secrets.h"
 #include "core/template.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -45,10 +46,11 @@ sbx__effective_disk (const struct sbx_limits *limits)
 
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
-struct sbx_sandbox *
-sbx__build (const struct sbx_limits *limits, int background, int isolation, sbx_error_t **err)
+static struct sbx_sandbox *
+build (const struct sbx_limits *limits, int background, const char *template_name,
+       const char *tenant, const char *snapshot, int isolation, sbx_error_t **err)
 {
-  const struct sbx_template *tmpl = sbx_template_find ("base");
+  const char *tmpl_name = template_name ? template_name : "base";
   struct sbx_host_create req;
   struct sbx_sandbox *sb;
   uint32_t slot;
@@ -60,7 +62,7 @@ sbx__build (const struct sbx_limits *limits, int background, int isolation, sbx_
   sb->state = SBX_SB_POOLED;
   pthread_cond_init (&sb->cond, NULL);
   sbx_random_id (sb->id, SBX_ID_LEN);
-  snprintf (sb->template_name, sizeof sb->template_name, "base");
+  snprintf (sb->template_name, sizeof sb->template_name, "%s", tmpl_name);
   sb->limits = *limits;
   sb->isolation = (enum sbx_isolation) isolation;
 
@@ -78,13 +80,15 @@ sbx__build (const struct sbx_limits *limits, int background, int isolation, sbx_
   memset (&req, 0, sizeof req);
   req.slot = slot;
   req.id = sb->id;
-  req.template_name = tmpl->name;
+  req.template_name = sbx_template_find (tmpl_name) ? "base" : tmpl_name;
   req.limits.memory_bytes = limits->memory_bytes;
   req.limits.cpu_milli = limits->cpu_milli;
   req.limits.pids = limits->pids;
   req.disk_bytes = sbx__effective_disk (limits);
   req.background = background;
   req.isolation = isolation;
+  req.snapshot_tenant = tenant;
+  req.snapshot = snapshot;
   if (sbx_host_create (&req, &sb->box, err) < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
@@ -105,7 +109,29 @@ sbx__build (const struct sbx_limits *limits, int background, int isolation, sbx_
       sbx__discard (sb);
       return sbx_err_oom (err), NULL;
     }
+  if (snapshot)
+    snprintf (sb->snapshot, sizeof sb->snapshot, "%s", snapshot);
   return sb;
+}
+
+struct sbx_sandbox *
+sbx__build (const struct sbx_limits *limits, int background, const char *template_name,
+            sbx_error_t **err)
+{
+  return build (limits, background, template_name, NULL, NULL, SBX_ISOLATION_NS, err);
+}
+
+struct sbx_sandbox *
+sbx__build_layered (const struct sbx_limits *limits, const char *template_name,
+                    const char *tenant, const char *snapshot, sbx_error_t **err)
+{
+  return build (limits, 0, template_name, tenant, snapshot, SBX_ISOLATION_NS, err);
+}
+
+struct sbx_sandbox *
+sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err)
+{
+  return build (limits, 0, NULL, NULL, NULL, SBX_ISOLATION_VM, err);
 }
 
 static int
@@ -206,11 +232,46 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
   const char *user = opts->user ? opts->user : "user";
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
+  struct sbx_create_opts from_snapshot;
+  struct sbx_snapshot_record snap;
 
-  if (sbx_template_find (opts->template_name) == NULL)
-    return sbx_err (err, SBX_E_INVALID, "unknown template `%s` (available: base)",
+  json_t *tmeta = NULL, *env_all = NULL;
+  int stored;
+
+  if (opts->snapshot)
+    {
+      /* Its template, and by default its source's disk size (it fits). */
+      if (sbx__snapshot_lookup (tenant ? tenant : "default", opts->snapshot, &snap, err) < 0)
+        return NULL;
+      if (opts->template_name && strcmp (opts->template_name, snap.template_name) != 0)
+        return sbx_err (err, SBX_E_INVALID,
+                        "snapshot `%s` is of template `%s`, not `%s` (leave `template` out)",
+                        snap.name, snap.template_name, opts->template_name),
+               NULL;
+      from_snapshot = *opts;
+      from_snapshot.template_name = snap.template_name;
+      if (!from_snapshot.limits.disk_bytes)
+        from_snapshot.limits.disk_bytes = snap.disk;
+      opts = &from_snapshot;
+    }
+  stored = sbx_template_is_stored (opts->template_name);
+  if (!sbx_template_usable (tenant, opts->template_name)
+      || (stored && (tmeta = sbx_template_meta (opts->template_name)) == NULL))
+    return sbx_err (err, SBX_E_NOT_FOUND,
+                    "unknown template `%.64s` (see GET /v1/templates; built in: base)",
                     opts->template_name),
            NULL;
+  /* The image's user applies when the caller names none: root if it says
+     so, else sbx's user. */
+  if (opts->user == NULL && tmeta)
+    {
+      const char *u = json_string_value (json_object_get (tmeta, "user"));
+      if (u && (strcmp (u, "root") == 0 || strcmp (u, "0") == 0 || strncmp (u, "0:", 2) == 0
+                || strncmp (u, "root:", 5) == 0))
+        user = "root";
+    }
+  json_decref (tmeta);
+  tmeta = NULL;
   if (strcmp (user, "user") != 0 && strcmp (user, "root") != 0)
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%s`", user), NULL;
   if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
@@ -225,6 +286,23 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     return sbx_err (err, SBX_E_INVALID, "isolation must be `namespace` or `vm`, not `%s`",
                     opts->isolation),
            NULL;
+  if (isolation == SBX_ISOLATION_VM)
+    {
+      const char *missing = NULL;
+      if (opts->snapshot)
+        missing = "starting from a snapshot";
+      else if (opts->template_name && strcmp (opts->template_name, "base") != 0)
+        missing = "templates other than base";
+      else if (opts->network)
+        missing = "network egress (a VM has no network device)";
+      if (missing)
+        return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: %s", missing),
+               NULL;
+    }
+  /* The secrets its rules name are this tenant's (else a 400 before
+     anything is made); placeholders are chosen here. */
+  if (sbx_network_bind (sbx_core.store, tenant ? tenant : "default", opts->network, NULL, err) < 0)
+    return NULL;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sbx_core.stopping)
@@ -241,7 +319,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   sbx_core.running++; /* reserved now, so parallel creates respect the cap */
   sbx_core.creating++;
-  if (sbx_core.pool && isolation == SBX_ISOLATION_NS)
+  if (sbx_core.pool && !stored && !opts->snapshot && isolation == SBX_ISOLATION_NS)
     {
       sb = sbx_core.pool;
       sbx_core.pool = sb->next;
@@ -253,9 +331,25 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   pthread_mutex_unlock (&sbx_core.lock);
 
+  if (sb == NULL && opts->snapshot)
+    {
+      /* The snapshot as the lower layer of its disk; where the kernel
+         cannot (overlayfs in a user namespace, idmapped mounts), a copy
+         into a plain one below. */
+      sbx_error_t *e = NULL;
+      sb = sbx__build_layered (&limits, stored ? opts->template_name : NULL,
+                                 tenant ? tenant : "default", opts->snapshot, &e);
+      if (sb == NULL)
+        {
+          sbx_warn ("a sandbox on snapshot %s: %s; copying it instead", opts->snapshot, e->msg);
+          sbx_error_free (e);
+        }
+    }
   if (sb == NULL)
     {
-      sb = sbx__build (&limits, 0, isolation, err);
+      sb = isolation == SBX_ISOLATION_VM
+               ? sbx__build_vm (&limits, err)
+               : sbx__build (&limits, 0, stored ? opts->template_name : NULL, err);
       if (sb == NULL)
         goto fail_unreserve;
     }
@@ -280,13 +374,20 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   snprintf (sb->template_name, sizeof sb->template_name, "%s",
             opts->template_name ? opts->template_name : "base");
   snprintf (sb->user, sizeof sb->user, "%s", user);
-  sb->env = opts->env ? json_deep_copy (opts->env) : json_object ();
+  /* A stored template's env (its image's), under the caller's. */
+  tmeta = stored ? sbx_template_meta (opts->template_name) : NULL;
+  env_all = tmeta ? json_deep_copy (json_object_get (tmeta, "env")) : json_object ();
+  json_decref (tmeta);
+  if (env_all && opts->env)
+    json_object_update (env_all, opts->env);
+  sb->env = env_all;
   sb->metadata = opts->metadata ? json_deep_copy (opts->metadata) : json_object ();
   json_decref (sb->network);
   sb->network = opts->network ? json_deep_copy (opts->network) : NULL;
   sbx_random_hex (sb->access_token, 20);
   sbx_random_hex (sb->traffic_token, 20);
   sb->created_ms = sbx_now_ms ();
+  sb->lifecycle = opts->lifecycle & SBX_LIFECYCLE_MASK;
   sb->timeout_ms = timeout;
   sb->expires_ms = sb->created_ms + (int64_t) timeout;
   sb->expires_mono = sbx_mono_ms () + (int64_t) timeout;
@@ -320,6 +421,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.access_token = sb->access_token;
   rec.traffic_token = sb->traffic_token;
   rec.network_json = net_json;
+  rec.lifecycle = sb->lifecycle;
+  rec.snapshot = sb->snapshot;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next
@@ -350,6 +453,12 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop (); /* a new deadline */
   sbx_audit_lifecycle ("created", sb->id, sb->tenant, NULL);
+  if (opts->snapshot && sb->snapshot[0] == '\0' && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
+    {
+      sbx_sandbox_kill (sb, "its snapshot could not be copied", NULL);
+      sbx_sandbox_unref (sb);
+      return NULL;
+    }
   return sb;
 
 fail_discard:

@@ -17,6 +17,7 @@
 
 #include "core/audit.h"
 #include "core/internal.h"
+#include "core/secrets.h"
 #include "egress/policy.h"
 #include "egress/wire.h"
 #include "util/buf.h"
@@ -70,19 +71,23 @@ sbx_network_canon (json_t *in, json_t **out, sbx_error_t **err)
                     "network must be an object: {\"allow\": [...], \"deny\": [...]}");
   json_object_foreach (in, k, v)
   {
-    if (strcmp (k, "allow") != 0 && strcmp (k, "deny") != 0)
-      return sbx_err (err, SBX_E_INVALID, "network: unknown field `%.64s` (allow, deny)", k);
+    if (strcmp (k, "allow") != 0 && strcmp (k, "deny") != 0 && strcmp (k, "rules") != 0
+        && strcmp (k, "secrets_env") != 0)
+      return sbx_err (err, SBX_E_INVALID,
+                      "network: unknown field `%.64s` (allow, deny, rules, secrets_env)", k);
   }
   o = json_object ();
   if (o == NULL)
     return sbx_err_oom (err);
-  if (canon_list (in, "allow", o, err) < 0 || canon_list (in, "deny", o, err) < 0)
+  if (canon_list (in, "allow", o, err) < 0 || canon_list (in, "deny", o, err) < 0
+      || sbx_rules_canon (in, o, err) < 0)
     {
       json_decref (o);
       return -1;
     }
   if (json_array_size (json_object_get (o, "allow")) == 0
-      && json_array_size (json_object_get (o, "deny")) == 0)
+      && json_array_size (json_object_get (o, "deny")) == 0
+      && json_object_get (o, "rules") == NULL && json_object_get (o, "secrets_env") == NULL)
     {
       json_decref (o);
       return 0;
@@ -100,9 +105,21 @@ sbx__network_allows_any (json_t *network)
 int
 sbx_sandbox_set_network (struct sbx_sandbox *sb, json_t *canon, sbx_error_t **err)
 {
-  char *text = canon ? json_dumps (canon, JSON_COMPACT) : strdup ("");
-  json_t *copy = canon ? json_deep_copy (canon) : NULL, *old;
+  char *text;
+  json_t *copy, *old, *now;
   int rc;
+
+  /* Secrets named must be the sandbox's tenant's; placeholders are kept
+     while the same variable names the same secret. */
+  pthread_mutex_lock (&sbx_core.lock);
+  now = json_incref (sb->network);
+  pthread_mutex_unlock (&sbx_core.lock);
+  rc = sbx_network_bind (sbx_core.store, sb->tenant, canon, now, err);
+  json_decref (now);
+  if (rc < 0)
+    return -1;
+  text = canon ? json_dumps (canon, JSON_COMPACT) : strdup ("");
+  copy = canon ? json_deep_copy (canon) : NULL;
 
   if (text == NULL || (canon && copy == NULL))
     {
@@ -146,6 +163,14 @@ append_list (struct sbx_buf *b, json_t *arr, uint32_t *count)
   }
 }
 
+static void
+wipe (struct sbx_buf *b)
+{
+  if (b->data)
+    explicit_bzero (b->data, b->cap);
+  sbx_buf_free (b);
+}
+
 void
 sbx__egress_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
 {
@@ -173,10 +198,17 @@ sbx__egress_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
     {
       append_list (&b, json_object_get (sb->network, "allow"), &m.nallow);
       append_list (&b, json_object_get (sb->network, "deny"), &m.ndeny);
+      /* Credentials, resolved now (a deleted secret shows as broken): only
+         in this packet, wiped here once sent. */
+      if (json_object_get (sb->network, "rules") != NULL
+          && sbx_rules_resolve (sbx_core.store, sb->tenant, sb->network, &b, &m.nheaders,
+                                &m.nswaps, &m.nbroken)
+                 < 0)
+        b.failed = 1;
     }
-  if (b.failed)
+  if (b.failed || b.len > SBX_EGRESS_MSG_MAX - sizeof m)
     {
-      sbx_buf_free (&b);
+      wipe (&b);
       close (fd);
       return;
     }
@@ -201,7 +233,7 @@ sbx__egress_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
   if (sendmsg (sbx_core.cfg.egress_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
     sbx_debug ("sandbox %s: egress connection dropped: %s", sb->id, strerror (errno));
   close (fd);
-  sbx_buf_free (&b);
+  wipe (&b);
 }
 
 /* A NUL-terminated string of printable ASCII filling at most cap bytes. */

@@ -78,8 +78,16 @@ uint64_t sbx__effective_disk (const struct sbx_limits *limits);
 int sbx__check_timeout (uint64_t ms, sbx_error_t **err);
 /* Build a sandbox (not in any list yet; two references: the list's to be
    and the caller's). */
-struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background, int isolation,
+struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background,
+                                const char *template_name /* NULL: base */,
                                 sbx_error_t **err);
+/* A microVM sandbox (docs/vm.md; never pooled). */
+struct sbx_sandbox *sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err);
+/* The same, its disk layered on the tenant's snapshot (never pooled). */
+struct sbx_sandbox *sbx__build_layered (const struct sbx_limits *limits,
+                                        const char *template_name /* NULL: base */,
+                                        const char *tenant, const char *snapshot,
+                                        sbx_error_t **err);
 /* Kill a sandbox that never became visible; drops both references. */
 void sbx__discard (struct sbx_sandbox *sb);
 
@@ -88,6 +96,20 @@ void *sbx__pool_main (void *arg);
 
 /* reaper.c */
 void sbx__queue_kill (struct sbx_sandbox *sb, const char *reason);
+void sbx__queue_pause (struct sbx_sandbox *sb);
+
+/* lifecycle.c: the janitor pauses a sandbox whose lifetime ended. */
+void sbx__sandbox_pause_expired (struct sbx_sandbox *sb);
+/* Hold the sandbox still (no pause, resume or work in it starts; its
+   clocks wait) while fork copies it; *was_paused says whether it is
+   frozen already. */
+/* snapshot.c: tenant's snapshot `name` (NOT_FOUND when it has none), and
+   its copy into a just-made sandbox. */
+int sbx__snapshot_lookup (const char *tenant, const char *name, struct sbx_snapshot_record *out,
+                          sbx_error_t **err);
+int sbx__snapshot_load (struct sbx_sandbox *sb, const char *name, sbx_error_t **err);
+int sbx__transition_begin (struct sbx_sandbox *sb, int *was_paused, sbx_error_t **err);
+void sbx__transition_end (struct sbx_sandbox *sb);
 void *sbx__janitor_main (void *arg);
 int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);

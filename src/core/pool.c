@@ -40,7 +40,7 @@ sbx__pool_main (void *arg)
         }
       sbx_core.pool_building++;
       pthread_mutex_unlock (&sbx_core.lock);
-      sb = sbx__build (&sbx_core.cfg.defaults, 1, SBX_ISOLATION_NS, &err);
+      sb = sbx__build (&sbx_core.cfg.defaults, 1, NULL, &err);
       pthread_mutex_lock (&sbx_core.lock);
       sbx_core.pool_building--;
       if (sb == NULL)

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "egress/tls.h"
+#include "core/template.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -529,6 +531,8 @@ sbx__next_process_deadline (struct sbx_sandbox *sb, int64_t now)
   int64_t next = 0;
 
   (void) now;
+  if (sb->paused || sb->transition)
+    return 0; /* their clocks stand too (shifted on resume) */
   for (p = sb->procs; p; p = p->next)
     if (p->deadline_mono && p->state == SBX_PROC_RUNNING && (next == 0 || p->deadline_mono < next))
       next = p->deadline_mono;
@@ -540,6 +544,8 @@ sbx__expire_processes (struct sbx_sandbox *sb, int64_t now)
 {
   struct sbx_process *p;
 
+  if (sb->paused || sb->transition)
+    return;
   for (p = sb->procs; p; p = p->next)
     if (p->deadline_mono && p->state == SBX_PROC_RUNNING && p->deadline_mono <= now)
       {
@@ -593,8 +599,10 @@ free_strv (char **v)
    a later NAME replaces an earlier one. NULL when memory ran out (a
    command must never run with part of its environment missing). */
 static char **
-build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home, int proxy)
+build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *home,
+           json_t *network)
 {
+  int proxy = sbx__network_allows_any (network);
   /* The sandbox's only way out is its proxy address (docs/egress.md):
      told to every command while the policy lets anything through. */
   static const char *const proxy_env[][2] = {
@@ -618,6 +626,22 @@ build_env (json_t *sandbox_env, json_t *exec_env, const char *user, const char *
   json_object_set_new (merged, "HOSTNAME", json_string ("sandbox"));
   for (i = 0; proxy && i < sizeof proxy_env / sizeof *proxy_env; i++)
     json_object_set_new (merged, proxy_env[i][0], json_string (proxy_env[i][1]));
+  /* Placeholders, never secrets (docs/egress.md, Credentials). */
+  json_object_foreach (json_object_get (network, "secrets_env"), k, v)
+  {
+    json_t *ph = json_object_get (v, "placeholder");
+    if (json_is_string (ph))
+      json_object_set (merged, k, ph);
+  }
+  /* The sandbox's CA bundle (the host's and sbx's) while the proxy may
+     terminate TLS for it: clients then trust the leaves it issues. */
+  if (json_object_get (network, "rules") != NULL)
+    {
+      json_object_set_new (merged, "SSL_CERT_FILE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "REQUESTS_CA_BUNDLE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "CURL_CA_BUNDLE", json_string (SBX_SANDBOX_CA_BUNDLE));
+      json_object_set_new (merged, "NODE_EXTRA_CA_CERTS", json_string (SBX_SANDBOX_CA_CERT));
+    }
   i = 0;
   if (sandbox_env)
     json_object_update (merged, sandbox_env);
@@ -695,6 +719,9 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   if (pty && sb->isolation == SBX_ISOLATION_VM)
     return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: terminals (pty)"),
            NULL;
+  if (sbx_sandbox_awake (sb, err) < 0)
+    return NULL;
+
   pthread_mutex_lock (&sbx_core.lock);
   if (user == NULL)
     user = sb->user;
@@ -760,7 +787,13 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
         json_decref (p->argv);
         p->argv = NULL;
       }
-  p->cwd = strdup (opts->cwd ? opts->cwd : home);
+  {
+    /* A stored template's working directory (its image's WorkingDir). */
+    json_t *tmeta = opts->cwd ? NULL : sbx_template_meta (sb->template_name);
+    const char *wd = json_string_value (json_object_get (tmeta, "workdir"));
+    p->cwd = strdup (opts->cwd ? opts->cwd : wd ? wd : home);
+    json_decref (tmeta);
+  }
   p->env = opts->env ? json_deep_copy (opts->env) : json_object ();
   if (opts->user_tag)
     snprintf (p->user_tag, sizeof p->user_tag, "%s", opts->user_tag);
@@ -783,7 +816,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
       p->sb = NULL;
       goto fail_proc;
     }
-  envp = build_env (sb->env, opts->env, user, home, sbx__network_allows_any (sb->network));
+  envp = build_env (sb->env, opts->env, user, home, sb->network);
   if (envp == NULL)
     {
       pthread_mutex_unlock (&sbx_core.lock);

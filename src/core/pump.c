@@ -149,6 +149,9 @@ sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx
     return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
                     "not supported for isolation vm: the files API (use exec with stdin and "
                     "`cat`)");
+  /* Copies run in a helper init forks: not while it is frozen. */
+  if (sbx_sandbox_awake (sb, err) < 0)
+    return -1;
   pthread_mutex_lock (&sbx_core.lock);
   u = user ? user : sb->user;
   if (strcmp (u, "user") == 0)

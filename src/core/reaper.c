@@ -18,6 +18,42 @@
 #include "util/log.h"
 #include "util/parse.h"
 
+/* Room in the janitor's queue for one more; lock held. */
+static int
+janitor_push (struct sbx_sandbox *sb)
+{
+  if (sbx_core.janitor_len == sbx_core.janitor_cap)
+    {
+      size_t cap = sbx_core.janitor_cap ? sbx_core.janitor_cap * 2 : 16;
+      struct sbx_sandbox **q = realloc (sbx_core.janitor_q, cap * sizeof *q);
+      if (q == NULL)
+        return -1;
+      sbx_core.janitor_q = q;
+      sbx_core.janitor_cap = cap;
+    }
+  sb->refs++;
+  sbx_core.janitor_q[sbx_core.janitor_len++] = sb;
+  pthread_cond_signal (&sbx_core.janitor_cond);
+  return 0;
+}
+
+/* Called by the loop (lock held): its lifetime ended and it is to pause
+   (on_timeout "pause"); the janitor pauses it (a freeze waits for the
+   kernel). */
+void
+sbx__queue_pause (struct sbx_sandbox *sb)
+{
+  if (sb->pause_queued || sb->paused || sb->transition || sb->kill_queued
+      || sb->state != SBX_SB_RUNNING)
+    return;
+  sb->pause_queued = 1;
+  if (janitor_push (sb) < 0)
+    {
+      sb->pause_queued = 0;
+      sbx__queue_kill (sb, "sandbox expired");
+    }
+}
+
 /* Called by the loop (lock held): hand the kill to the janitor. */
 void
 sbx__queue_kill (struct sbx_sandbox *sb, const char *reason)
@@ -90,6 +126,15 @@ sbx__janitor_main (void *arg)
       memmove (sbx_core.janitor_q, sbx_core.janitor_q + 1,
                (sbx_core.janitor_len - 1) * sizeof *sbx_core.janitor_q);
       sbx_core.janitor_len--;
+      if (sb->pause_queued)
+        {
+          /* Its lifetime ended and it is to pause (core/lifecycle.c). */
+          pthread_mutex_unlock (&sbx_core.lock);
+          sbx__sandbox_pause_expired (sb);
+          pthread_mutex_lock (&sbx_core.lock);
+          sbx__sandbox_unref_locked (sb);
+          continue;
+        }
       snprintf (reason, sizeof reason, "%s", sb->end_reason);
       pthread_mutex_unlock (&sbx_core.lock);
       if (strcmp (reason, INIT_DIED) == 0)
@@ -112,9 +157,11 @@ sbx__next_sandbox_deadline (int64_t now)
   int64_t next = 0;
 
   (void) now;
+  /* A paused sandbox's clock stands (and one in a pause or resume has
+     its expiry set when that ends). */
   for (sb = sbx_core.sandboxes; sb; sb = sb->next)
-    if (sb->state == SBX_SB_RUNNING && !sb->kill_queued
-        && (next == 0 || sb->expires_mono < next))
+    if (sb->state == SBX_SB_RUNNING && !sb->kill_queued && !sb->paused && !sb->transition
+        && !sb->pause_queued && (next == 0 || sb->expires_mono < next))
       next = sb->expires_mono;
   return next;
 }
@@ -125,8 +172,14 @@ sbx__expire_sandboxes (int64_t now)
   struct sbx_sandbox *sb;
 
   for (sb = sbx_core.sandboxes; sb; sb = sb->next)
-    if (sb->state == SBX_SB_RUNNING && !sb->kill_queued && sb->expires_mono <= now)
-      sbx__queue_kill (sb, "sandbox expired");
+    if (sb->state == SBX_SB_RUNNING && !sb->kill_queued && !sb->paused && !sb->transition
+        && !sb->pause_queued && sb->expires_mono <= now)
+      {
+        if (sb->lifecycle & SBX_LIFECYCLE_PAUSE_ON_TIMEOUT)
+          sbx__queue_pause (sb);
+        else
+          sbx__queue_kill (sb, "sandbox expired");
+      }
 }
 
 void

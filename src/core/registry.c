@@ -144,11 +144,23 @@ sandbox_json_locked (struct sbx_sandbox *sb)
   json_object_set_new (o, "template", json_string (sb->template_name));
   json_object_set_new (o, "isolation",
                        json_string (sb->isolation == SBX_ISOLATION_VM ? "vm" : "namespace"));
-  json_object_set_new (o, "state", json_string (sb->state == SBX_SB_RUNNING ? "running" : "killed"));
+  json_object_set_new (o, "state", json_string (sb->state != SBX_SB_RUNNING ? "killed"
+                                                : sb->paused ? "paused"
+                                                             : "running"));
   json_object_set_new (o, "user", json_string (sb->user));
   json_object_set_new (o, "created_at", sbx_json_time (sb->created_ms));
   json_object_set_new (o, "expires_at", sbx_json_time (sb->expires_ms));
   json_object_set_new (o, "timeout", json_real ((double) sb->timeout_ms / 1000.0));
+  /* Paused: its clock stands; expires_at is when it would end if resumed now. */
+  if (sb->paused)
+    {
+      json_object_set_new (o, "expires_at", sbx_json_time (sbx_now_ms () + sb->remaining_ms));
+      json_object_set_new (o, "remaining", json_real ((double) sb->remaining_ms / 1000.0));
+    }
+  json_object_set_new (o, "lifecycle",
+                       json_pack ("{s:s,s:b}", "on_timeout",
+                                  (sb->lifecycle & SBX_LIFECYCLE_PAUSE_ON_TIMEOUT) ? "pause" : "kill",
+                                  "auto_resume", (sb->lifecycle & SBX_LIFECYCLE_AUTO_RESUME) != 0));
   json_object_set_new (o, "limits", limits);
   json_object_set (o, "env", sb->env);
   json_object_set (o, "metadata", sb->metadata);
@@ -236,10 +248,29 @@ sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_
   /* init's own backstop first (see SBX_MSG_DEADLINE), then the record; a
      request that fails changes nothing. */
   pthread_mutex_lock (&sbx_core.lock);
+  while (sb->transition && sb->state == SBX_SB_RUNNING)
+    pthread_cond_wait (&sb->cond, &sbx_core.lock);
   if (sb->state != SBX_SB_RUNNING)
     {
       pthread_mutex_unlock (&sbx_core.lock);
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id);
+    }
+  if (sb->paused)
+    {
+      /* Its clock stands: the new lifetime starts at the resume. */
+      pthread_mutex_unlock (&sbx_core.lock);
+      if (sbx_store_sandbox_set_paused (sbx_core.store, sb->id, 1, (int64_t) timeout_ms,
+                                        expires, err)
+              < 0
+          || sbx_store_sandbox_set_expiry (sbx_core.store, sb->id, expires, (int64_t) timeout_ms,
+                                           err)
+                 < 0)
+        return -1;
+      pthread_mutex_lock (&sbx_core.lock);
+      sb->remaining_ms = (int64_t) timeout_ms;
+      sb->timeout_ms = timeout_ms;
+      pthread_mutex_unlock (&sbx_core.lock);
+      return 0;
     }
   old = sb->expires_ms;
   if (sbx_iso_set_deadline (&sb->box, expires + SBX_KEEP_GRACE_MS, err) < 0)

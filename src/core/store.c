@@ -43,14 +43,37 @@ static const char schema[]
       "  timeout_ms INTEGER NOT NULL DEFAULT 0,"
       "  access_token TEXT NOT NULL DEFAULT '',"
       "  traffic_token TEXT NOT NULL DEFAULT '',"
-      "  network TEXT NOT NULL DEFAULT '');"
+      "  network TEXT NOT NULL DEFAULT '',"
+      "  lifecycle INTEGER NOT NULL DEFAULT 0,"
+      "  remaining_ms INTEGER NOT NULL DEFAULT 0,"
+      "  snapshot TEXT NOT NULL DEFAULT '');"
       "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
+      "CREATE TABLE IF NOT EXISTS snapshots ("
+      "  tenant TEXT NOT NULL,"
+      "  name TEXT NOT NULL,"
+      "  template TEXT NOT NULL,"
+      "  source TEXT NOT NULL,"
+      "  created_ms INTEGER NOT NULL,"
+      "  bytes INTEGER NOT NULL,"
+      "  files INTEGER NOT NULL,"
+      "  disk INTEGER NOT NULL,"
+      "  PRIMARY KEY (tenant, name));"
       "CREATE TABLE IF NOT EXISTS api_keys ("
       "  id TEXT PRIMARY KEY,"
       "  tenant TEXT NOT NULL,"
       "  hash BLOB NOT NULL UNIQUE,"
       "  prefix TEXT NOT NULL,"
-      "  created_ms INTEGER NOT NULL);";
+      "  created_ms INTEGER NOT NULL);"
+      /* Secrets (docs/egress.md, Credentials): written by the API, read
+         only by the front end when it hands a connection to the egress
+         process; never returned. */
+      "CREATE TABLE IF NOT EXISTS secrets ("
+      "  tenant TEXT NOT NULL,"
+      "  name TEXT NOT NULL,"
+      "  value BLOB NOT NULL,"
+      "  description TEXT NOT NULL DEFAULT '',"
+      "  created_ms INTEGER NOT NULL,"
+      "  PRIMARY KEY (tenant, name));";
 
 static int
 db_err (struct sbx_store *st, sbx_error_t **err, const char *what)
@@ -148,6 +171,21 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
     /* A database from before egress policies: no network (the default). */
     sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT ''",
                   NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT lifecycle FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* A database from before pause and resume: every sandbox ends at its
+       lifetime, none is paused. */
+    sqlite3_exec (st->db,
+                  "ALTER TABLE sandboxes ADD COLUMN lifecycle INTEGER NOT NULL DEFAULT 0;"
+                  "ALTER TABLE sandboxes ADD COLUMN remaining_ms INTEGER NOT NULL DEFAULT 0",
+                  NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT snapshot FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before snapshot layers: no sandbox has one. */
+    sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
+                  NULL, NULL, &msg);
   if (msg != NULL || sqlite3_errcode (st->db) != SQLITE_OK)
     {
       sbx_err (err, SBX_E_SYSTEM, "database `%s`: %s", path, msg ? msg : "schema failed");
@@ -225,6 +263,8 @@ bind_insert (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_text (s, 17, r->access_token ? r->access_token : "", -1, SQLITE_STATIC);
   sqlite3_bind_text (s, 18, r->traffic_token ? r->traffic_token : "", -1, SQLITE_STATIC);
   sqlite3_bind_text (s, 19, r->network_json ? r->network_json : "", -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 20, r->lifecycle);
+  sqlite3_bind_text (s, 21, r->snapshot ? r->snapshot : "", -1, SQLITE_STATIC);
 }
 
 int
@@ -234,9 +274,9 @@ sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record 
   return run (st,
               "INSERT INTO sandboxes (id, tenant, template, user, state, created_ms, expires_ms,"
               " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid, timeout_ms,"
-              " access_token, traffic_token, network)"
+              " access_token, traffic_token, network, lifecycle, snapshot)"
               " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-              " ?16, ?17, ?18, ?19)",
+              " ?16, ?17, ?18, ?19, ?20, ?21)",
               bind_insert, r, NULL, err);
 }
 
@@ -283,6 +323,41 @@ sbx_store_sandbox_set_expiry (struct sbx_store *st, const char *id, int64_t expi
               bind_expiry, &a, NULL, err);
 }
 
+struct paused
+{
+  const char *id;
+  int paused;
+  int64_t remaining_ms, expires_ms;
+};
+
+static void
+bind_paused (sqlite3_stmt *s, const void *arg)
+{
+  const struct paused *a = arg;
+  sqlite3_bind_text (s, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, a->paused ? "paused" : "running", -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 3, a->remaining_ms);
+  sqlite3_bind_int64 (s, 4, a->expires_ms);
+}
+
+int
+sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paused,
+                              int64_t remaining_ms, int64_t expires_ms, sbx_error_t **err)
+{
+  struct paused a = {id, paused, remaining_ms, expires_ms};
+  int changes = 0;
+
+  if (run (st,
+           "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4"
+           " WHERE id = ?1 AND state IN ('running', 'paused')",
+           bind_paused, &a, &changes, err)
+      < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", id);
+  return 0;
+}
+
 int
 sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state, const char *reason,
                        int64_t ended_ms, sbx_error_t **err)
@@ -290,7 +365,7 @@ sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state, 
   struct id_int a = {id, ended_ms, state, reason};
   return run (st,
               "UPDATE sandboxes SET ended_ms = ?2, state = ?3, end_reason = ?4"
-              " WHERE id = ?1 AND state = 'running'",
+              " WHERE id = ?1 AND state IN ('running', 'paused')",
               bind_id_int, &a, NULL, err);
 }
 
@@ -303,7 +378,7 @@ bind_prune (sqlite3_stmt *s, const void *arg)
 int
 sbx_store_sandbox_prune (struct sbx_store *st, int64_t before_ms, sbx_error_t **err)
 {
-  return run (st, "DELETE FROM sandboxes WHERE state != 'running' AND ended_ms < ?1", bind_prune,
+  return run (st, "DELETE FROM sandboxes WHERE state NOT IN ('running', 'paused') AND ended_ms < ?1", bind_prune,
               &before_ms, NULL, err);
 }
 
@@ -447,8 +522,10 @@ sbx_store_sandbox_running (struct sbx_store *st,
   if (sqlite3_prepare_v2 (st->db,
                           "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
                           " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid,"
-                          " timeout_ms, access_token, traffic_token, network"
-                          " FROM sandboxes WHERE state = 'running' ORDER BY created_ms",
+                          " timeout_ms, access_token, traffic_token, network, state, lifecycle,"
+                          " remaining_ms, snapshot FROM sandboxes"
+                          " WHERE state IN ('running', 'paused')"
+                          " ORDER BY created_ms",
                           -1, &stmt, NULL)
       != SQLITE_OK)
     {
@@ -482,6 +559,13 @@ sbx_store_sandbox_running (struct sbx_store *st,
       r.access_token = (const char *) sqlite3_column_text (stmt, 16);
       r.traffic_token = (const char *) sqlite3_column_text (stmt, 17);
       r.network_json = (const char *) sqlite3_column_text (stmt, 18);
+      r.paused = sqlite3_column_text (stmt, 19) != NULL
+                 && strcmp ((const char *) sqlite3_column_text (stmt, 19), "paused") == 0;
+      r.lifecycle = (uint32_t) (sqlite3_column_int64 (stmt, 20) & SBX_LIFECYCLE_MASK);
+      r.remaining_ms = sqlite3_column_int64 (stmt, 21);
+      r.snapshot = (const char *) sqlite3_column_text (stmt, 22);
+      if (r.snapshot == NULL)
+        r.snapshot = "";
       if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json
           && r.access_token && r.traffic_token && r.network_json)
         fn (&r, arg);
@@ -543,4 +627,247 @@ sbx_store_key_delete (struct sbx_store *st, const char *id, sbx_error_t **err)
   if (changes == 0)
     return sbx_err (err, SBX_E_NOT_FOUND, "key `%s` not found", id);
   return 0;
+}
+
+/* ---- snapshots (core/snapshot.c) ---------------------------------------- */
+
+static void
+bind_snapshot (sqlite3_stmt *s, const void *arg)
+{
+  const struct sbx_snapshot_record *r = arg;
+  sqlite3_bind_text (s, 1, r->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, r->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 3, r->template_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 4, r->source, -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 5, r->created_ms);
+  sqlite3_bind_int64 (s, 6, (sqlite3_int64) r->bytes);
+  sqlite3_bind_int64 (s, 7, (sqlite3_int64) r->files);
+  sqlite3_bind_int64 (s, 8, (sqlite3_int64) r->disk);
+}
+
+int
+sbx_store_snapshot_insert (struct sbx_store *st, const struct sbx_snapshot_record *r,
+                           sbx_error_t **err)
+{
+  return run (st,
+              "INSERT INTO snapshots (tenant, name, template, source, created_ms, bytes, files,"
+              " disk) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+              bind_snapshot, r, NULL, err);
+}
+
+static void
+bind_two (sqlite3_stmt *s, const void *arg)
+{
+  const char *const *a = arg;
+  sqlite3_bind_text (s, 1, a[0], -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, a[1], -1, SQLITE_STATIC);
+}
+
+int
+sbx_store_snapshot_delete (struct sbx_store *st, const char *tenant, const char *name,
+                           sbx_error_t **err)
+{
+  const char *a[2] = {tenant, name};
+  int changes = 0;
+
+  if (run (st, "DELETE FROM snapshots WHERE tenant = ?1 AND name = ?2", bind_two, a, &changes,
+           err)
+      < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "snapshot `%s` not found", name);
+  return 0;
+}
+
+int
+sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *name,
+                         void (*fn) (const struct sbx_snapshot_record *r, void *arg), void *arg,
+                         sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db,
+                          "SELECT tenant, name, template, source, created_ms, bytes, files, disk"
+                          " FROM snapshots WHERE (?1 IS NULL OR tenant = ?1)"
+                          " AND (?2 IS NULL OR name = ?2) ORDER BY created_ms, name",
+                          -1, &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  if (tenant)
+    sqlite3_bind_text (stmt, 1, tenant, -1, SQLITE_STATIC);
+  if (name)
+    sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
+    {
+      struct sbx_snapshot_record r;
+      const char *t = (const char *) sqlite3_column_text (stmt, 0);
+      const char *n = (const char *) sqlite3_column_text (stmt, 1);
+      const char *tp = (const char *) sqlite3_column_text (stmt, 2);
+      const char *src = (const char *) sqlite3_column_text (stmt, 3);
+      memset (&r, 0, sizeof r);
+      if (!t || !n || !tp || !src)
+        continue;
+      snprintf (r.tenant, sizeof r.tenant, "%s", t);
+      snprintf (r.name, sizeof r.name, "%s", n);
+      snprintf (r.template_name, sizeof r.template_name, "%s", tp);
+      snprintf (r.source, sizeof r.source, "%s", src);
+      r.created_ms = sqlite3_column_int64 (stmt, 4);
+      r.bytes = (uint64_t) sqlite3_column_int64 (stmt, 5);
+      r.files = (uint64_t) sqlite3_column_int64 (stmt, 6);
+      r.disk = (uint64_t) sqlite3_column_int64 (stmt, 7);
+      fn (&r, arg);
+    }
+  if (rc != SQLITE_DONE)
+    db_err (st, err, "list snapshots");
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
+struct secret_args
+{
+  const char *tenant, *name, *description;
+  const void *value;
+  size_t value_len;
+  int64_t created_ms;
+};
+
+static void
+bind_secret (sqlite3_stmt *s, const void *arg)
+{
+  const struct secret_args *a = arg;
+  sqlite3_bind_text (s, 1, a->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, a->name, -1, SQLITE_STATIC);
+  if (a->value)
+    {
+      sqlite3_bind_blob (s, 3, a->value, (int) a->value_len, SQLITE_STATIC);
+      sqlite3_bind_text (s, 4, a->description ? a->description : "", -1, SQLITE_STATIC);
+      sqlite3_bind_int64 (s, 5, a->created_ms);
+    }
+}
+
+int
+sbx_store_secret_insert (struct sbx_store *st, const char *tenant, const char *name,
+                         const void *value, size_t value_len, const char *description,
+                         int64_t created_ms, sbx_error_t **err)
+{
+  struct secret_args a = {tenant, name, description, value, value_len, created_ms};
+  sbx_error_t *e = NULL;
+
+  if (run (st,
+           "INSERT INTO secrets (tenant, name, value, description, created_ms)"
+           " VALUES (?1, ?2, ?3, ?4, ?5)",
+           bind_secret, &a, NULL, &e)
+      == 0)
+    return 0;
+  if ((sqlite3_extended_errcode (st->db) == SQLITE_CONSTRAINT_PRIMARYKEY)
+      || strstr (e->msg, "UNIQUE") != NULL)
+    {
+      sbx_error_free (e);
+      return sbx_err (err, SBX_E_CONFLICT, "secret `%s` already exists (delete it first)", name);
+    }
+  sbx_error_move (err, &e);
+  return -1;
+}
+
+int
+sbx_store_secret_delete (struct sbx_store *st, const char *tenant, const char *name,
+                         sbx_error_t **err)
+{
+  struct secret_args a = {tenant, name, NULL, NULL, 0, 0};
+  int changes = 0;
+
+  if (run (st, "DELETE FROM secrets WHERE tenant = ?1 AND name = ?2", bind_secret, &a, &changes,
+           err)
+      < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "secret `%s` not found", name);
+  return 0;
+}
+
+int
+sbx_store_secret_get (struct sbx_store *st, const char *tenant, const char *name, char **value,
+                      size_t *len, sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  *value = NULL;
+  *len = 0;
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db, "SELECT value FROM secrets WHERE tenant = ?1 AND name = ?2", -1,
+                          &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  sqlite3_bind_text (stmt, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
+  rc = sqlite3_step (stmt);
+  if (rc == SQLITE_ROW)
+    {
+      const void *b = sqlite3_column_blob (stmt, 0);
+      int n = sqlite3_column_bytes (stmt, 0);
+      *value = malloc ((size_t) n + 1);
+      if (*value != NULL)
+        {
+          if (n > 0)
+            memcpy (*value, b, (size_t) n);
+          (*value)[n] = '\0';
+          *len = (size_t) n;
+        }
+    }
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  if (rc == SQLITE_ROW && *value == NULL)
+    return sbx_err_oom (err);
+  if (rc == SQLITE_ROW)
+    return 0;
+  if (rc == SQLITE_DONE)
+    return sbx_err (err, SBX_E_NOT_FOUND, "secret `%s` not found", name);
+  return sbx_err (err, SBX_E_SYSTEM, "secret lookup failed");
+}
+
+int
+sbx_store_secret_list (struct sbx_store *st, const char *tenant,
+                       void (*fn) (const char *name, const char *description, int64_t created_ms,
+                                   void *arg),
+                       void *arg, sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  pthread_mutex_lock (&st->lock);
+  if (sqlite3_prepare_v2 (st->db,
+                          "SELECT name, description, created_ms FROM secrets WHERE tenant = ?1"
+                          " ORDER BY name",
+                          -1, &stmt, NULL)
+      != SQLITE_OK)
+    {
+      db_err (st, err, "prepare");
+      pthread_mutex_unlock (&st->lock);
+      return -1;
+    }
+  sqlite3_bind_text (stmt, 1, tenant, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
+    {
+      const char *n = (const char *) sqlite3_column_text (stmt, 0);
+      const char *d = (const char *) sqlite3_column_text (stmt, 1);
+      if (n)
+        fn (n, d ? d : "", sqlite3_column_int64 (stmt, 2), arg);
+    }
+  if (rc != SQLITE_DONE)
+    db_err (st, err, "list secrets");
+  sqlite3_finalize (stmt);
+  pthread_mutex_unlock (&st->lock);
+  return rc == SQLITE_DONE ? 0 : -1;
 }

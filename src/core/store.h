@@ -27,7 +27,17 @@ struct sbx_sandbox_record
   /* The egress policy as JSON ({"allow": [...], "deny": [...]}); "" for
      none (the default, and records from before it). */
   const char *network_json;
+  /* Pause and resume: SBX_LIFECYCLE_* flags; whether it is paused, and
+     then the lifetime it has left (the clock stops while paused). */
+  uint32_t lifecycle;
+  int paused;
+  int64_t remaining_ms;
+  const char *snapshot; /* the snapshot that is the lower layer of its disk, "" */
 };
+
+#define SBX_LIFECYCLE_PAUSE_ON_TIMEOUT 0x1 /* its lifetime ends in a pause, not a kill */
+#define SBX_LIFECYCLE_AUTO_RESUME 0x2      /* a request to it while paused resumes it */
+#define SBX_LIFECYCLE_MASK 0x3
 
 int sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err);
 void sbx_store_close (struct sbx_store *st);
@@ -40,6 +50,10 @@ int sbx_store_sandbox_set_tokens (struct sbx_store *st, const char *id, const ch
                                   const char *traffic_token, sbx_error_t **err);
 int sbx_store_sandbox_set_network (struct sbx_store *st, const char *id, const char *network_json,
                                    sbx_error_t **err);
+/* The record says paused (with the lifetime left) or running again (with
+   its new expiry). */
+int sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paused,
+                                  int64_t remaining_ms, int64_t expires_ms, sbx_error_t **err);
 int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
                            const char *reason, int64_t ended_ms, sbx_error_t **err);
 /* Call fn for every record still "running" (what a restarted daemon
@@ -49,6 +63,26 @@ int sbx_store_sandbox_running (struct sbx_store *st,
                                void *arg, sbx_error_t **err);
 /* Drop records of sandboxes that ended before `before_ms`. */
 int sbx_store_sandbox_prune (struct sbx_store *st, int64_t before_ms, sbx_error_t **err);
+
+/* Snapshots (core/snapshot.c): the catalog; the files are the privileged
+   parent's (iso/snapstore.c). */
+struct sbx_snapshot_record
+{
+  char tenant[81];
+  char name[65];
+  char template_name[32];
+  char source[32]; /* the sandbox it was taken from */
+  int64_t created_ms;
+  uint64_t bytes, files, disk; /* disk: the source's disk limit */
+};
+int sbx_store_snapshot_insert (struct sbx_store *st, const struct sbx_snapshot_record *r,
+                               sbx_error_t **err);
+int sbx_store_snapshot_delete (struct sbx_store *st, const char *tenant, const char *name,
+                               sbx_error_t **err);
+/* tenant and name NULL: any. */
+int sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *name,
+                             void (*fn) (const struct sbx_snapshot_record *r, void *arg),
+                             void *arg, sbx_error_t **err);
 
 struct sbx_key_record
 {
@@ -67,5 +101,20 @@ int sbx_store_key_lookup (struct sbx_store *st, const unsigned char hash[32], ch
 int sbx_store_key_list (struct sbx_store *st, struct sbx_key_record **out, size_t *n,
                         sbx_error_t **err);
 int sbx_store_key_delete (struct sbx_store *st, const char *id, sbx_error_t **err);
+
+/* Secrets (core/secrets.c validates): a duplicate name is SBX_E_CONFLICT,
+   an unknown one SBX_E_NOT_FOUND. get returns a NUL-terminated copy the
+   caller wipes (explicit_bzero) and frees. list never reads a value. */
+int sbx_store_secret_insert (struct sbx_store *st, const char *tenant, const char *name,
+                             const void *value, size_t value_len, const char *description,
+                             int64_t created_ms, sbx_error_t **err);
+int sbx_store_secret_delete (struct sbx_store *st, const char *tenant, const char *name,
+                             sbx_error_t **err);
+int sbx_store_secret_get (struct sbx_store *st, const char *tenant, const char *name,
+                          char **value, size_t *len, sbx_error_t **err);
+int sbx_store_secret_list (struct sbx_store *st, const char *tenant,
+                           void (*fn) (const char *name, const char *description,
+                                       int64_t created_ms, void *arg),
+                           void *arg, sbx_error_t **err);
 
 #endif

@@ -5,6 +5,8 @@
  * /run, /sys, nor the daemon's state directory. */
 #include "core/template.h"
 
+#include "egress/tls.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -33,6 +35,19 @@ static const char nsswitch[] = "passwd: files\n"
                                "services: files\n";
 static const char resolv[] = "# sbx: this sandbox has no network access and no DNS server.\n";
 static const char shells[] = "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n";
+
+/* The same files for layered templates (iso/tmpl_store.c puts them in
+   the generated top layer). */
+const struct sbx_etc_file *
+sbx_template_etc (void)
+{
+  static const struct sbx_etc_file files[] = {
+      {"passwd", passwd},         {"group", group},   {"hosts", hosts},
+      {"hostname", SBX_HOSTNAME "\n"}, {"nsswitch.conf", nsswitch}, {"resolv.conf", resolv},
+      {"shells", shells},         {NULL, NULL},
+  };
+  return files;
+}
 
 static int
 add_file (struct sbx_plan *p, const char *dst, const char *content, sbx_error_t **err)
@@ -65,8 +80,9 @@ add_top_level (struct sbx_plan *p, const char *name, sbx_error_t **err)
 }
 
 int
-sbx_templates_init (sbx_error_t **err)
+sbx_templates_init (const char *state_dir, sbx_error_t **err)
 {
+  char pub[200], bundle[260], ca[260];
   static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
   static const char *const etc_binds[][2] = {
       {"/etc/ssl/certs", "etc/ssl/certs"},
@@ -98,6 +114,20 @@ sbx_templates_init (sbx_error_t **err)
                       NULL, 0, err)
         < 0)
       return -1;
+  /* The host's trust and sbx's egress CA (egress/tls.h), for hosts with
+     credential rules; the certificate only, never its key. Bound from
+     where the parent publishes them (a copy would cost every create the
+     host bundle's 220 KB). */
+  sbx_egress_ca_public_dir (state_dir, pub, sizeof pub);
+  snprintf (bundle, sizeof bundle, "%s/bundle.crt", pub);
+  snprintf (ca, sizeof ca, "%s/ca.crt", pub);
+  if (sbx_plan_add (p, SBX_PLAN_BIND_RO, SBX_PLAN_OPTIONAL, 0, bundle,
+                    &SBX_SANDBOX_CA_BUNDLE[1], NULL, 0, err)
+          < 0
+      || sbx_plan_add (p, SBX_PLAN_BIND_RO, SBX_PLAN_OPTIONAL, 0, ca, &SBX_SANDBOX_CA_CERT[1],
+                       NULL, 0, err)
+             < 0)
+    return -1;
   if (sbx_plan_add (p, SBX_PLAN_SYMLINK, 0, 0, NULL, "etc/os-release", "../usr/lib/os-release",
                     strlen ("../usr/lib/os-release"), err)
           < 0

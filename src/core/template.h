@@ -2,6 +2,8 @@
 #ifndef SBX_CORE_TEMPLATE_H
 #define SBX_CORE_TEMPLATE_H
 
+#include <jansson.h>
+
 #include "iso/engine.h"
 
 #define SBX_HOSTNAME "sandbox"
@@ -12,10 +14,35 @@ struct sbx_template
   struct sbx_plan plan;
 };
 
+struct sbx_etc_file
+{
+  const char *name; /* under /etc */
+  const char *content;
+};
+/* sbx's generated /etc files, NULL-terminated. */
+const struct sbx_etc_file *sbx_template_etc (void);
+
 /* Build the built-in templates from the host (call once at start). */
-int sbx_templates_init (sbx_error_t **err);
+int sbx_templates_init (const char *state_dir, sbx_error_t **err);
 void sbx_templates_free (void);
-/* NULL when unknown. */
+/* A built-in template; NULL for any other name. */
 const struct sbx_template *sbx_template_find (const char *name);
+
+/* Stored templates, as the front end sees them (tmpl_catalog.c). `tenant`
+   NULL is the administrator (sees all). */
+json_t *sbx_template_get_json (const char *tenant, const char *name, sbx_error_t **err);
+json_t *sbx_template_list_json (const char *tenant);
+/* 1 when `tenant` may create sandboxes from `name` (built-in or visible). */
+int sbx_template_usable (const char *tenant, const char *name);
+/* 1 when `name` would be a stored template (not a built-in). */
+int sbx_template_is_stored (const char *name);
+/* {env: {K: V}, workdir?, user?, source} of a stored template, or NULL. */
+json_t *sbx_template_meta (const char *name);
+/* Build from the archive in fd ("oci" or "dir"); remove (409 while used). */
+int sbx_template_build (const char *tenant, const char *name, const char *format, int fd,
+                        sbx_error_t **err);
+int sbx_template_delete (const char *tenant, const char *name, sbx_error_t **err);
+/* {name, bytes, tail: [lines]} of a recipe build in progress, or NULL (404). */
+json_t *sbx_template_progress (const char *tenant, const char *name, sbx_error_t **err);
 
 #endif

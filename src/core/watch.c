@@ -334,6 +334,8 @@ sbx_watch_start (struct sbx_sandbox *sb, const char *path, int recursive, const 
     return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
                     "not supported for isolation vm: directory watches"),
            NULL;
+  if (sbx_sandbox_awake (sb, err) < 0)
+    return NULL;
   w = calloc (1, sizeof *w);
   if (w == NULL)
     return sbx_err_oom (err), NULL;

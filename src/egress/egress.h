@@ -15,6 +15,8 @@ struct sbx_egress_opts
   unsigned max_conns;         /* per sandbox at once */
   unsigned max_total;         /* all sandboxes at once */
   uint64_t idle_ms;           /* a relay silent both ways this long is closed */
+  const char *state_dir;      /* the CA in STATE/egress-ca (egress/tls.h); NULL: none */
+  const char *upstream_ca;    /* tests: a PEM file trusted for upstreams besides the system's */
 };
 
 void sbx_egress_opts_defaults (struct sbx_egress_opts *o);

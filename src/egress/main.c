@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,7 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "egress/creds.h"
 #include "egress/egress.h"
+#include "egress/tls.h"
 #include "egress/wire.h"
 #include "util/log.h"
 
@@ -63,6 +66,7 @@ struct conn
   char reason[192];
   uint64_t bytes_out, bytes_in;
   struct sbx_net_policy policy;
+  struct sbx_egress_creds creds; /* this connection's only: wiped at its end */
   char *head;      /* what was read from the client */
   size_t head_len; /* bytes in head, the request and maybe more */
 };
@@ -523,12 +527,229 @@ out:
   free (buf);
 }
 
+/* Bytes both ways between two TLS connections, as relay() does, until the
+   upstream is done (it closes after the one request: Connection: close);
+   a client that stops sending still gets the answer. */
+static void
+relay_tls (struct conn *c, SSL *cl, SSL *up)
+{
+  char *buf = malloc (RELAY_CHUNK);
+  int open_in = 1, open_out = 1;
+
+  if (buf == NULL)
+    return;
+  while (open_out)
+    {
+      struct pollfd pfd[2] = {{c->client, open_in ? POLLIN : 0, 0}, {c->upstream, POLLIN, 0}};
+      int i, r = 0;
+
+      if ((!open_in || SSL_pending (cl) == 0) && SSL_pending (up) == 0)
+        {
+          r = poll (pfd, 2, (int) opts.idle_ms);
+          if (r < 0 && errno == EINTR)
+            continue;
+          if (r <= 0)
+            break;
+        }
+      for (i = 0; i < 2; i++)
+        {
+          SSL *from = i == 0 ? cl : up, *to = i == 0 ? up : cl;
+          int n;
+          if (i == 0 && !open_in)
+            continue;
+          if (SSL_pending (from) == 0 && !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+          n = SSL_read (from, buf, RELAY_CHUNK);
+          if (n <= 0)
+            {
+              int e = SSL_get_error (from, n);
+              if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+                continue;
+              if (i == 0)
+                open_in = 0;
+              else
+                open_out = 0;
+              continue;
+            }
+          if (i == 0)
+            c->bytes_out += (uint64_t) n;
+          else
+            c->bytes_in += (uint64_t) n;
+          if (!count_bytes (c->sb, (size_t) n) || SSL_write (to, buf, n) != n)
+            goto out;
+        }
+    }
+out:
+  explicit_bzero (buf, RELAY_CHUNK);
+  free (buf);
+}
+
+/* An answer of the proxy inside the client's TLS connection. */
+static void
+answer_tls (struct conn *c, SSL *s, int status, const char *phrase, const char *text)
+{
+  char buf[1024];
+  int n;
+
+  c->status = status;
+  snprintf (c->reason, sizeof c->reason, "%s", text + 5);
+  n = snprintf (buf, sizeof buf,
+                "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
+                status, phrase, strlen (text) + 1, text);
+  if (n > 0 && (size_t) n < sizeof buf)
+    SSL_write (s, buf, n);
+}
+
+/* A CONNECT to a host with rules: TLS to the upstream first (its
+   certificate verified for real: a failure is the CONNECT's 502), then
+   the client's TLS ended here with a leaf for the host, its request head
+   read, rewritten with the rules, sent on; then bytes both ways. One
+   request per connection (Connection: close), as for plain HTTP. */
+static void
+intercept (struct conn *c, const struct sbx_egress_req *r, const char *pattern, ssize_t hl)
+{
+  static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+  char why[240], text[600], *head = NULL, *out = NULL;
+  SSL *up, *cl = NULL;
+  size_t len = 0, out_len = 0;
+  char *end = NULL;
+  int64_t deadline;
+
+  up = sbx_egress_tls_connect (c->upstream, c->host, why, sizeof why);
+  if (up == NULL)
+    {
+      snprintf (text, sizeof text, "sbx: TLS to %s:%u failed: %s", c->host, (unsigned) r->port,
+                why);
+      respond (c, 502, "Bad Gateway", text);
+      return;
+    }
+  c->status = 200;
+  if (c->head_len > (size_t) hl)
+    {
+      /* Its TLS hello came before our 200: it cannot be ours. */
+      snprintf (c->reason, sizeof c->reason,
+                "the client sent data before the CONNECT to a host with rules was answered");
+      goto out;
+    }
+  if (write_all (c->client, established, sizeof established - 1, 10000) < 0)
+    goto out;
+  cl = sbx_egress_tls_accept (c->client, c->host);
+  if (cl == NULL)
+    {
+      snprintf (c->reason, sizeof c->reason,
+                "the client's TLS handshake with the proxy failed (does it trust sbx's CA?)");
+      goto out;
+    }
+  head = malloc (SBX_EGRESS_HEAD_MAX + 1);
+  if (head == NULL)
+    goto out;
+  deadline = now_ms () + HEAD_TIMEOUT_MS;
+  while (end == NULL && len < SBX_EGRESS_HEAD_MAX && now_ms () < deadline)
+    {
+      int n = SSL_read (cl, head + len, (int) (SBX_EGRESS_HEAD_MAX - len));
+      if (n <= 0)
+        goto out;
+      len += (size_t) n;
+      head[len] = '\0';
+      end = memmem (head, len, "\r\n\r\n", 4);
+    }
+  if (end == NULL || memchr (head, '\0', (size_t) (end + 4 - head)) != NULL
+      || sbx_egress_rewrite (head, (size_t) (end + 4 - head), &c->creds, pattern, &out, &out_len)
+             < 0)
+    {
+      answer_tls (c, cl, 400, "Bad Request",
+                  "sbx: bad request inside TLS: the head is malformed or too large");
+      goto out;
+    }
+  c->bytes_out += len;
+  if (!count_bytes (c->sb, len) || SSL_write (up, out, (int) out_len) != (int) out_len)
+    goto out;
+  if ((size_t) (end + 4 - head) < len)
+    {
+      int rest = (int) (len - (size_t) (end + 4 - head));
+      if (SSL_write (up, end + 4, rest) != rest)
+        goto out;
+    }
+  relay_tls (c, cl, up);
+out:
+  if (out)
+    {
+      explicit_bzero (out, out_len);
+      free (out);
+    }
+  if (head)
+    {
+      explicit_bzero (head, SBX_EGRESS_HEAD_MAX + 1);
+      free (head);
+    }
+  sbx_egress_tls_close (cl);
+  sbx_egress_tls_close (up);
+}
+
+/* The credential rules for this request's host, if any (egress/creds.h):
+   a forwarded head gets them now; -1 after answering the client when
+   they cannot be applied. */
+static int
+apply_rules (struct conn *c, struct sbx_egress_req *r, const char **ruled)
+{
+  char name[SBX_NET_NAME_MAX + 1], text[400];
+  struct sbx_net_addr lit;
+  const char *pattern, *missing;
+  char *out = NULL;
+  size_t out_len = 0;
+
+  *ruled = NULL;
+  if (c->creds.nheaders + c->creds.nswaps + c->creds.nbroken == 0
+      || sbx_net_host_parse (r->host, strlen (r->host), name, &lit) != 0)
+    return 0;
+  pattern = sbx_egress_creds_match (&c->creds, name, r->port);
+  if (pattern == NULL)
+    return 0;
+  missing = sbx_egress_creds_broken (&c->creds, pattern);
+  if (missing != NULL)
+    {
+      snprintf (c->host, sizeof c->host, "%s", name);
+      c->port = r->port;
+      snprintf (text, sizeof text,
+                "sbx: the credential rules for %s use secret `%s`, which does not exist any more",
+                pattern, missing);
+      respond (c, 502, "Bad Gateway", text);
+      return -1;
+    }
+  if (r->method != SBX_EGRESS_FORWARD)
+    {
+      if (!sbx_egress_tls_ready ())
+        {
+          snprintf (c->host, sizeof c->host, "%s", name);
+          c->port = r->port;
+          respond (c, 502, "Bad Gateway",
+                   "sbx: this host has credential rules, and the proxy cannot terminate TLS"
+                   " (no CA)");
+          return -1;
+        }
+      *ruled = pattern;
+      return 0;
+    }
+  if (sbx_egress_rewrite (r->head, r->head_len, &c->creds, pattern, &out, &out_len) < 0)
+    {
+      respond (c, 502, "Bad Gateway", "sbx: the credential rules could not be applied");
+      return -1;
+    }
+  explicit_bzero (r->head, r->head_len);
+  free (r->head);
+  r->head = out;
+  r->head_len = out_len;
+  return 0;
+}
+
 static void *
 serve (void *arg)
 {
   struct conn *c = arg;
   struct sbx_egress_req r;
   char why[200], text[300];
+  const char *ruled = NULL;
   ssize_t hl;
 
   memset (&r, 0, sizeof r);
@@ -545,8 +766,12 @@ serve (void *arg)
       respond (c, 400, "Bad Request", text);
       goto done;
     }
+  if (apply_rules (c, &r, &ruled) < 0)
+    goto done;
   c->upstream = open_upstream (c, &r);
-  if (c->upstream >= 0)
+  if (c->upstream >= 0 && ruled != NULL)
+    intercept (c, &r, ruled, hl);
+  else if (c->upstream >= 0)
     {
       int ok;
       c->status = 200;
@@ -572,8 +797,10 @@ serve (void *arg)
       if (ok)
         relay (c);
     }
-  free (r.head);
 done:
+  if (r.head)
+    explicit_bzero (r.head, r.head_len);
+  free (r.head);
   /* A connection that never sent a request attempted nothing. */
   if (c->status != 0)
     report (c->sb->id, c->host, c->port, c->status, c->allowed, c->reason, c->bytes_out,
@@ -583,6 +810,9 @@ done:
   close (c->client);
   release (c->sb);
   sbx_net_policy_free (&c->policy);
+  sbx_egress_creds_free (&c->creds);
+  if (c->head)
+    explicit_bzero (c->head, c->head_len);
   free (c->head);
   free (c);
   return NULL;
@@ -590,7 +820,8 @@ done:
 
 /* Rebuild the policy a packet carries; -1 when it is malformed. */
 static int
-policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p)
+policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p,
+             struct sbx_egress_creds *creds)
 {
   const char *s = (const char *) (m + 1), *end = s + m->strings_len;
   const char *items[2 * SBX_NET_MAX_ENTRIES];
@@ -598,7 +829,7 @@ policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p
   sbx_error_t *err = NULL;
 
   if (m->nallow > SBX_NET_MAX_ENTRIES || m->ndeny > SBX_NET_MAX_ENTRIES
-      || sizeof *m + (size_t) m->strings_len != n || m->reserved != 0)
+      || sizeof *m + (size_t) m->strings_len != n || m->reserved != 0 || m->reserved2 != 0)
     return -1;
   for (i = 0; i < count; i++)
     {
@@ -608,11 +839,13 @@ policy_from (const struct sbx_egress_conn *m, size_t n, struct sbx_net_policy *p
       items[i] = s;
       s = z + 1;
     }
-  if (s != end)
+  if (sbx_egress_creds_parse (s, (size_t) (end - s), m->nheaders, m->nswaps, m->nbroken, creds)
+      < 0)
     return -1;
   if (sbx_net_policy_build (p, items, m->nallow, items + m->nallow, m->ndeny, &err) < 0)
     {
       sbx_error_free (err);
+      sbx_egress_creds_free (creds);
       return -1;
     }
   return 0;
@@ -641,7 +874,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
     }
   c->client = fd;
   c->upstream = -1;
-  if (policy_from (m, n, &c->policy) < 0)
+  if (policy_from (m, n, &c->policy, &c->creds) < 0)
     {
       sbx_warn ("egress: a malformed policy for sandbox %s", m->sandbox);
       close (fd);
@@ -656,6 +889,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
       refuse_now (fd, text);
       report (m->sandbox, "", 0, 429, 0, why, 0, 0);
       sbx_net_policy_free (&c->policy);
+      sbx_egress_creds_free (&c->creds);
       free (c);
       return;
     }
@@ -668,6 +902,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
       report (m->sandbox, "", 0, 429, 0, "the egress proxy is out of threads", 0, 0);
       release (c->sb);
       sbx_net_policy_free (&c->policy);
+      sbx_egress_creds_free (&c->creds);
       free (c);
     }
   pthread_attr_destroy (&attr);
@@ -687,6 +922,14 @@ sbx_egress_main (const struct sbx_egress_opts *o, int channel, uid_t uid, gid_t 
   sigemptyset (&mask);
   pthread_sigmask (SIG_SETMASK, &mask, NULL);
   stats = calloc (MAX_SANDBOXES, sizeof *stats);
+  /* Before the drop: the CA key is root's and Landlock then opens nothing.
+     Without it, hosts with rules are refused (502), the rest works. */
+  if (opts.state_dir != NULL && sbx_egress_tls_init (opts.state_dir, opts.upstream_ca, &err) < 0)
+    {
+      sbx_warn ("egress: no TLS interception: %s", err->msg);
+      sbx_error_free (err);
+      err = NULL;
+    }
   if (stats == NULL || sbx_egress_drop (uid, gid, &err) < 0)
     {
       fprintf (stderr, "sbx egress: %s\n", err ? err->msg : "out of memory");

@@ -336,6 +336,13 @@ entry_matches (const struct sbx_net_entry *e, const char *host, uint16_t port,
   return e->kind == SBX_NET_ANY || name_matches (e, host) || addr_matches (e, a);
 }
 
+int
+sbx_net_entry_matches (const struct sbx_net_entry *e, const char *host, uint16_t port,
+                       const struct sbx_net_addr *addr)
+{
+  return entry_matches (e, host, port, addr);
+}
+
 enum sbx_net_verdict
 sbx_net_precheck (const struct sbx_net_policy *p, const char *host, uint16_t port)
 {

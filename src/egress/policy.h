@@ -91,6 +91,10 @@ enum sbx_net_verdict sbx_net_precheck (const struct sbx_net_policy *p, const cha
 enum sbx_net_verdict sbx_net_decide (const struct sbx_net_policy *p, const char *host,
                                      uint16_t port, const struct sbx_net_addr *addr);
 
+/* Does entry e match host (a lowercase name or NULL) on port, or addr? */
+int sbx_net_entry_matches (const struct sbx_net_entry *e, const char *host, uint16_t port,
+                           const struct sbx_net_addr *addr);
+
 /* NULL when addr is a public unicast address, else why not ("loopback",
    "private", "link-local", "metadata", ...). IPv4-mapped and NAT64
    addresses are judged by the IPv4 address inside. */

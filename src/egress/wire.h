@@ -29,8 +29,10 @@
 #define SBX_EGRESS_MSG_CONN 1
 #define SBX_EGRESS_MSG_REPORT 2
 #define SBX_EGRESS_ID_MAX 32 /* the sandbox id, NUL-padded */
+#define SBX_EGRESS_CREDS_MAX (48 * 1024) /* the credential strings of one packet */
 #define SBX_EGRESS_MSG_MAX                                                                      \
-  (sizeof (struct sbx_egress_conn) + 2 * SBX_NET_MAX_ENTRIES * (SBX_NET_ENTRY_MAX + 1))
+  (sizeof (struct sbx_egress_conn) + 2 * SBX_NET_MAX_ENTRIES * (SBX_NET_ENTRY_MAX + 1)          \
+   + SBX_EGRESS_CREDS_MAX)
 
 struct sbx_egress_conn
 {
@@ -40,6 +42,12 @@ struct sbx_egress_conn
   uint32_t nallow, ndeny; /* NUL-terminated entries that follow: allow first */
   uint32_t strings_len;
   uint32_t reserved;
+  /* Credentials (core/secrets.h), after the deny entries, each a run of
+     NUL-terminated strings: nheaders (pattern, header name, value with
+     secrets resolved), nswaps (pattern, placeholder, secret value),
+     nbroken (pattern, the missing secret's name). */
+  uint32_t nheaders, nswaps, nbroken;
+  uint32_t reserved2;
 };
 
 struct sbx_egress_report

@@ -151,6 +151,11 @@ sbx_iso_adopt (struct sbx_engine *eng, const char *name, uid_t uid_base, pid_t p
     return sbx_err (err, SBX_E_INVALID, "no init pid recorded");
   if (sbx_cgroup_open (&eng->cgroups, name, &box->cg, err) < 0)
     return -1;
+  /* A paused sandbox: init must answer ATTACH (the daemon freezes it
+     again once adopted). */
+  if (sbx_cgroup_is_frozen (&eng->cgroups, &box->cg)
+      && sbx_cgroup_freeze (&eng->cgroups, &box->cg, 0, err) < 0)
+    goto fail;
   box->pidfd = (int) syscall (SYS_pidfd_open, pid, 0);
   if (box->pidfd < 0)
     {

@@ -566,6 +566,60 @@ sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg
   return sbx_err (err, SBX_E_SYSTEM, "cgroup `%s` still has processes after SIGKILL", cg->name);
 }
 
+/* Pause and resume (docs/api.md "Pause and resume"). The kernel freezes
+   asynchronously: v1 reports FREEZING until every task has stopped (one
+   in an uninterruptible sleep holds it), v2 sets "frozen 1" in
+   cgroup.events. Wait for it, bounded, so that "paused" means no task of
+   the sandbox runs any more; a freeze that does not complete is undone. */
+#define FREEZE_WAIT_ROUNDS 400 /* x 5 ms */
+
+static int
+freeze_done (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, int frozen)
+{
+  char buf[64];
+
+  if (root->mode == SBX_CGROUP_V2)
+    return read_keyed_at (cg->dir[0], "cgroup.events", "frozen") == (uint64_t) (frozen ? 1 : 0);
+  if (read_at (cg->dir[SBX_CG_FREEZER], "freezer.state", buf, sizeof buf) < 0)
+    return 0;
+  return strncmp (buf, frozen ? "FROZEN" : "THAWED", 6) == 0;
+}
+
+int
+sbx_cgroup_freeze (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, int frozen,
+                   sbx_error_t **err)
+{
+  int dir = root->mode == SBX_CGROUP_V2 ? cg->dir[0] : cg->dir[SBX_CG_FREEZER];
+  const char *file = root->mode == SBX_CGROUP_V2 ? "cgroup.freeze" : "freezer.state";
+  const char *value = root->mode == SBX_CGROUP_V2 ? (frozen ? "1" : "0")
+                                                  : (frozen ? "FROZEN" : "THAWED");
+  int round;
+
+  if (dir < 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE,
+                    "this host has no cgroup freezer (v1: mount the freezer controller)");
+  if (write_at (dir, file, value, err) < 0)
+    return -1;
+  for (round = 0; round < FREEZE_WAIT_ROUNDS; round++)
+    {
+      if (freeze_done (root, cg, frozen))
+        return 0;
+      sleep_ms (round < 20 ? 1 : 5);
+    }
+  if (frozen)
+    write_at (dir, file, root->mode == SBX_CGROUP_V2 ? "0" : "THAWED", NULL);
+  return sbx_err (err, SBX_E_SYSTEM, "cgroup `%s` did not %s in time", cg->name,
+                  frozen ? "freeze" : "thaw");
+}
+
+int
+sbx_cgroup_is_frozen (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg)
+{
+  int dir = root->mode == SBX_CGROUP_V2 ? cg->dir[0] : cg->dir[SBX_CG_FREEZER];
+
+  return dir >= 0 && freeze_done (root, cg, 1);
+}
+
 /* Close, then rmdir the directories of the controllers below `upto`. */
 static int
 remove_dirs (const struct sbx_cgroup_root *root, struct sbx_cgroup *cg, int upto,

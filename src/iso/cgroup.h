@@ -106,6 +106,14 @@ int sbx_cgroup_clone_fd (const struct sbx_cgroup_root *root, const struct sbx_cg
 int sbx_cgroup_has_pid (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, pid_t pid);
 int sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg,
                      sbx_error_t **err);
+/* Freeze (frozen 1) or thaw every task of the cgroup: v2 cgroup.freeze,
+   v1 the freezer controller (SBX_E_UNAVAILABLE without one). Returns once
+   the kernel reports the new state (bounded; a freeze that does not
+   complete is undone and fails). Memory stays resident. A frozen task
+   does not act on SIGKILL on v1 until thawed: sbx_cgroup_kill thaws. */
+int sbx_cgroup_freeze (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, int frozen,
+                       sbx_error_t **err);
+int sbx_cgroup_is_frozen (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg);
 /* rmdir everywhere (retrying briefly while the kernel finishes) and close. */
 int sbx_cgroup_destroy (const struct sbx_cgroup_root *root, struct sbx_cgroup *cg,
                         sbx_error_t **err);

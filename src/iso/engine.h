@@ -77,8 +77,15 @@ struct sbx_iso_spec
   uint64_t disk_bytes;
   const char *hostname;
   const struct sbx_plan *plan;
+  /* A detached mount (a stored template's overlay) that init makes its
+     root instead of a tmpfs skeleton, or -1. Borrowed. */
+  int root_mnt;
   uint32_t user_uid, user_gid; /* owner of /home/user */
   int background;              /* a pool build: low CPU priority until handed out */
+  /* Start from a snapshot, as the lower layer of the disk: the store, and
+     the tenant's snapshot name (NULL: none). */
+  int snapshot_store;
+  const char *snapshot_tenant, *snapshot;
   enum sbx_isolation isolation;
 };
 
@@ -102,6 +109,29 @@ int sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec,
 /* Kill everything in the sandbox, wait for it, remove its cgroup and close
    its fds. Safe to call on a box whose init already died. */
 int sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err);
+/* Pause (frozen 1) or resume every process of the sandbox (cgroup
+   freezer); memory stays resident. sbx_iso_destroy ends a frozen sandbox
+   too. */
+int sbx_iso_freeze (struct sbx_engine *eng, struct sbx_iso_box *box, int frozen,
+                    sbx_error_t **err);
+/* Fork (iso/copy.c): copy the disk (/home/user, /tmp, /dev/shm) of src,
+   which must be frozen, into dst's, which was just made; owners move to
+   dst's id range; the copier is charged to dst's cgroup. */
+struct sbx_copy_result;
+int sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
+                       const struct sbx_iso_box *dst, struct sbx_copy_result *res,
+                       sbx_error_t **err);
+/* Snapshots (iso/snapstore.c): save a frozen sandbox's disk into the
+   store, or copy a snapshot into a new sandbox's disk. */
+int sbx_iso_snapshot_save (struct sbx_engine *eng, int store, const struct sbx_iso_box *src,
+                           const char *tenant, const char *name, struct sbx_copy_result *res,
+                           sbx_error_t **err);
+/* An O_RDONLY directory fd of what the sandbox sees at /home/user (0),
+   /tmp (1), /dev/shm (2), or -1 with errno. */
+int sbx_iso_open_part (const struct sbx_iso_box *box, int part);
+int sbx_iso_snapshot_load (struct sbx_engine *eng, int store, const struct sbx_iso_box *dst,
+                           const char *tenant, const char *name, struct sbx_copy_result *res,
+                           sbx_error_t **err);
 /* How init ended, when it ended on its own (killed from outside, crashed):
    waits up to wait_ms for it, then 1 with *wstatus as waitpid(2) gives it,
    or 0 while it still runs. Does not reap it (sbx_iso_destroy does). */

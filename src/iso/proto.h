@@ -128,6 +128,12 @@ struct sbx_plan_entry
 #define SBX_PATH_MAX 512
 #define SBX_HOSTNAME_MAX 63
 
+/* The sandbox starts from a snapshot: the daemon has attached it (read-only,
+   idmapped to the sandbox's ids) at /tmp in the sandbox's mount namespace
+   before GO, with home/, tmp/ and shm/ in it; init makes each the lower
+   layer of an overlay whose upper is the disk's part (core/snapshot.c). */
+#define SBX_CONFIG_SNAPSHOT_LAYER 0x1
+
 struct sbx_msg_config
 {
   struct sbx_msg_hdr hdr;
@@ -140,7 +146,9 @@ struct sbx_msg_config
   uint32_t user_uid;       /* in-sandbox ids of the owner of /home/user */
   uint32_t user_gid;
   uint32_t landlock_abi;   /* highest Landlock ABI to use; 0 disables (tests only) */
-  uint32_t reserved;
+  uint32_t root_from_fd;   /* 1: a detached read-only mount rides along (SCM_RIGHTS) and
+                              becomes "/" in place of the tmpfs skeleton (stored templates) */
+  uint32_t flags;          /* SBX_CONFIG_* */
   char hostname[SBX_HOSTNAME_MAX + 1];
 };
 

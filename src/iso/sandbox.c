@@ -35,6 +35,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "iso/copy.h"
+#include "iso/snapstore.h"
 #include "iso/engine.h"
 #include "iso/vm.h"
 #include "iso/seccomp.h"
@@ -339,13 +341,17 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
   cfg.user_uid = spec->user_uid;
   cfg.user_gid = spec->user_gid;
   cfg.landlock_abi = eng->landlock_abi;
+  cfg.root_from_fd = spec->root_mnt >= 0;
+  if (spec->snapshot)
+    cfg.flags |= SBX_CONFIG_SNAPSHOT_LAYER;
   snprintf (cfg.hostname, sizeof cfg.hostname, "%s", spec->hostname);
   if (cfg.hdr.len > SBX_PROTO_MAX_MSG)
     return sbx_err (err, SBX_E_INVALID, "sandbox configuration too large");
   sbx_buf_append (&packet, &cfg, sizeof cfg);
   sbx_buf_append (&packet, spec->plan->bytes.data, spec->plan->bytes.len);
   sbx_buf_append (&packet, eng->seccomp_prog, eng->seccomp_len);
-  rc = packet.failed ? sbx_err_oom (err) : sbx__iso_send (ctl, packet.data, packet.len, NULL, 0, err);
+  rc = packet.failed ? sbx_err_oom (err) : sbx__iso_send (ctl, packet.data, packet.len,
+                                                     &spec->root_mnt, spec->root_mnt >= 0, err);
   sbx_buf_free (&packet);
   return rc;
 }
@@ -526,6 +532,11 @@ sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct 
 
   if (write_id_maps (box->pid, spec->uid_base, err) < 0)
     goto fail;
+  if (spec->snapshot
+      && sbx_snapstore_stage (spec->snapshot_store, spec->snapshot_tenant, spec->snapshot,
+                              box->pidfd, spec->uid_base, err)
+             < 0)
+    goto fail;
   if (sbx_cgroup_clone_fd (&eng->cgroups, &box->cg) < 0
       && sbx_cgroup_attach (&eng->cgroups, &box->cg, box->pid, err) < 0)
     goto fail;
@@ -552,6 +563,14 @@ fail:
 /* ---- destroy ----------------------------------------------------------- */
 
 int
+sbx_iso_freeze (struct sbx_engine *eng, struct sbx_iso_box *box, int frozen, sbx_error_t **err)
+{
+  if (box->cg.name[0] == '\0')
+    return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no cgroup");
+  return sbx_cgroup_freeze (&eng->cgroups, &box->cg, frozen, err);
+}
+
+int
 sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err)
 {
   int rc = 0;
@@ -563,6 +582,10 @@ sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **
       /* PID 1 of a pid namespace dying takes every process in it along;
          the kernel does not let init's exit complete before they are gone. */
       syscall (SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
+      /* A paused sandbox: on v1 a frozen task keeps SIGKILL pending until
+         it is thawed, and init's exit would never complete. */
+      if (box->cg.name[0] != '\0' && sbx_cgroup_is_frozen (&eng->cgroups, &box->cg))
+        sbx_cgroup_freeze (&eng->cgroups, &box->cg, 0, NULL);
       do
         waited = waitid ((idtype_t) P_PIDFD, (id_t) box->pidfd, &info, WEXITED);
       while (waited < 0 && errno == EINTR);
@@ -978,4 +1001,102 @@ bad:
   while (nfds > 0)
     close (fds[--nfds]);
   return sbx_err (err, SBX_E_SYSTEM, "sandbox init broke the protocol");
+}
+
+/* ---- fork: copy a frozen sandbox's disk into a new one (iso/copy.c) ---- */
+
+/* What the sandbox sees at /home/user, /tmp, /dev/shm (part 0, 1, 2):
+   its disk, or its disk layered on a snapshot. Resolved from its root,
+   whose skeleton it cannot change (read-only), never through a link. */
+int
+sbx_iso_open_part (const struct sbx_iso_box *box, int part)
+{
+  static const char *const paths[] = {"home/user", "tmp", "dev/shm"};
+  struct open_how how;
+
+  if (part < 0 || part > 2 || box->root < 0)
+    {
+      errno = EINVAL;
+      return -1;
+    }
+  memset (&how, 0, sizeof how);
+  how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return (int) syscall (SYS_openat2, box->root, paths[part], &how, sizeof how);
+}
+
+struct join_arg
+{
+  struct sbx_engine *eng;
+  const struct sbx_iso_box *box;
+};
+
+static int
+join_cgroup (void *arg)
+{
+  const struct join_arg *j = arg;
+  return sbx_cgroup_attach (&j->eng->cgroups, &j->box->cg, getpid (), NULL);
+}
+
+int
+sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
+                   const struct sbx_iso_box *dst, struct sbx_copy_result *res, sbx_error_t **err)
+{
+  static const char *const parts[] = {"home", "tmp", "shm"};
+  struct sbx_copy_job jobs[3];
+  struct join_arg join = {eng, dst};
+  int fds[6], i, rc;
+
+  memset (res, 0, sizeof *res);
+  if (src->disk < 0 || dst->disk < 0 || src->cg.name[0] == '\0' || dst->cg.name[0] == '\0')
+    return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
+  /* Frozen: nothing in it changes the tree while we read it. */
+  if (!sbx_cgroup_is_frozen (&eng->cgroups, &src->cg))
+    return sbx_err (err, SBX_E_CONFLICT, "the source sandbox must be frozen for a copy");
+  for (i = 0; i < 6; i++)
+    fds[i] = -1;
+  rc = 0;
+  for (i = 0; i < 3 && rc == 0; i++)
+    {
+      fds[2 * i] = sbx_iso_open_part (src, i);
+      fds[2 * i + 1]
+          = openat (dst->disk, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fds[2 * i] < 0 || fds[2 * i + 1] < 0)
+        rc = sbx_err_sys (err, errno, "open the disk's `%s`", parts[i]);
+      jobs[i].src = fds[2 * i];
+      jobs[i].dst = fds[2 * i + 1];
+    }
+  if (rc == 0)
+    rc = sbx_copy_run (jobs, 3, src->uid_base, dst->uid_base, join_cgroup, &join, res, err);
+  for (i = 0; i < 6; i++)
+    if (fds[i] >= 0)
+      close (fds[i]);
+  return rc;
+}
+
+int
+sbx_iso_snapshot_save (struct sbx_engine *eng, int store, const struct sbx_iso_box *src,
+                       const char *tenant, const char *name, struct sbx_copy_result *res,
+                       sbx_error_t **err)
+{
+  memset (res, 0, sizeof *res);
+  if (src->disk < 0 || src->cg.name[0] == '\0')
+    return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
+  if (!sbx_cgroup_is_frozen (&eng->cgroups, &src->cg))
+    return sbx_err (err, SBX_E_CONFLICT, "the source sandbox must be frozen for a copy");
+  return sbx_snapstore_save (store, src, tenant, name, res, err);
+}
+
+int
+sbx_iso_snapshot_load (struct sbx_engine *eng, int store, const struct sbx_iso_box *dst,
+                       const char *tenant, const char *name, struct sbx_copy_result *res,
+                       sbx_error_t **err)
+{
+  struct join_arg join = {eng, dst};
+
+  memset (res, 0, sizeof *res);
+  if (dst->disk < 0 || dst->cg.name[0] == '\0')
+    return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
+  return sbx_snapstore_load (store, tenant, name, dst->disk, dst->uid_base, join_cgroup, &join,
+                             res, err);
 }

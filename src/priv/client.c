@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "iso/copy.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -150,6 +151,8 @@ struct call
   void *arg;
   int entry_failed;
   int fds_lost; /* a reply came, its descriptors could not be received */
+  int send_fd;  /* 1: req_fd rides with the request (a template build's archive) */
+  int req_fd;
   /* out */
   struct sbx_priv_reply reply;
   unsigned char payload[256];
@@ -236,7 +239,7 @@ call (const void *req, size_t len, struct call *cl, sbx_error_t **err)
       free (m);
       return -1;
     }
-  if (sbx__sendmsg (fd, req, len, NULL, 0, 0) < 0)
+  if (sbx__sendmsg (fd, req, len, cl->send_fd ? &cl->req_fd : NULL, cl->send_fd ? 1 : 0, 0) < 0)
     {
       sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
       goto out;
@@ -443,6 +446,14 @@ sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box, sbx
   m.pids = req->limits.pids;
   m.disk_bytes = req->disk_bytes;
   m.isolation = (uint32_t) req->isolation;
+  if (req->snapshot)
+    {
+      if (strlen (req->snapshot) >= sizeof m.snapshot
+          || strlen (req->snapshot_tenant) >= sizeof m.snapshot_tenant)
+        return sbx_err (err, SBX_E_INVALID, "snapshot name or tenant too long");
+      snprintf (m.snapshot, sizeof m.snapshot, "%s", req->snapshot);
+      snprintf (m.snapshot_tenant, sizeof m.snapshot_tenant, "%s", req->snapshot_tenant);
+    }
   if (call (&m, sizeof m, &cl, err) < 0)
     {
       /* Made, but we could not take its control socket and pidfd: the
@@ -542,6 +553,67 @@ sbx_host_set_foreground (uint32_t slot, sbx_error_t **err)
 {
   struct call cl = {0};
   return slot_call (SBX_PRIV_FOREGROUND, slot, &cl, err);
+}
+
+int
+sbx_host_copy_disk (uint32_t src_slot, uint32_t dst_slot, struct sbx_copy_result *res,
+                    sbx_error_t **err)
+{
+  struct sbx_priv_copy m;
+  struct call cl = {0};
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_COPY_DISK;
+  m.hdr.len = sizeof m;
+  m.src_slot = src_slot;
+  m.dst_slot = dst_slot;
+  rc = call (&m, sizeof m, &cl, err);
+  if (rc == 0 && cl.reply.payload != sizeof *res)
+    rc = proto_error (err);
+  if (rc == 0)
+    memcpy (res, cl.payload, sizeof *res);
+  close_fds (&cl);
+  return rc;
+}
+
+int
+sbx_host_snapshot (uint32_t op, uint32_t slot, const char *tenant, const char *name,
+                   struct sbx_copy_result *res, sbx_error_t **err)
+{
+  struct sbx_priv_snapshot m;
+  struct call cl = {0};
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  if (strlen (tenant) >= sizeof m.tenant || strlen (name) >= sizeof m.name)
+    return sbx_err (err, SBX_E_INVALID, "snapshot name or tenant too long");
+  m.hdr.op = SBX_PRIV_SNAPSHOT;
+  m.hdr.len = sizeof m;
+  m.snap_op = op;
+  m.slot = slot;
+  snprintf (m.tenant, sizeof m.tenant, "%s", tenant);
+  snprintf (m.name, sizeof m.name, "%s", name);
+  rc = call (&m, sizeof m, &cl, err);
+  if (rc == 0 && res != NULL)
+    {
+      if (cl.reply.payload == sizeof *res)
+        memcpy (res, cl.payload, sizeof *res);
+      else
+        memset (res, 0, sizeof *res);
+    }
+  close_fds (&cl);
+  return rc;
+}
+
+_Static_assert (sizeof (struct sbx_copy_result) <= sizeof ((struct call *) 0)->payload,
+                "a copy result fits a reply's payload");
+
+int
+sbx_host_freeze (uint32_t slot, int frozen, sbx_error_t **err)
+{
+  struct call cl = {0};
+  return slot_call (frozen ? SBX_PRIV_FREEZE : SBX_PRIV_THAW, slot, &cl, err);
 }
 
 int
@@ -861,4 +933,43 @@ void
 sbx_host_fs_upload_abort (struct sbx_fs_upload *up)
 {
   upload_end (up, 0, NULL);
+}
+
+/* ---- templates --------------------------------------------------------- */
+
+static int
+template_call (uint32_t op, const char *name, const char *owner, uint32_t format, int fd,
+               sbx_error_t **err)
+{
+  struct sbx_priv_template m;
+  struct call cl = {0};
+  int rc;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_TEMPLATE;
+  m.hdr.len = sizeof m;
+  m.tmpl_op = op;
+  m.format = format;
+  if (strlen (name) >= sizeof m.name || strlen (owner) >= sizeof m.owner)
+    return sbx_err (err, SBX_E_INVALID, "template name or owner too long");
+  snprintf (m.name, sizeof m.name, "%s", name);
+  snprintf (m.owner, sizeof m.owner, "%s", owner);
+  cl.send_fd = fd >= 0;
+  cl.req_fd = fd;
+  rc = call (&m, sizeof m, &cl, err);
+  close_fds (&cl);
+  return rc;
+}
+
+int
+sbx_host_template_build (int fd, const char *name, const char *owner, uint32_t format,
+                         sbx_error_t **err)
+{
+  return template_call (SBX_PRIV_TEMPLATE_BUILD, name, owner, format, fd, err);
+}
+
+int
+sbx_host_template_remove (const char *name, sbx_error_t **err)
+{
+  return template_call (SBX_PRIV_TEMPLATE_REMOVE, name, "", 0, -1, err);
 }

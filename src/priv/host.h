@@ -36,6 +36,7 @@ struct sbx_host_create
   struct sbx_cgroup_limits limits;
   uint64_t disk_bytes;
   int background;
+  const char *snapshot_tenant, *snapshot; /* NULL: none; else a layer */
   int isolation; /* enum sbx_isolation */
 };
 int sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box,
@@ -45,6 +46,16 @@ int sbx_host_destroy (uint32_t slot, struct sbx_iso_box *box, sbx_error_t **err)
 int sbx_host_set_limits (uint32_t slot, const struct sbx_cgroup_limits *limits, sbx_error_t **err);
 int sbx_host_set_disk (uint32_t slot, uint64_t bytes, sbx_error_t **err);
 int sbx_host_set_foreground (uint32_t slot, sbx_error_t **err);
+/* Fork: copy the frozen sandbox's disk into the new one's. */
+struct sbx_copy_result;
+int sbx_host_copy_disk (uint32_t src_slot, uint32_t dst_slot, struct sbx_copy_result *res,
+                        sbx_error_t **err);
+/* Snapshots: op is SBX_PRIV_SNAP_SAVE (slot frozen), LOAD or REMOVE (slot
+   unused); res may be NULL. */
+int sbx_host_snapshot (uint32_t op, uint32_t slot, const char *tenant, const char *name,
+                       struct sbx_copy_result *res, sbx_error_t **err);
+/* Pause (frozen 1) or resume every process of the sandbox. */
+int sbx_host_freeze (uint32_t slot, int frozen, sbx_error_t **err);
 int sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err);
 /* How init ended, when it ended on its own: 1 with *wstatus as waitpid(2)
    gives it, 0 when unknown or still running. */
@@ -55,6 +66,11 @@ int sbx_host_adopt (uint32_t slot, const char *id, pid_t init_pid, struct sbx_is
                     sbx_error_t **err);
 /* Every sandbox not adopted by now is killed. */
 int sbx_host_adopt_done (sbx_error_t **err);
+/* Templates (iso/tmpl.h): build from an archive in a file (fd, read from
+   offset 0), or remove one. */
+int sbx_host_template_build (int fd, const char *name, const char *owner, uint32_t format,
+                             sbx_error_t **err);
+int sbx_host_template_remove (const char *name, sbx_error_t **err);
 
 /* Files: ctx->slot names the sandbox; ctx->uid/gid the user; ctx->copier
    runs the copies the parent asks for. Same contracts as iso/fs.h. */

@@ -43,8 +43,13 @@ enum sbx_priv_op
   SBX_PRIV_ADOPT = 16,      /* sbx_priv_adopt -> reply + box; SCM_RIGHTS: control socket, pidfd */
   SBX_PRIV_ADOPT_DONE = 17, /* sbx_priv_hdr: kill whatever was not adopted */
   SBX_PRIV_INIT_STATUS = 18, /* sbx_priv_slot -> reply (value: 1 << 32 | wait status, 0) */
+  SBX_PRIV_FREEZE = 19,     /* sbx_priv_slot: pause every process of the sandbox */
   SBX_PRIV_FS = 20,         /* sbx_priv_fs -> reply [+ fd], LIST: entries then reply */
   SBX_PRIV_UPLOAD_END = 21, /* sbx_priv_upload_end */
+  SBX_PRIV_TEMPLATE = 22,   /* sbx_priv_template [+ SCM_RIGHTS: the archive, BUILD only] */
+  SBX_PRIV_COPY_DISK = 23,  /* sbx_priv_copy -> reply + sbx_copy_result: fork's copy */
+  SBX_PRIV_SNAPSHOT = 24,   /* sbx_priv_snapshot -> reply [+ sbx_copy_result] */
+  SBX_PRIV_THAW = 25,       /* sbx_priv_slot: resume them (after FREEZE) */
   /* parent -> front end: the answer, and callbacks during a request */
   SBX_PRIV_REPLY = 40,       /* sbx_priv_reply [+ payload] [+ fds] */
   SBX_PRIV_LIST_ENTRY = 41,  /* sbx_priv_entry */
@@ -93,6 +98,9 @@ struct sbx_priv_create
   uint32_t cpu_milli;
   uint32_t pids;
   uint64_t disk_bytes; /* the tmpfs size (already the effective one) */
+  char snapshot_tenant[81]; /* "" or: start from this tenant's snapshot (a layer) */
+  char snapshot[65];
+  char reserved2[6];
   uint32_t isolation;  /* enum sbx_isolation: 0 namespaces, 1 a microVM */
   uint32_t reserved;   /* 0 */
 };
@@ -122,6 +130,32 @@ struct sbx_priv_disk
   uint32_t slot;
   uint32_t reserved;
   uint64_t bytes;
+};
+
+/* Copy the disk of the (frozen) sandbox in src_slot into the fresh one in
+   dst_slot. */
+struct sbx_priv_copy
+{
+  struct sbx_priv_hdr hdr;
+  uint32_t src_slot;
+  uint32_t dst_slot;
+};
+
+enum sbx_priv_snapshot_op
+{
+  SBX_PRIV_SNAP_SAVE = 1,   /* slot (frozen) -> the store */
+  SBX_PRIV_SNAP_LOAD = 2,   /* the store -> slot (just made) */
+  SBX_PRIV_SNAP_REMOVE = 3, /* slot unused */
+};
+
+struct sbx_priv_snapshot
+{
+  struct sbx_priv_hdr hdr;
+  uint32_t snap_op; /* enum sbx_priv_snapshot_op */
+  uint32_t slot;
+  char tenant[81];
+  char name[65];
+  char reserved[6];
 };
 
 struct sbx_priv_adopt
@@ -168,6 +202,21 @@ struct sbx_priv_upload_end
   uint64_t token;
   uint32_t commit; /* 0: abort */
   uint32_t reserved;
+};
+
+enum sbx_priv_template_op
+{
+  SBX_PRIV_TEMPLATE_BUILD = 1, /* the archive (a regular file) rides along */
+  SBX_PRIV_TEMPLATE_REMOVE = 2,
+};
+
+struct sbx_priv_template
+{
+  struct sbx_priv_hdr hdr;
+  uint32_t tmpl_op; /* enum sbx_priv_template_op */
+  uint32_t format;  /* enum sbx_tmpl_format */
+  char name[32];
+  char owner[64];   /* the tenant; printable */
 };
 
 struct sbx_priv_reply

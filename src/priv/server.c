@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,9 @@
 #include <unistd.h>
 
 #include "core/template.h"
+#include "iso/tmpl.h"
+#include "iso/copy.h"
+#include "iso/snapstore.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -37,6 +41,7 @@ struct slot
   int refs; /* requests using the box right now */
   unsigned gen; /* the front end it belongs to */
   char id[SBX_ID_LEN + 1];
+  char tmpl[32]; /* a stored template it mounts ("" for built-ins): not removable meanwhile */
   struct sbx_iso_box box; /* ctl is the front end's: closed here */
 };
 
@@ -66,7 +71,8 @@ static struct
   unsigned nslots;
   unsigned gen;
   struct upload uploads[MAX_UPLOADS];
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  int snapstore; /* STATE/snapshots, -1 when unavailable */
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .snapstore = -1};
 
 /* ---- replies ----------------------------------------------------------- */
 
@@ -277,22 +283,29 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   struct sbx_iso_spec spec;
   struct sbx_iso_box box;
   struct sbx_priv_box out;
+  static const struct sbx_plan empty_plan = {SBX_BUF_INIT, 0};
   sbx_error_t *err = NULL;
-  int fds[2];
+  int fds[2], stored;
 
   if (memchr (m->id, '\0', sizeof m->id) == NULL
       || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1
       || m->isolation > SBX_ISOLATION_VM || m->reserved != 0
-      || (m->isolation == SBX_ISOLATION_VM && m->background))
+      || (m->isolation == SBX_ISOLATION_VM && m->background)
+      || memchr (m->snapshot_tenant, '\0', sizeof m->snapshot_tenant) == NULL
+      || memchr (m->snapshot, '\0', sizeof m->snapshot) == NULL)
     {
       c->broken = 1;
       return;
     }
   tmpl = sbx_template_find (m->template_name);
+  stored = tmpl == NULL && sbx_tmpl_exists (m->template_name);
   if (!sbx_id_valid (m->id))
     sbx_err (&err, SBX_E_INVALID, "not a sandbox id");
-  else if (tmpl == NULL)
+  else if (tmpl == NULL && !stored)
     sbx_err (&err, SBX_E_INVALID, "unknown template");
+  else if (m->snapshot[0] != '\0'
+           && (!sbx_snapshot_name_valid (m->snapshot) || m->snapshot_tenant[0] == '\0'))
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot");
   else if (check_limits (m->memory_bytes, m->cpu_milli, m->pids, &err) == 0)
     check_disk (m->disk_bytes, &err);
   if (err == NULL)
@@ -310,6 +323,8 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
           P.slots[m->slot].dying = 1;
           P.slots[m->slot].gen = P.gen;
           snprintf (P.slots[m->slot].id, sizeof P.slots[m->slot].id, "%s", m->id);
+          snprintf (P.slots[m->slot].tmpl, sizeof P.slots[m->slot].tmpl, "%s",
+                    stored ? m->template_name : "");
         }
       pthread_mutex_unlock (&P.lock);
     }
@@ -327,13 +342,31 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   spec.limits.pids = m->pids;
   spec.disk_bytes = m->disk_bytes;
   spec.hostname = HOSTNAME;
-  spec.plan = &tmpl->plan;
+  if (stored)
+    {
+      /* The template's layers as one read-only overlay; init makes it "/". */
+      spec.plan = &empty_plan;
+      spec.root_mnt = sbx_tmpl_mount (m->template_name, &err);
+    }
+  else
+    {
+      spec.plan = &tmpl->plan;
+      spec.root_mnt = -1;
+    }
   spec.user_uid = USER_ID;
   spec.user_gid = USER_ID;
   spec.background = (int) m->background;
   spec.isolation = (enum sbx_isolation) m->isolation;
-  if (sbx_iso_create (P.eng, &spec, &box, &err) < 0)
+  spec.snapshot_store = P.snapstore;
+  if (m->snapshot[0] != '\0')
     {
+      spec.snapshot_tenant = m->snapshot_tenant;
+      spec.snapshot = m->snapshot;
+    }
+  if ((spec.root_mnt < 0 && stored) || sbx_iso_create (P.eng, &spec, &box, &err) < 0)
+    {
+      if (spec.root_mnt >= 0)
+        close (spec.root_mnt);
       pthread_mutex_lock (&P.lock);
       memset (&P.slots[m->slot], 0, sizeof P.slots[m->slot]);
       sbx_iso_box_init (&P.slots[m->slot].box);
@@ -342,6 +375,8 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
       sbx_error_free (err);
       return;
     }
+  if (spec.root_mnt >= 0)
+    close (spec.root_mnt); /* init holds its own copy now */
   memset (&out, 0, sizeof out);
   out.pid = box.pid;
   out.uid_base = box.uid_base;
@@ -680,6 +715,60 @@ handle_upload_end (struct chan *c, const struct sbx_priv_upload_end *m)
 
 /* ---- channels ---------------------------------------------------------- */
 
+/* A slot (reserved or live) mounts it. Lock order: the store's, then P's. */
+static int
+template_in_use (const char *name)
+{
+  int used = 0;
+
+  pthread_mutex_lock (&P.lock);
+  for (unsigned i = 0; !used && i < P.nslots; i++)
+    used = P.slots[i].in_use && strcmp (P.slots[i].tmpl, name) == 0;
+  pthread_mutex_unlock (&P.lock);
+  return used;
+}
+
+/* Build (fd: the uploaded archive) or remove a stored template. */
+static void
+handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
+{
+  sbx_error_t *err = NULL;
+  struct stat st;
+
+  if (memchr (m->name, '\0', sizeof m->name) == NULL
+      || memchr (m->owner, '\0', sizeof m->owner) == NULL
+      || (m->tmpl_op == SBX_PRIV_TEMPLATE_BUILD) != (fd >= 0)
+      || (m->tmpl_op != SBX_PRIV_TEMPLATE_BUILD && m->tmpl_op != SBX_PRIV_TEMPLATE_REMOVE))
+    {
+      c->broken = 1;
+      return;
+    }
+  for (const char *p = m->owner; *p; p++)
+    if ((unsigned char) *p < 0x21 || (unsigned char) *p > 0x7e)
+      {
+        c->broken = 1;
+        return;
+      }
+  if (!sbx_tmpl_name_ok (m->name))
+    sbx_err (&err, SBX_E_INVALID, "template name `%s` is not valid", m->name);
+  else if (m->tmpl_op == SBX_PRIV_TEMPLATE_BUILD)
+    {
+      struct sbx_tmpl_limits lim = {P.cfg->template_max_bytes, P.cfg->template_max_inodes};
+      if (m->format != SBX_TMPL_DIR && m->format != SBX_TMPL_OCI
+          && !(m->format == SBX_TMPL_RECIPE && strcmp (m->owner, "*") == 0))
+        sbx_err (&err, SBX_E_INVALID, "unknown template format");
+      else if (fstat (fd, &st) < 0 || !S_ISREG (st.st_mode))
+        sbx_err (&err, SBX_E_INVALID, "the template archive is not a file");
+      else
+        sbx_tmpl_build (fd, m->name, m->owner[0] ? m->owner : "default",
+                        (enum sbx_tmpl_format) m->format, &lim, &err);
+    }
+  else
+    sbx_tmpl_remove (m->name, template_in_use, &err);
+  send_reply (c, err, 0, NULL, 0, NULL, 0);
+  sbx_error_free (err);
+}
+
 union request
 {
   struct sbx_priv_hdr hdr;
@@ -691,7 +780,65 @@ union request
   struct sbx_priv_adopt adopt;
   struct sbx_priv_fs fs;
   struct sbx_priv_upload_end upload_end;
+  struct sbx_priv_template tmpl;
+  struct sbx_priv_copy copy;
+  struct sbx_priv_snapshot snapshot;
 };
+
+/* Fork: the copy of one sandbox's disk into another's (both ours; the
+   source frozen, which sbx_iso_copy_disk checks). */
+static void
+handle_copy_disk (struct chan *c, const struct sbx_priv_copy *m)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_copy_result res;
+  struct slot *src = NULL, *dst = NULL;
+
+  memset (&res, 0, sizeof res);
+  if (m->src_slot == m->dst_slot)
+    sbx_err (&err, SBX_E_INVALID, "a sandbox cannot be copied onto itself");
+  else if ((src = slot_get (m->src_slot, &err)) != NULL
+           && (dst = slot_get (m->dst_slot, &err)) != NULL)
+    sbx_iso_copy_disk (P.eng, &src->box, &dst->box, &res, &err);
+  if (src)
+    slot_put (src);
+  if (dst)
+    slot_put (dst);
+  send_reply (c, err, 0, err ? NULL : &res, err ? 0 : sizeof res, NULL, 0);
+  sbx_error_free (err);
+}
+
+/* Snapshots: the names are checked again (they become file names). */
+static void
+handle_snapshot (struct chan *c, const struct sbx_priv_snapshot *m)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_copy_result res;
+  struct slot *s = NULL;
+  int have_res = 0;
+
+  memset (&res, 0, sizeof res);
+  if (memchr (m->tenant, '\0', sizeof m->tenant) == NULL
+      || memchr (m->name, '\0', sizeof m->name) == NULL || m->tenant[0] == '\0'
+      || !sbx_snapshot_name_valid (m->name))
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
+  else if (m->snap_op == SBX_PRIV_SNAP_REMOVE)
+    sbx_snapstore_remove (P.snapstore, m->tenant, m->name, &err);
+  else if (m->snap_op != SBX_PRIV_SNAP_SAVE && m->snap_op != SBX_PRIV_SNAP_LOAD)
+    sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
+  else if ((s = slot_get (m->slot, &err)) != NULL)
+    {
+      have_res = 1;
+      if (m->snap_op == SBX_PRIV_SNAP_SAVE)
+        sbx_iso_snapshot_save (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
+      else
+        sbx_iso_snapshot_load (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
+      slot_put (s);
+    }
+  send_reply (c, err, 0, have_res && !err ? &res : NULL, have_res && !err ? sizeof res : 0, NULL,
+              0);
+  sbx_error_free (err);
+}
 
 /* The exact size of each request type; 0 for unknown ones. */
 static size_t
@@ -705,6 +852,8 @@ request_size (uint32_t op)
     case SBX_PRIV_FOREGROUND:
     case SBX_PRIV_STATS:
     case SBX_PRIV_INIT_STATUS:
+    case SBX_PRIV_FREEZE:
+    case SBX_PRIV_THAW:
       return sizeof (struct sbx_priv_slot);
     case SBX_PRIV_LIMITS:
       return sizeof (struct sbx_priv_limits);
@@ -718,6 +867,12 @@ request_size (uint32_t op)
       return sizeof (struct sbx_priv_fs);
     case SBX_PRIV_UPLOAD_END:
       return sizeof (struct sbx_priv_upload_end);
+    case SBX_PRIV_TEMPLATE:
+      return sizeof (struct sbx_priv_template);
+    case SBX_PRIV_COPY_DISK:
+      return sizeof (struct sbx_priv_copy);
+    case SBX_PRIV_SNAPSHOT:
+      return sizeof (struct sbx_priv_snapshot);
     default:
       return 0;
     }
@@ -744,6 +899,10 @@ handle_slot_op (struct chan *c, const union request *m)
       break;
     case SBX_PRIV_FOREGROUND:
       sbx_iso_set_foreground (&s->box, &err);
+      break;
+    case SBX_PRIV_FREEZE:
+    case SBX_PRIV_THAW:
+      sbx_iso_freeze (P.eng, &s->box, m->hdr.op == SBX_PRIV_FREEZE, &err);
       break;
     case SBX_PRIV_STATS:
       have_stats = sbx_iso_stats (P.eng, &s->box, &st, &err) == 0;
@@ -790,7 +949,16 @@ serve_channel (void *arg)
       ssize_t n = sbx__iso_recv (c->fd, &m, sizeof m, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
       if (n <= 0)
         break;
-      /* Requests carry no descriptors; sizes are exact. */
+      /* Requests carry no descriptors but a template build's archive;
+         sizes are exact. */
+      if ((size_t) n >= sizeof m.hdr && m.hdr.op == SBX_PRIV_TEMPLATE
+          && (size_t) n == sizeof m.tmpl && nfds == 1
+          && m.tmpl.tmpl_op == SBX_PRIV_TEMPLATE_BUILD && m.hdr.len == (size_t) n)
+        {
+          handle_template (c, &m.tmpl, fds[0]);
+          close (fds[0]);
+          continue;
+        }
       if (nfds != 0 || (size_t) n < sizeof m.hdr || m.hdr.len != (size_t) n
           || request_size (m.hdr.op) != (size_t) n)
         {
@@ -816,6 +984,15 @@ serve_channel (void *arg)
           break;
         case SBX_PRIV_UPLOAD_END:
           handle_upload_end (c, &m.upload_end);
+          break;
+        case SBX_PRIV_TEMPLATE:
+          handle_template (c, &m.tmpl, -1);
+          break;
+        case SBX_PRIV_COPY_DISK:
+          handle_copy_disk (c, &m.copy);
+          break;
+        case SBX_PRIV_SNAPSHOT:
+          handle_snapshot (c, &m.snapshot);
           break;
         default:
           handle_slot_op (c, &m);
@@ -864,13 +1041,23 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
 {
   P.cfg = cfg;
   P.eng = eng;
+  {
+    sbx_error_t *e = NULL;
+    if (sbx_snapstore_open (cfg->state_dir, &P.snapstore, &e) < 0)
+      {
+        sbx_warn ("snapshots are unavailable: %s", e->msg);
+        sbx_error_free (e);
+      }
+  }
   P.nslots = cfg->max_sandboxes + cfg->pool_size + 16;
+  if (sbx_tmpl_store_open (cfg->state_dir, cfg->template_mirror, cfg->template_cache, err) < 0)
+    return -1;
   P.slots = calloc (P.nslots, sizeof *P.slots);
   if (P.slots == NULL)
     sbx_oom ();
   for (unsigned i = 0; i < P.nslots; i++)
     sbx_iso_box_init (&P.slots[i].box);
-  return sbx_templates_init (err);
+  return sbx_templates_init (cfg->state_dir, err);
 }
 
 static int frontend_ready;

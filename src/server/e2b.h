@@ -88,12 +88,17 @@ void sbx_route_e2b_get (struct sbx_req *r);
 void sbx_route_e2b_kill (struct sbx_req *r);
 void sbx_route_e2b_timeout (struct sbx_req *r);
 void sbx_route_e2b_connect (struct sbx_req *r);
+void sbx_route_e2b_pause (struct sbx_req *r);
+void sbx_route_e2b_resume (struct sbx_req *r);
+void sbx_route_e2b_fork (struct sbx_req *r);
+void sbx_route_e2b_snapshot_create (struct sbx_req *r);
+void sbx_route_e2b_snapshot_list (struct sbx_req *r);
+void sbx_route_e2b_template_delete (struct sbx_req *r);
 void sbx_route_e2b_refresh (struct sbx_req *r);
 void sbx_route_e2b_metrics (struct sbx_req *r);
 void sbx_route_e2b_health (struct sbx_req *r);
 /* Pause, resume, fork, snapshots, network updates: not in this engine
    yet; a clear answer instead of a hang. */
-void sbx_route_e2b_not_yet (struct sbx_req *r);
 void sbx_route_e2b_network (struct sbx_req *r);
 
 /* ---- data plane --------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/template.h"
+#include "iso/snapstore.h"
 #include "server/e2b.h"
 
 #define TIMEOUT_V1_DEFAULT_S 15  /* infra: SandboxTimeoutDefault for POST /sandboxes */
@@ -67,7 +68,7 @@ listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
   json_object_set_new (o, "clientID", json_string ("sbx"));
   json_object_set (o, "startedAt", json_object_get (native, "created_at"));
   json_object_set (o, "endAt", json_object_get (native, "expires_at"));
-  json_object_set_new (o, "state", json_string ("running"));
+  json_object_set (o, "state", json_object_get (native, "state"));
   json_object_set_new (o, "cpuCount", json_integer (cpu_count < 1 ? 1 : cpu_count));
   json_object_set_new (o, "memoryMB", json_integer (mem / (1024 * 1024)));
   json_object_set_new (o, "diskSizeMB", json_integer (disk / (1024 * 1024)));
@@ -101,8 +102,28 @@ listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
       json_object_set_new (o, "allowInternetAccess", json_boolean (internet));
       json_object_set_new (o, "network",
                            json_pack ("{s:o, s:o}", "allowOut", allow_out, "denyOut", deny_out));
+      if (json_object_get (net, "rules") != NULL)
+        {
+          json_t *rules = json_object (), *list;
+          const char *host;
+          json_object_foreach (json_object_get (net, "rules"), host, list)
+          {
+            json_t *items = json_array (), *item;
+            json_array_foreach (list, i, item)
+            {
+              json_t *h = json_object_get (item, "headers");
+              if (h != NULL)
+                json_array_append_new (items,
+                                       json_pack ("{s:{s:O}}", "transform", "headers", h));
+            }
+            json_object_set_new (rules, host, items);
+          }
+          json_object_set_new (json_object_get (o, "network"), "rules", rules);
+        }
+      json_t *lc = json_object_get (native, "lifecycle");
       json_object_set_new (o, "lifecycle",
-                           json_pack ("{s:s, s:b}", "onTimeout", "kill", "autoResume", 0));
+                           json_pack ("{s:O, s:O}", "onTimeout", json_object_get (lc, "on_timeout"),
+                                      "autoResume", json_object_get (lc, "auto_resume")));
     }
   return o;
 }
@@ -123,24 +144,43 @@ seconds_param (json_t *o, const char *key, uint64_t *out_s, sbx_error_t **err)
   return 0;
 }
 
+/* E2B's lifecycle (autoPause: pause when the lifetime ends; autoResume
+   {enabled}: a request to it while paused resumes it, only with
+   autoPause, as at E2B) as SBX_LIFECYCLE_* flags. autoPauseMemory false
+   (a pause that drops memory) is accepted: sbx keeps memory either way. */
+static int
+e2b_lifecycle (json_t *body, uint32_t *lifecycle, sbx_error_t **err)
+{
+  json_t *v = json_object_get (body, "autoResume"), *enabled;
+  int pause = 0, resume = 0;
+
+  if (sbx_param_bool (body, "autoPause", &pause, err) < 0)
+    return -1;
+  if (v != NULL && !json_is_null (v))
+    {
+      static const char *const allowed[] = {"enabled", NULL};
+      if (!json_is_object (v) || sbx_params_only (v, allowed, err) < 0)
+        return json_is_object (v) ? -1
+                                  : sbx_err (err, SBX_E_INVALID,
+                                             "autoResume must be an object {\"enabled\": bool}");
+      enabled = json_object_get (v, "enabled");
+      if (enabled != NULL && !json_is_null (enabled) && !json_is_boolean (enabled))
+        return sbx_err (err, SBX_E_INVALID, "autoResume.enabled must be a boolean");
+      resume = json_is_true (enabled);
+    }
+  if (resume && !pause)
+    return sbx_err (err, SBX_E_INVALID, "autoResume needs autoPause (onTimeout: pause)");
+  *lifecycle = (pause ? SBX_LIFECYCLE_PAUSE_ON_TIMEOUT : 0) | (resume ? SBX_LIFECYCLE_AUTO_RESUME : 0);
+  return 0;
+}
+
 /* Options sbx cannot honour yet are refused, naming them, rather than
    accepted and quietly ignored. */
 static int
 refuse_unsupported (json_t *body, sbx_error_t **err)
 {
   json_t *v;
-  int b = 0;
 
-  if (sbx_param_bool (body, "autoPause", &b, err) < 0)
-    return -1;
-  if (b)
-    return sbx_err (err, SBX_E_INVALID,
-                    "autoPause: pausing sandboxes is not supported by this sbx yet");
-  v = json_object_get (body, "autoResume");
-  if (v != NULL && !json_is_null (v)
-      && !(json_is_object (v) && !json_is_true (json_object_get (v, "enabled"))))
-    return sbx_err (err, SBX_E_INVALID,
-                    "autoResume: pausing sandboxes is not supported by this sbx yet");
   v = json_object_get (body, "mcp");
   if (v != NULL && !json_is_null (v))
     return sbx_err (err, SBX_E_INVALID, "mcp: MCP gateways are not supported by sbx");
@@ -151,6 +191,63 @@ refuse_unsupported (json_t *body, sbx_error_t **err)
   if (v != NULL && !json_is_null (v))
     return sbx_err (err, SBX_E_INVALID, "iam: workload identity is not supported by sbx");
   return 0; /* network: e2b_network */
+}
+
+/* E2B's network.rules ({host: [{transform: {headers: {k: v}}}]}) as sbx's
+   ({host: [{headers: {k: v}}]}, core/secrets.h): the values may name sbx
+   secrets with ${secret:NAME}. sbx checks the rest (10 domains at most,
+   header names, the secrets). *out is NULL (no rules) or new. */
+static int
+e2b_rules (json_t *rules, json_t **out, sbx_error_t **err)
+{
+  const char *host;
+  json_t *list;
+
+  *out = NULL;
+  if (rules == NULL || json_is_null (rules))
+    return 0;
+  if (!json_is_object (rules))
+    return sbx_err (err, SBX_E_INVALID,
+                    "network.rules must be an object: {host: [{transform: {headers: {...}}}]}");
+  if (json_object_size (rules) == 0)
+    return 0;
+  *out = json_object ();
+  json_object_foreach (rules, host, list)
+  {
+    json_t *items = json_array (), *item;
+    size_t i;
+    json_object_set_new (*out, host, items);
+    if (!json_is_array (list))
+      goto bad;
+    json_array_foreach (list, i, item)
+    {
+      const char *k;
+      json_t *v, *headers;
+      if (!json_is_object (item))
+        goto bad;
+      json_object_foreach (item, k, v)
+      {
+        if (strcmp (k, "transform") != 0)
+          {
+            json_decref (*out);
+            *out = NULL;
+            return sbx_err (err, SBX_E_INVALID,
+                            "network.rules.%.80s[%zu]: unknown field `%.64s` (transform)", host,
+                            i, k);
+          }
+      }
+      headers = json_object_get (json_object_get (item, "transform"), "headers");
+      if (headers == NULL)
+        goto bad;
+      json_array_append_new (items, json_pack ("{s:O}", "headers", headers));
+    }
+  }
+  return 0;
+bad:
+  json_decref (*out);
+  *out = NULL;
+  return sbx_err (err, SBX_E_INVALID,
+                  "network.rules.%.80s must be [{\"transform\": {\"headers\": {...}}}]", host);
 }
 
 /* E2B's network settings as an sbx policy (docs/e2b.md, docs/egress.md).
@@ -168,7 +265,7 @@ refuse_unsupported (json_t *body, sbx_error_t **err)
 static int
 e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t **err)
 {
-  json_t *allow_out = NULL, *deny_out = NULL, *v, *policy, *empty;
+  json_t *allow_out = NULL, *deny_out = NULL, *v, *policy, *empty, *native_rules = NULL;
   int open, all_denied = 0, rc;
   size_t i;
 
@@ -185,12 +282,12 @@ e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t
       json_t *proxy = json_object_get (network, "egressProxy");
       if (!json_is_object (network))
         return sbx_err (err, SBX_E_INVALID, "`network` must be an object");
-      if ((rules != NULL && !json_is_null (rules)
-           && !(json_is_object (rules) && json_object_size (rules) == 0))
-          || (proxy != NULL && !json_is_null (proxy)))
+      if (proxy != NULL && !json_is_null (proxy))
         return sbx_err (err, SBX_E_INVALID,
-                        "network: rules and egressProxy are not supported by this sbx yet"
-                        " (allowOut and denyOut are)");
+                        "network: egressProxy is not supported by this sbx yet"
+                        " (allowOut, denyOut and rules are)");
+      if (e2b_rules (rules, &native_rules, err) < 0)
+        return -1;
       allow_out = json_object_get (network, "allowOut");
       deny_out = json_object_get (network, "denyOut");
       if (allow_out != NULL && json_is_null (allow_out))
@@ -221,7 +318,12 @@ e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t
     policy = json_pack ("{s:O, s:[]}", "allow", allow_out ? allow_out : empty, "deny");
   json_decref (empty);
   if (policy == NULL)
-    return sbx_err_oom (err);
+    {
+      json_decref (native_rules);
+      return sbx_err_oom (err);
+    }
+  if (native_rules != NULL)
+    json_object_set_new (policy, "rules", native_rules);
   rc = sbx_network_canon (policy, canon, err);
   json_decref (policy);
   /* Errors name sbx's lists: allow is allowOut (or "*"), deny denyOut. */
@@ -255,6 +357,7 @@ sbx_route_e2b_create (struct sbx_req *r)
       || sbx_param_bool (body, "allow_internet_access", &flag, &err) < 0
       || sbx_param_bool (body, "secure", &flag, &err) < 0
       || sbx_param_bool (body, "autoPauseMemory", &flag, &err) < 0
+      || e2b_lifecycle (body, &opts.lifecycle, &err) < 0
       || refuse_unsupported (body, &err) < 0
       || e2b_network (json_object_get (body, "allow_internet_access"),
                       json_object_get (body, "network"), &opts.network, &err)
@@ -265,10 +368,23 @@ sbx_route_e2b_create (struct sbx_req *r)
       sbx_err (&err, SBX_E_INVALID, "`templateID` is required");
       goto fail;
     }
-  if (sbx_template_find (opts.template_name) == NULL)
+  if (!sbx_template_usable (tenant_of (r), opts.template_name)
+      && sbx_snapshot_name_valid (opts.template_name))
+    {
+      /* A snapshot's id is a templateID at E2B: start from it. */
+      json_t *found = sbx_snapshot_list (tenant_of (r), opts.template_name, NULL);
+      if (json_array_size (found) == 1)
+        {
+          opts.snapshot = opts.template_name;
+          opts.template_name = NULL;
+        }
+      json_decref (found);
+    }
+  if (opts.snapshot == NULL && !sbx_template_usable (tenant_of (r), opts.template_name))
     {
       sbx_err (&err, SBX_E_NOT_FOUND,
-               "template `%.64s` not found (this sbx has `base` and `code-interpreter-v1`)",
+               "template `%.64s` not found (built in: `base` and `code-interpreter-v1`; others: "
+               "sbx template ls)",
                opts.template_name);
       goto fail;
     }
@@ -470,6 +586,14 @@ after_token (json_t *native, int64_t started, const char *id, int desc)
   return desc ? cmp < 0 : cmp > 0;
 }
 
+static int
+state_wanted (json_t *native, int running, int paused)
+{
+  const char *s = json_string_value (json_object_get (native, "state"));
+
+  return s && strcmp (s, "paused") == 0 ? paused : running;
+}
+
 void
 sbx_route_e2b_list (struct sbx_req *r)
 {
@@ -482,14 +606,14 @@ sbx_route_e2b_list (struct sbx_req *r)
   char token_id[SBX_ID_LEN + 1] = "", next[64] = "";
   int64_t token_started = -1;
   long limit = v2 ? LIST_LIMIT_DEFAULT : LIST_LIMIT_MAX;
-  int desc = 0, want_running = 1;
+  int desc = 0, want_running = 1, want_paused = 1;
   size_t i, n, count = 0;
 
   if (q_meta && parse_metadata_filter (q_meta, filter, &err) < 0)
     goto fail;
   if (q_state)
     {
-      /* "running,paused": sbx has no paused sandboxes. */
+      /* "running,paused" */
       char copy[64], *save = NULL, *s;
       if (strlen (q_state) >= sizeof copy)
         {
@@ -497,11 +621,13 @@ sbx_route_e2b_list (struct sbx_req *r)
           goto fail;
         }
       snprintf (copy, sizeof copy, "%s", q_state);
-      want_running = 0;
+      want_running = want_paused = 0;
       for (s = strtok_r (copy, ",", &save); s; s = strtok_r (NULL, ",", &save))
         if (strcmp (s, "running") == 0)
           want_running = 1;
-        else if (strcmp (s, "paused") != 0)
+        else if (strcmp (s, "paused") == 0)
+          want_paused = 1;
+        else
           {
             sbx_err (&err, SBX_E_INVALID, "`state` must be running and/or paused, not `%.32s`", s);
             goto fail;
@@ -527,7 +653,7 @@ sbx_route_e2b_list (struct sbx_req *r)
     goto fail;
 
   all = sbx_sandbox_list (sbx_req_tenant (r), filter);
-  n = want_running ? json_array_size (all) : 0;
+  n = json_array_size (all);
   sorted = n ? calloc (n, sizeof *sorted) : NULL;
   if (n && sorted == NULL)
     {
@@ -544,6 +670,8 @@ sbx_route_e2b_list (struct sbx_req *r)
       native = sorted[desc ? n - 1 - i : i];
       if (q_template && !template_is (native, q_template))
         continue;
+      if (!state_wanted (native, want_running, want_paused))
+        continue;
       if (token_id[0] && !after_token (native, token_started, token_id, desc))
         continue;
       json_array_append_new (out, listed_json (native, NULL));
@@ -555,7 +683,8 @@ sbx_route_e2b_list (struct sbx_req *r)
           for (j = i + 1; j < n; j++)
             {
               json_t *rest = sorted[desc ? n - 1 - j : j];
-              if (!q_template || template_is (rest, q_template))
+              if ((!q_template || template_is (rest, q_template))
+                  && state_wanted (rest, want_running, want_paused))
                 {
                   snprintf (next, sizeof next, "%lld.%s", (long long) started_s (native),
                             json_string_value (json_object_get (native, "id")));
@@ -693,12 +822,218 @@ sbx_route_e2b_connect (struct sbx_req *r)
   int v2 = strcmp (r->segs[0], "v2") == 0;
   struct sbx_sandbox *sb = sandbox_and_seconds (r, v2 ? 2 : 1, "timeout", !v2, &s, &err);
 
-  if (sb == NULL || (s > 0 && extend (sb, s, &err) < 0))
+  if (sb != NULL && sbx_sandbox_is_paused (sb))
+    {
+      /* Connect resumes a paused sandbox (201), with the lifetime asked
+         for (or what it had left). A concurrent resume may win: then it
+         runs, as asked. */
+      if (sbx_sandbox_resume (sb, s * 1000, &err) < 0 && err->kind == SBX_E_CONFLICT)
+        {
+          sbx_error_free (err);
+          err = NULL;
+        }
+      if (err)
+        sbx_reply_error (r, err);
+      else
+        sbx_reply_json (r, 201, sandbox_json (sb));
+    }
+  else if (sb == NULL || (s > 0 && extend (sb, s, &err) < 0))
     sbx_reply_error (r, err);
   else
     sbx_reply_json (r, 200, sandbox_json (sb)); /* 200: it was running */
   if (sb)
     sbx_sandbox_unref (sb);
+}
+
+/* POST /sandboxes/{id}/pause {"memory"?}: 204; 409 when already paused.
+   Memory is kept whatever `memory` says (no hibernation in sbx). */
+void
+sbx_route_e2b_pause (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"memory", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL;
+  int memory = 1;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_bool (body, "memory", &memory, &err) < 0)
+    goto fail;
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || sbx_sandbox_pause (sb, &err) < 0)
+    goto fail;
+  sbx_reply_empty (r, 204);
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+/* POST /sandboxes/{id}/fork {"timeout"?, "count"?}: 201
+   [{"sandbox": Sandbox}...]; all or nothing (an error is the answer's
+   status, not an item). Processes are not carried (docs/e2b.md). */
+void
+sbx_route_e2b_fork (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"timeout", "count", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  struct sbx_fork_result res;
+  json_t *body = NULL, *arr;
+  uint64_t s = 0, count = 1;
+  unsigned i;
+
+  memset (&res, 0, sizeof res);
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || seconds_param (body, "timeout", &s, &err) < 0
+      || sbx_param_uint (body, "count", &count, &err) < 0)
+    goto fail;
+  if (json_object_get (body, "count") == NULL || json_is_null (json_object_get (body, "count")))
+    count = 1;
+  if (count < 1 || count > SBX_FORK_MAX)
+    {
+      sbx_err (&err, SBX_E_INVALID, "count must be 1 to %d", SBX_FORK_MAX);
+      goto fail;
+    }
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || sbx_sandbox_fork (sb, (unsigned) count, s * 1000, &res, &err) < 0)
+    goto fail;
+  arr = json_array ();
+  for (i = 0; i < res.n; i++)
+    json_array_append_new (arr, json_pack ("{s:o}", "sandbox", sandbox_json (res.sb[i])));
+  sbx_reply_json (r, 201, arr);
+  if (r->out_of_memory || r->queue_failed)
+    for (i = 0; i < res.n; i++)
+      sbx_sandbox_kill (res.sb[i], "sandbox killed", NULL);
+  sbx_fork_result_release (&res);
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+/* ---- snapshots: E2B's are templates (a snapshot's id is a templateID) ---- */
+
+static json_t *
+e2b_snapshot_json (json_t *native)
+{
+  return json_pack ("{s:O, s:[O], s:O, s:O}", "snapshotID", json_object_get (native, "name"),
+                    "names", json_object_get (native, "name"), "sandboxID",
+                    json_object_get (native, "source"), "createdAt",
+                    json_object_get (native, "created_at"));
+}
+
+/* POST /sandboxes/{id}/snapshots {"name"?}: 201 {snapshotID, names}. */
+void
+sbx_route_e2b_snapshot_create (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"name", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL, *snap;
+  const char *name = NULL;
+  char gen[32];
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || sbx_param_string (body, "name", &name, &err) < 0)
+    goto fail;
+  if (name == NULL)
+    {
+      char hex[17];
+      sbx_random_hex (hex, 8);
+      snprintf (gen, sizeof gen, "snap-%s", hex);
+      name = gen;
+    }
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || (snap = sbx_snapshot_create (sb, name, &err)) == NULL)
+    goto fail;
+  sbx_reply_json (r, 201, e2b_snapshot_json (snap));
+  json_decref (snap);
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
+}
+
+/* GET /snapshots?sandboxID=&name=: the tenant's, [{snapshotID, names, ...}]. */
+void
+sbx_route_e2b_snapshot_list (struct sbx_req *r)
+{
+  const char *q_sandbox = sbx_req_query (r, "sandboxID"), *q_name = sbx_req_query (r, "name");
+  sbx_error_t *err = NULL;
+  json_t *all = sbx_snapshot_list (tenant_of (r), NULL, &err), *out, *v;
+  size_t i;
+
+  if (all == NULL)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  out = json_array ();
+  json_array_foreach (all, i, v)
+  {
+    if (q_sandbox && strcmp (q_sandbox, json_string_value (json_object_get (v, "source"))) != 0)
+      continue;
+    if (q_name && strcmp (q_name, json_string_value (json_object_get (v, "name"))) != 0)
+      continue;
+    json_array_append_new (out, e2b_snapshot_json (v));
+  }
+  json_decref (all);
+  sbx_reply_json (r, 200, out);
+}
+
+/* DELETE /templates/{id}: deletes a snapshot (sbx's templates are built in). */
+void
+sbx_route_e2b_template_delete (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+
+  if (sbx_snapshot_delete (tenant_of (r), r->segs[1], &err) < 0)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_empty (r, 204);
+}
+
+/* POST /sandboxes/{id}/resume {"timeout"?, "autoPause"?} (deprecated at
+   E2B, connect replaces it): 201 Sandbox; 409 when it is not paused. */
+void
+sbx_route_e2b_resume (struct sbx_req *r)
+{
+  static const char *const allowed[] = {"timeout", "autoPause", NULL};
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = NULL;
+  json_t *body = NULL;
+  uint64_t s = 0;
+  int auto_pause = 0;
+
+  if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
+      || seconds_param (body, "timeout", &s, &err) < 0
+      || sbx_param_bool (body, "autoPause", &auto_pause, &err) < 0)
+    goto fail;
+  sb = sbx_req_sandbox (r, 1, &err);
+  if (sb == NULL || sbx_sandbox_resume (sb, s * 1000, &err) < 0)
+    goto fail;
+  sbx_reply_json (r, 201, sandbox_json (sb));
+  sbx_sandbox_unref (sb);
+  json_decref (body);
+  return;
+fail:
+  if (sb)
+    sbx_sandbox_unref (sb);
+  json_decref (body);
+  sbx_reply_error (r, err);
 }
 
 void
@@ -771,36 +1106,4 @@ void
 sbx_route_e2b_health (struct sbx_req *r)
 {
   sbx_reply_json (r, 200, json_pack ("{s:s}", "status", "ok"));
-}
-
-void
-sbx_route_e2b_not_yet (struct sbx_req *r)
-{
-  const char *what = r->nsegs >= 3 ? r->segs[2] : r->segs[0];
-  sbx_error_t *err = NULL;
-
-  if (r->nsegs >= 2 && strcmp (r->segs[0], "sandboxes") == 0)
-    {
-      /* An unknown sandbox is a 404 first, as E2B answers. */
-      struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
-      if (sb == NULL)
-        {
-          sbx_reply_error (r, err);
-          return;
-        }
-      sbx_sandbox_unref (sb);
-    }
-  if (strcmp (what, "templates") == 0 || strcmp (what, "snapshots") == 0)
-    what = "snapshots";
-  {
-    json_t *o = json_object ();
-    char msg[200];
-    snprintf (msg, sizeof msg,
-              "%s is not supported by this sbx yet (pause, resume, fork and snapshots come in"
-              " a later release; see docs/e2b.md)",
-              what);
-    json_object_set_new (o, "code", json_integer (501));
-    json_object_set_new (o, "message", json_string (msg));
-    sbx_reply_json (r, 501, o);
-  }
 }

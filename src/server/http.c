@@ -63,6 +63,12 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "v1/sandboxes/*/timeout", SBX_BODY_JSON, 0, sbx_route_sandbox_timeout},
     {"PUT", "v1/sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_sandbox_network},
     {"GET", "v1/sandboxes/*/metrics", SBX_BODY_NONE, 0, sbx_route_sandbox_metrics},
+    {"POST", "v1/sandboxes/*/pause", SBX_BODY_JSON, 0, sbx_route_sandbox_pause},
+    {"POST", "v1/sandboxes/*/resume", SBX_BODY_JSON, 0, sbx_route_sandbox_resume},
+    {"POST", "v1/sandboxes/*/fork", SBX_BODY_JSON, 0, sbx_route_sandbox_fork},
+    {"POST", "v1/sandboxes/*/snapshots", SBX_BODY_JSON, 0, sbx_route_snapshot_create},
+    {"GET", "v1/snapshots", SBX_BODY_NONE, 0, sbx_route_snapshot_list},
+    {"DELETE", "v1/snapshots/*", SBX_BODY_NONE, 0, sbx_route_snapshot_delete},
     {"POST", "v1/sandboxes/*/exec", SBX_BODY_JSON, 0, sbx_route_exec},
     {"POST", "v1/sandboxes/*/processes", SBX_BODY_JSON, 0, sbx_route_process_start},
     {"GET", "v1/sandboxes/*/processes", SBX_BODY_NONE, 0, sbx_route_process_list},
@@ -83,7 +89,15 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "v1/keys", SBX_BODY_JSON, 1, sbx_route_key_create},
     {"GET", "v1/keys", SBX_BODY_NONE, 1, sbx_route_key_list},
     {"DELETE", "v1/keys/*", SBX_BODY_NONE, 1, sbx_route_key_delete},
+    {"POST", "v1/templates", SBX_BODY_TEMPLATE, 0, sbx_route_template_build},
+    {"GET", "v1/templates", SBX_BODY_NONE, 0, sbx_route_template_list},
+    {"GET", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_get},
+    {"DELETE", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_delete},
+    {"GET", "v1/templates/*/progress", SBX_BODY_NONE, 0, sbx_route_template_progress},
     {"GET", "v1/audit", SBX_BODY_NONE, 1, sbx_route_audit},
+    {"POST", "v1/secrets", SBX_BODY_JSON, 0, sbx_route_secret_create},
+    {"GET", "v1/secrets", SBX_BODY_NONE, 0, sbx_route_secret_list},
+    {"DELETE", "v1/secrets/*", SBX_BODY_NONE, 0, sbx_route_secret_delete},
     /* E2B's control plane (e2b_control.c): E2B_API_URL points here. */
     {"GET", "health", SBX_BODY_NONE, 0, sbx_route_e2b_health},
     {"POST", "sandboxes", SBX_BODY_JSON, 0, sbx_route_e2b_create},
@@ -97,13 +111,13 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "sandboxes/*/connect", SBX_BODY_JSON, 0, sbx_route_e2b_connect},
     {"POST", "v2/sandboxes/*/connect", SBX_BODY_JSON, 0, sbx_route_e2b_connect},
     {"GET", "sandboxes/*/metrics", SBX_BODY_NONE, 0, sbx_route_e2b_metrics},
-    {"POST", "sandboxes/*/pause", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
-    {"POST", "sandboxes/*/resume", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
-    {"POST", "sandboxes/*/fork", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
-    {"POST", "sandboxes/*/snapshots", SBX_BODY_JSON, 0, sbx_route_e2b_not_yet},
+    {"POST", "sandboxes/*/pause", SBX_BODY_JSON, 0, sbx_route_e2b_pause},
+    {"POST", "sandboxes/*/resume", SBX_BODY_JSON, 0, sbx_route_e2b_resume},
+    {"POST", "sandboxes/*/fork", SBX_BODY_JSON, 0, sbx_route_e2b_fork},
+    {"POST", "sandboxes/*/snapshots", SBX_BODY_JSON, 0, sbx_route_e2b_snapshot_create},
     {"PUT", "sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_e2b_network},
-    {"GET", "snapshots", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
-    {"DELETE", "templates/*", SBX_BODY_NONE, 0, sbx_route_e2b_not_yet},
+    {"GET", "snapshots", SBX_BODY_NONE, 0, sbx_route_e2b_snapshot_list},
+    {"DELETE", "templates/*", SBX_BODY_NONE, 0, sbx_route_e2b_template_delete},
     /* Any method; routed from the raw URI in begin_request (proxy.c). */
     {"*", "v1/sandboxes/*/ports/*", SBX_BODY_PROXY, 0, sbx_route_port_proxy},
     {NULL, NULL, SBX_BODY_NONE, 0, NULL},
@@ -364,6 +378,8 @@ free_request (struct sbx_req *r)
     sbx_e2b_files_free (r);
   if (r->upload_open)
     sbx_host_fs_upload_abort (&r->up);
+  if (r->tmpl_spool)
+    close (r->tmpl_spool - 1);
   sbx_sandbox_fs_close (&r->fs);
   if (r->sb)
     sbx_sandbox_unref (r->sb);
@@ -718,6 +734,11 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
       sbx_reply_error (r, err);
       return;
     }
+  if (r->route->body == SBX_BODY_TEMPLATE && sbx_templates_upload_begin (r, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
   if (r->route->body == SBX_BODY_PROXY && sbx_route_port_begin (r, &err) < 0)
     {
       sbx_reply_error (r, err);
@@ -754,6 +775,9 @@ take_body (struct sbx_req *r, const char *data, size_t len)
       break;
     case SBX_BODY_PROXY:
       sbx_proxy_body (r, data, len);
+      break;
+    case SBX_BODY_TEMPLATE:
+      sbx_templates_upload_body (r, data, len);
       break;
     case SBX_BODY_JSON:
     case SBX_BODY_RAW:

@@ -23,6 +23,7 @@ enum sbx_body_kind
   SBX_BODY_UPLOAD, /* streamed into a file in the sandbox */
   SBX_BODY_E2B_FILES, /* E2B's POST /files: multipart or raw, streamed (e2b_files.c) */
   SBX_BODY_PROXY,  /* streamed to a server in the sandbox (server/proxy.c) */
+  SBX_BODY_TEMPLATE, /* spooled to an unnamed file in the state dir (routes_templates.c) */
 };
 
 /* How a data-plane (envd) route is authorized; API routes ignore it. */
@@ -97,6 +98,10 @@ struct sbx_req
   char audit_sandbox[SBX_ID_LEN + 1]; /* a sandbox the handler made (create) */
   void *audit_sha;          /* EVP_MD_CTX of an upload's content (routes_files.c) */
   uint64_t audit_size;      /* bytes of it */
+  /* a template upload (routes_templates.c): its spool file + 1 (0: none) */
+  int tmpl_spool;
+  uint64_t tmpl_bytes;
+  int tmpl_too_large;
 };
 
 /* Tenant filter for the core: NULL for the administrator. */
@@ -145,6 +150,12 @@ void sbx_route_sandbox_kill (struct sbx_req *r);
 void sbx_route_sandbox_timeout (struct sbx_req *r);
 void sbx_route_sandbox_network (struct sbx_req *r);
 void sbx_route_sandbox_metrics (struct sbx_req *r);
+void sbx_route_sandbox_pause (struct sbx_req *r);
+void sbx_route_sandbox_resume (struct sbx_req *r);
+void sbx_route_sandbox_fork (struct sbx_req *r);
+void sbx_route_snapshot_create (struct sbx_req *r);
+void sbx_route_snapshot_list (struct sbx_req *r);
+void sbx_route_snapshot_delete (struct sbx_req *r);
 void sbx_route_exec (struct sbx_req *r);
 void sbx_route_process_start (struct sbx_req *r);
 void sbx_route_process_list (struct sbx_req *r);
@@ -165,7 +176,18 @@ void sbx_route_file_watch (struct sbx_req *r);
 void sbx_route_key_create (struct sbx_req *r);
 void sbx_route_key_list (struct sbx_req *r);
 void sbx_route_key_delete (struct sbx_req *r);
+void sbx_route_secret_create (struct sbx_req *r);
+void sbx_route_secret_list (struct sbx_req *r);
+void sbx_route_secret_delete (struct sbx_req *r);
 void sbx_route_audit (struct sbx_req *r);
+void sbx_route_template_build (struct sbx_req *r);
+void sbx_route_template_list (struct sbx_req *r);
+void sbx_route_template_get (struct sbx_req *r);
+void sbx_route_template_delete (struct sbx_req *r);
+void sbx_route_template_progress (struct sbx_req *r);
+/* A template upload's body (routes_templates.c). */
+int sbx_templates_upload_begin (struct sbx_req *r, sbx_error_t **err);
+void sbx_templates_upload_body (struct sbx_req *r, const char *data, size_t len);
 
 /* Request bodies as options, without a connection or the core (for the
    handlers, unit tests and fuzzers). Each takes the parsed body, returns 0

@@ -46,8 +46,11 @@ int
 sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t **err)
 {
   static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
-                                        "env",      "metadata", "user", "network", "isolation", NULL};
+                                        "env",      "metadata", "user", "network", "on_timeout",
+                                        "auto_resume", "snapshot", "isolation", NULL};
   uint64_t pids = 0;
+  const char *on_timeout = NULL;
+  int auto_resume = 0;
 
   memset (opts, 0, sizeof *opts);
   if (sbx_params_only (body, allowed, err) < 0
@@ -63,8 +66,18 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
                                err)
              < 0
       || sbx_param_string (body, "user", &opts->user, err) < 0
+      || sbx_param_string (body, "on_timeout", &on_timeout, err) < 0
+      || sbx_param_bool (body, "auto_resume", &auto_resume, err) < 0
+      || sbx_param_string (body, "snapshot", &opts->snapshot, err) < 0
       || sbx_param_string (body, "isolation", &opts->isolation, err) < 0)
     return -1;
+  if (on_timeout && strcmp (on_timeout, "pause") != 0 && strcmp (on_timeout, "kill") != 0)
+    return sbx_err (err, SBX_E_INVALID, "on_timeout must be `kill` or `pause`, not `%.32s`",
+                    on_timeout);
+  if (on_timeout && strcmp (on_timeout, "pause") == 0)
+    opts->lifecycle |= SBX_LIFECYCLE_PAUSE_ON_TIMEOUT;
+  if (auto_resume)
+    opts->lifecycle |= SBX_LIFECYCLE_AUTO_RESUME;
   if (json_object_get (body, "pids") && !json_is_null (json_object_get (body, "pids"))
       && (pids == 0 || pids > UINT32_MAX))
     return sbx_err (err, SBX_E_INVALID, "pids %llu is out of range", (unsigned long long) pids);

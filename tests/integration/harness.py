@@ -8,6 +8,7 @@ sandboxes, and after the daemon stops no cgroup, mount or state directory.
 
 Run with Debian's /usr/bin/python3 (stdlib only).
 """
+import hashlib
 import http.client
 import itertools
 import json
@@ -226,6 +227,15 @@ class Daemon:
     def cleanup(self):
         """After stop: everything of this daemon must be gone. Returns problems."""
         problems = leftovers(self.uid_base, self.uid_end, self.cgroup_parent, self.state)
+        # The egress CA's public files (docs/egress.md): a daemon that was
+        # killed (not stopped) could not remove them.
+        pub = "/run/sbx/egress-ca/" + hashlib.sha256(self.state.encode()).hexdigest()[:32]
+        shutil.rmtree(pub, ignore_errors=True)
+        for d in ("/run/sbx/egress-ca", "/run/sbx"):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
         shutil.rmtree(self.state, ignore_errors=True)
         try:
             os.unlink(self.log_path)

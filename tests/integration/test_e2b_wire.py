@@ -436,7 +436,8 @@ class E2BWire(DaemonTest):
                              (b'{"templateID":"base","envVars":{"A=B":"y"}}', 400),
                              (b'{"templateID":"base","metadata":{"a":1}}', 400),
                              (b'{"templateID":"base","bogus":1}', 400),
-                             (b'{"templateID":"base","autoPause":true}', 400),
+                             (b'{"templateID":"base","autoPause":1}', 400),
+                             (b'{"templateID":"base","autoResume":{"enabled":true}}', 400),
                              (b'{"templateID":"base","network":{"allowOut":["x.com"]}}', 400),
                              (b'{"templateID":"../../base"}', 404)):
             st, _, data = self.request("POST", "/v2/sandboxes", body, h)
@@ -461,9 +462,10 @@ class E2BWire(DaemonTest):
         for body in (b'{}', b'{"timeout":0}', b'{"timeout":"x"}', b'{"timeout":1.5}'):
             st, _, data = self.request("POST", "/sandboxes/%s/timeout" % sb["sandboxID"], body, h)
             self.assertEqual(st, 400, (body, data))
-        st, _, data = self.request("POST", "/sandboxes/%s/pause" % sb["sandboxID"], b"{}", h)
-        self.assertEqual(st, 501, data)
-        self.assertIn("not supported", json.loads(data)["message"])
+        st, _, data = self.request("POST", "/sandboxes/%s/pause" % sb["sandboxID"], b'{"x":1}', h)
+        self.assertEqual(st, 400, data)
+        st, _, data = self.request("POST", "/sandboxes/%s/fork" % sb["sandboxID"], b'{"count":0}', h)
+        self.assertEqual(st, 400, data)
         self.assertAlive(sb)
 
     # ---- many streams ------------------------------------------------------

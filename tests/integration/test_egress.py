@@ -478,7 +478,7 @@ class TestEgress(EgressBase):
             {"allow": ["[::1"]},
             {"allow": ["a" * 300]},
             {"allow": ["x%d.com" % i for i in range(257)]},
-            {"rules": {}},
+            {"rules": []},
             ["example.com"],
         ]
         for net in bad:

@@ -91,8 +91,11 @@ class HostFilesInvisible(DaemonTest):
             if os.path.exists(host):
                 expected.add(name)
         self.assertEqual(set(self.listdir("/etc")), expected)
-        if os.path.exists("/etc/ssl/certs"):
-            self.assertEqual(self.listdir("/etc/ssl"), ["certs"])
+        # /etc/ssl: the host's certs, and sbx's egress CA (its certificate,
+        # and the host's bundle with it: docs/egress.md, Credentials).
+        self.assertEqual(sorted(self.listdir("/etc/ssl")),
+                         (["certs"] if os.path.exists("/etc/ssl/certs") else [])
+                         + ["sbx-ca-bundle.crt", "sbx-ca.crt"])
         # The generated passwd, not the host's.
         passwd = sh_ok(self, self.sid, "cat /etc/passwd")
         self.assertEqual([l.split(":")[0] for l in passwd.splitlines()], ["root", "user", "nobody"])
@@ -155,8 +158,14 @@ class HostFilesInvisible(DaemonTest):
                 self.assertTrue(f[5].startswith("ro,"), line)
         allowed = {"/usr", "/etc/ssl/certs", "/etc/alternatives", "/etc/ld.so.cache",
                    "/etc/services", "/etc/protocols", "/bin", "/sbin", "/lib", "/lib32",
-                   "/lib64", "/libx32"}
+                   "/lib64", "/libx32", "/etc/ssl/sbx-ca.crt", "/etc/ssl/sbx-ca-bundle.crt"}
         self.assertIn("/usr", host_binds)
+        # The egress CA's public files, from where the daemon publishes them
+        # (docs/egress.md, Credentials); never its key.
+        for name in ("/etc/ssl/sbx-ca.crt", "/etc/ssl/sbx-ca-bundle.crt"):
+            self.assertRegex(host_binds.get(name, ""),
+                             r"^/sbx/egress-ca/[0-9a-f]{32}/(ca|bundle)\.crt$|"
+                             r"^/run/sbx/egress-ca/[0-9a-f]{32}/(ca|bundle)\.crt$")
         self.assertLessEqual(set(host_binds), allowed, host_binds)
 
 

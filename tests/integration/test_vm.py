@@ -194,6 +194,57 @@ class VM(DaemonTest):
         body = self.assertError(r, 400)
         self.assertIn("isolation must be", body["message"])
 
+    def count(self):
+        out = self.sh("cat /tmp/count 2>/dev/null")["stdout"].strip()
+        return int(out) if out else 0
+
+    def test_pause_resume(self):
+        """The lifecycle API's pause freezes the VM's cgroup (QEMU and the
+        relay): the guest stops where it is and goes on after resume."""
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % self.sid,
+                       {"cmd": "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done"})
+        self.assertEqual(r.status, 201, r)
+        pid = r.json()["pid"]
+        base = "/v1/sandboxes/" + self.sid
+        try:
+            for _ in range(200):
+                if self.count() > 0:
+                    break
+            r = self.d.api("POST", base + "/pause", {})
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["state"], "paused")
+            self.assertEqual(self.d.api("GET", base).json()["state"], "paused")
+            for qpid in self.qemu:
+                with open("/proc/%d/cgroup" % qpid) as f:
+                    self.assertIn(self.sid, f.read())
+            r = self.d.api("POST", base + "/exec", {"cmd": "true"})
+            self.assertIn("paused", self.assertError(r, 409, "conflict")["message"])
+            r = self.d.api("POST", base + "/resume", {})
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["state"], "running")
+            # The same process goes on counting from where it was.
+            first = self.count()
+            self.assertGreater(first, 0)
+            for _ in range(200):
+                if self.count() > first:
+                    break
+            self.assertGreater(self.count(), first)
+            procs = self.d.api("GET", base + "/processes").json()
+            self.assertIn(pid, [p["pid"] for p in procs["processes"]])
+        finally:
+            self.d.api("POST", "%s/processes/%d/signal" % (base, pid), {"signal": "SIGKILL"})
+
+    def test_snapshot_fork_template_network_501(self):
+        base = "/v1/sandboxes/" + self.sid
+        r = self.d.api("POST", base + "/snapshots", {"name": "s1"})
+        self.assertIn("snapshots", self.assertError(r, 501, "not_implemented")["message"])
+        r = self.d.api("POST", base + "/fork", {"count": 1})
+        self.assertIn("fork", self.assertError(r, 501, "not_implemented")["message"])
+        for body, what in (({"isolation": "vm", "template": "code-interpreter-v1"}, "templates"),
+                           ({"isolation": "vm", "network": {"allow": ["*"]}}, "network egress")):
+            r = self.d.api("POST", "/v1/sandboxes", body)
+            self.assertIn(what, self.assertError(r, 501, "not_implemented")["message"])
+
     def test_zz_kill_leaves_no_qemu(self):
         self.assertTrue(self.qemu)
         self.assertEqual(self.d.kill(self.sid).status, 204)

@@ -5,6 +5,7 @@
  * client that sends it malformed and hostile requests. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/capability.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -277,6 +278,16 @@ fs_req (uint32_t slot, uint32_t op, const char *path)
 }
 
 static int
+remove_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void) st;
+  (void) flag;
+  (void) ftw;
+  remove (path);
+  return 0;
+}
+
+static int
 test_parent_protocol (void)
 {
   struct sbx_engine_opts opts = {0};
@@ -299,6 +310,9 @@ test_parent_protocol (void)
   cfg.max_sandboxes = 4;
   cfg.pool_size = 0;
   cfg.uid_base = 0xA0000000u + (uid_t) (getpid () % 64) * (1u << 23);
+  /* The parent opens its template store in the state directory. */
+  snprintf (cfg.state_dir, sizeof cfg.state_dir, "/tmp/sbx-unit-privsep-XXXXXX");
+  CHECK (mkdtemp (cfg.state_dir) != NULL);
   if (sbx_engine_open (&eng, &opts, &err) < 0)
     {
       fprintf (stderr, "# engine: %s\n", err->msg);
@@ -421,6 +435,7 @@ test_parent_protocol (void)
   close (master[1]);
   close (master[0]);
   sbx_engine_close (&eng);
+  nftw (cfg.state_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
   return 0;
 }
 

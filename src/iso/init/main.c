@@ -40,15 +40,19 @@ init_protocol_violation (void)
 }
 
 static const struct sbx_msg_config *
-receive_config (const unsigned char **plan, const void **filter, size_t *filter_len)
+receive_config (const unsigned char **plan, const void **filter, size_t *filter_len, int *root_mnt)
 {
   const struct sbx_msg_config *cfg = (const struct sbx_msg_config *) packet;
   int fds[SBX_INIT_MAX_FDS], nfds;
   size_t n, need;
 
   n = init_recv (packet, sizeof packet, fds, SBX_INIT_MAX_FDS, &nfds);
-  if (n < sizeof *cfg || nfds != 0)
+  if (n < sizeof *cfg || nfds > 1)
     init_protocol_violation ();
+  /* A stored template's root (a detached mount) comes with the config. */
+  if ((size_t) nfds != (cfg->root_from_fd == 1 ? 1u : 0u) || cfg->root_from_fd > 1)
+    init_protocol_violation ();
+  *root_mnt = nfds == 1 ? fds[0] : -1;
   if (cfg->hdr.type != SBX_MSG_CONFIG || cfg->hdr.len != n || cfg->version != SBX_PROTO_VERSION)
     init_protocol_violation ();
   need = sizeof *cfg + (size_t) cfg->plan_bytes + (size_t) cfg->seccomp_len;
@@ -105,6 +109,77 @@ handle_keep (const struct sbx_msg_keep *m, size_t len, int *fds, int nfds)
   set_deadline (m->deadline_ms);
 }
 
+/* One message from the daemon on the control socket. */
+static void
+handle_ctl (void)
+{
+  int fds[SBX_INIT_MAX_FDS], nfds, i;
+  const struct sbx_msg_hdr *hdr = (const struct sbx_msg_hdr *) packet;
+  size_t n = init_recv (packet, sizeof packet, fds, SBX_INIT_MAX_FDS, &nfds);
+
+  /* The daemon went away and never handed the sandbox out (a pool
+     sandbox): it ends, so nothing is left that nobody can reach.
+     A kept sandbox never reads EOF: we hold the daemon's end. */
+  if (n == 0)
+    _exit (0);
+  if (n < sizeof *hdr || hdr->len != n)
+    init_protocol_violation ();
+  switch (hdr->type)
+    {
+    case SBX_MSG_SPAWN:
+      init_handle_spawn ((const struct sbx_msg_spawn *) packet, n, fds, nfds);
+      break;
+    case SBX_MSG_PUMP:
+      init_handle_pump ((const struct sbx_msg_pump *) packet, n, fds, nfds);
+      break;
+    case SBX_MSG_WATCH:
+      init_handle_watch ((const struct sbx_msg_watch *) packet, n, fds, nfds);
+      break;
+    case SBX_MSG_KEEP:
+      handle_keep ((const struct sbx_msg_keep *) packet, n, fds, nfds);
+      break;
+    case SBX_MSG_CONNECT:
+      init_handle_connect ((const struct sbx_msg_connect *) packet, n, nfds);
+      break;
+    case SBX_MSG_SIGNAL:
+    case SBX_MSG_RESIZE:
+    case SBX_MSG_DEADLINE:
+    case SBX_MSG_RELEASE:
+    case SBX_MSG_ATTACH:
+      if (nfds != 0)
+        init_protocol_violation ();
+      if (hdr->type == SBX_MSG_SIGNAL)
+        init_handle_signal ((const struct sbx_msg_signal *) packet, n);
+      else if (hdr->type == SBX_MSG_RESIZE)
+        init_handle_resize ((const struct sbx_msg_resize *) packet, n);
+      else if (hdr->type == SBX_MSG_RELEASE)
+        init_handle_release ((const struct sbx_msg_release *) packet, n);
+      else if (hdr->type == SBX_MSG_ATTACH)
+        init_handle_attach (n, nfds);
+      else
+        {
+          const struct sbx_msg_deadline *d = (const struct sbx_msg_deadline *) packet;
+          if (n != sizeof *d || d->deadline_ms < 0)
+            init_protocol_violation ();
+          set_deadline (d->deadline_ms);
+        }
+      break;
+    default:
+      for (i = 0; i < nfds; i++)
+        close (fds[i]);
+      init_protocol_violation ();
+    }
+}
+
+/* 1 when a message from the daemon waits on the control socket. */
+static int
+ctl_pending (void)
+{
+  struct pollfd p = {SBX_CTL_FD, POLLIN, 0};
+
+  return poll (&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
 static void
 serve (int sigfd)
 {
@@ -112,7 +187,7 @@ serve (int sigfd)
     {
       struct pollfd pfd[3 + SBX_CONNECT_MAX + 1] = {
           {SBX_CTL_FD, POLLIN, 0}, {sigfd, POLLIN, 0}, {deadline_fd, POLLIN, 0}};
-      int fds[SBX_INIT_MAX_FDS], nfds, i, nconn, negress;
+      int nconn, negress, drained = 0;
 
       if (init_events_pending ())
         pfd[0].events |= POLLOUT;
@@ -130,9 +205,18 @@ serve (int sigfd)
       init_egress_after_poll (pfd + 3 + nconn, negress);
       if (pfd[2].revents & POLLIN)
         {
+          uint64_t ticks;
+          /* A daemon may have moved the deadline in a message we have not
+             read yet (a sandbox resumed after a pause: it was frozen past
+             its old deadline): read every waiting message first. A new
+             deadline re-arms the timer, which clears its expiry. */
+          while (ctl_pending ())
+            handle_ctl ();
+          drained = 1;
           /* The sandbox outlived its lifetime and no daemon ended it (none
              was running): end it ourselves. */
-          _exit (0);
+          if (read (deadline_fd, &ticks, sizeof ticks) == (ssize_t) sizeof ticks)
+            _exit (0);
         }
       if (pfd[1].revents & POLLIN)
         {
@@ -143,64 +227,8 @@ serve (int sigfd)
         }
       if (pfd[0].revents & POLLOUT)
         init_flush_events ();
-      if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
-        {
-          const struct sbx_msg_hdr *hdr = (const struct sbx_msg_hdr *) packet;
-          size_t n = init_recv (packet, sizeof packet, fds, SBX_INIT_MAX_FDS, &nfds);
-
-          /* The daemon went away and never handed the sandbox out (a pool
-             sandbox): it ends, so nothing is left that nobody can reach.
-             A kept sandbox never reads EOF: we hold the daemon's end. */
-          if (n == 0)
-            _exit (0);
-          if (n < sizeof *hdr || hdr->len != n)
-            init_protocol_violation ();
-          switch (hdr->type)
-            {
-            case SBX_MSG_SPAWN:
-              init_handle_spawn ((const struct sbx_msg_spawn *) packet, n, fds, nfds);
-              break;
-            case SBX_MSG_PUMP:
-              init_handle_pump ((const struct sbx_msg_pump *) packet, n, fds, nfds);
-              break;
-            case SBX_MSG_WATCH:
-              init_handle_watch ((const struct sbx_msg_watch *) packet, n, fds, nfds);
-              break;
-            case SBX_MSG_KEEP:
-              handle_keep ((const struct sbx_msg_keep *) packet, n, fds, nfds);
-              break;
-            case SBX_MSG_CONNECT:
-              init_handle_connect ((const struct sbx_msg_connect *) packet, n, nfds);
-              break;
-            case SBX_MSG_SIGNAL:
-            case SBX_MSG_RESIZE:
-            case SBX_MSG_DEADLINE:
-            case SBX_MSG_RELEASE:
-            case SBX_MSG_ATTACH:
-              if (nfds != 0)
-                init_protocol_violation ();
-              if (hdr->type == SBX_MSG_SIGNAL)
-                init_handle_signal ((const struct sbx_msg_signal *) packet, n);
-              else if (hdr->type == SBX_MSG_RESIZE)
-                init_handle_resize ((const struct sbx_msg_resize *) packet, n);
-              else if (hdr->type == SBX_MSG_RELEASE)
-                init_handle_release ((const struct sbx_msg_release *) packet, n);
-              else if (hdr->type == SBX_MSG_ATTACH)
-                init_handle_attach (n, nfds);
-              else
-                {
-                  const struct sbx_msg_deadline *d = (const struct sbx_msg_deadline *) packet;
-                  if (n != sizeof *d || d->deadline_ms < 0)
-                    init_protocol_violation ();
-                  set_deadline (d->deadline_ms);
-                }
-              break;
-            default:
-              for (i = 0; i < nfds; i++)
-                close (fds[i]);
-              init_protocol_violation ();
-            }
-        }
+      if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && !drained)
+        handle_ctl ();
     }
 }
 
@@ -213,7 +241,7 @@ init_sandbox_main (void)
   size_t filter_len;
   struct sbx_msg_ready ready;
   sigset_t mask;
-  int root_fd, disk_fd, sigfd, fds[2];
+  int root_fd, disk_fd, sigfd, fds[2], root_mnt;
 
   /* Not dumpable: a root process inside cannot open /proc/1/mem, /proc/1/fd
      or /proc/1/exe without CAP_SYS_PTRACE (CVE-2016-9962, CVE-2019-5736). */
@@ -239,8 +267,8 @@ init_sandbox_main (void)
   if (deadline_fd < 0)
     init_die (errno, "timerfd_create");
 
-  cfg = receive_config (&plan, &filter, &filter_len);
-  init_build_root (cfg, plan, &root_fd, &disk_fd);
+  cfg = receive_config (&plan, &filter, &filter_len, &root_mnt);
+  init_build_root (cfg, plan, root_mnt, &root_fd, &disk_fd);
   init_setup_network ();
   init_egress_listen ();
   init_set_hostname (cfg->hostname);

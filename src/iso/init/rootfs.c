@@ -12,6 +12,12 @@
  *   /proc        fresh procfs of our pid namespace, dangerous files covered
  *   /dev         null zero full random urandom tty (host nodes), pts, shm
  *   /home/user, /tmp, /dev/shm   one size-limited tmpfs (the "disk")
+ *
+ * A stored template (docs/templates.md) replaces the skeleton and the
+ * plan: "/" is then a read-only overlay the parent mounted from the
+ * template's layers under sbx's generated top layer (/etc files and the
+ * mount points), passed with CONFIG; /dev is a small tmpfs of its own, as
+ * the overlay cannot take new mount points.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -400,8 +406,40 @@ mount_dev (int root)
 /* The writable part: one tmpfs of --disk size holding home, tmp and shm,
    bound at /home/user, /tmp and /dev/shm so that all three share the one
    limit. Returns an O_PATH fd of the tmpfs for the daemon. */
+/* The overlay of a snapshot's part (lower, read-only, shared) and the
+   disk's part (upper: what this sandbox changes), work beside it on the
+   disk. User xattrs: trusted ones need host root. */
 static int
-mount_disk (int root, const struct sbx_msg_config *cfg)
+mount_layer (int disk, const char *part, int lower)
+{
+  char work[32];
+  int up, wk, fs, mnt;
+
+  snprintf (work, sizeof work, ".work-%s", part);
+  if (mkdirat (disk, work, 0700) < 0)
+    init_die (errno, work);
+  up = openat (disk, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  wk = openat (disk, work, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  fs = (int) syscall (SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (up < 0 || wk < 0 || fs < 0)
+    init_die (errno, "overlay");
+  if (fsconfig (fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0
+      || fsconfig (fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lower) < 0
+      || fsconfig (fs, FSCONFIG_SET_FD, "upperdir", NULL, up) < 0
+      || fsconfig (fs, FSCONFIG_SET_FD, "workdir", NULL, wk) < 0
+      || fsconfig (fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    init_die (errno, "overlay of the snapshot");
+  mnt = fsmount (fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (mnt < 0)
+    init_die (errno, "mount the overlay");
+  close (up);
+  close (wk);
+  close (fs);
+  return mnt;
+}
+
+static int
+mount_disk (int root, const struct sbx_msg_config *cfg, const int lowers[3])
 {
   char size[32], inodes[32];
   const char *opts[] = {"size", size, "nr_inodes", inodes, "mode", "0755", NULL};
@@ -431,7 +469,8 @@ mount_disk (int root, const struct sbx_msg_config *cfg)
       if (parts[i].owned_by_user
           && fchownat (disk, parts[i].dir, cfg->user_uid, cfg->user_gid, AT_SYMLINK_NOFOLLOW) < 0)
         init_die (errno, parts[i].dir);
-      tree = open_tree (disk, parts[i].dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+      tree = lowers[i] >= 0 ? mount_layer (disk, parts[i].dir, lowers[i])
+                            : open_tree (disk, parts[i].dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
       if (tree < 0)
         init_die (errno, parts[i].dir);
       make_dirs (root, parts[i].dst, 0755);
@@ -445,32 +484,74 @@ mount_disk (int root, const struct sbx_msg_config *cfg)
 }
 
 void
-init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, int *root_fd,
-                 int *disk_fd)
+init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, int root_mnt,
+                 int *root_fd, int *disk_fd)
 {
   static const char *const skeleton_opts[]
       = {"size", "2m", "nr_inodes", "1024", "mode", "0755", NULL};
-  int root, disk;
+  static const char *const dev_opts[] = {"size", "64k", "nr_inodes", "64", "mode", "0755", NULL};
+  int root, disk, dev = -1, lowers[3] = {-1, -1, -1}, i;
 
   /* Nothing we mount may propagate back to the host, nor host mount events
      reach us after setup. */
   if (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     init_die (errno, "make / private");
+  /* A snapshot the daemon staged at STAGING_DIR: its parts, taken before
+     the new root covers it there. */
+  if (cfg->flags & SBX_CONFIG_SNAPSHOT_LAYER)
+    {
+      static const char *const names[] = {"home", "tmp", "shm"};
+      int snap = open (STAGING_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      for (i = 0; i < 3; i++)
+        {
+          lowers[i] = snap < 0 ? -1
+                               : openat (snap, names[i],
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (lowers[i] < 0)
+            init_die (errno, "open the snapshot");
+        }
+      close (snap);
+    }
 
-  root = mount_new ("tmpfs", skeleton_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  root = root_mnt >= 0 ? root_mnt
+                      : mount_new ("tmpfs", skeleton_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
   if (move_mount (root, "", AT_FDCWD, STAGING_DIR, MOVE_MOUNT_F_EMPTY_PATH) < 0)
     init_die (errno, "attach root");
 
-  apply_plan (root, cfg, plan);
+  if (root_mnt >= 0)
+    {
+      int tree;
+      if (cfg->plan_count != 0)
+        init_protocol_violation ();
+      dev = mount_new ("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+      tree = open_tree (dev, "", OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+      if (tree < 0)
+        init_die (errno, "dev");
+      attach (tree, root, "dev");
+      close (dev);
+      dev = open_tree (root, "dev", OPEN_TREE_CLOEXEC);
+      if (dev < 0)
+        init_die (errno, "dev");
+    }
+  else
+    apply_plan (root, cfg, plan);
   mount_proc (root);
   mount_dev (root);
-  disk = mount_disk (root, cfg);
+  disk = mount_disk (root, cfg, lowers);
+  for (i = 0; i < 3; i++)
+    if (lowers[i] >= 0)
+      close (lowers[i]);
   make_dirs (root, "root", 0700);
 
   /* The skeleton becomes read-only: /etc, the links and the mount points
      cannot be changed from inside. Not recursive: /home/user, /tmp and
      /dev/shm stay writable. */
   set_attrs (root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
+  if (dev >= 0)
+    {
+      set_attrs (dev, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0);
+      close (dev);
+    }
 
   /* pivot_root(".", ".") stacks the old root under the new one; detaching
      "." then removes it, with no put_old directory left inside (the

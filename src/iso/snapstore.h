@@ -1,0 +1,34 @@
+/* sbx: the snapshot store, kept by the privileged parent (iso/snapstore.c). */
+#ifndef SBX_ISO_SNAPSTORE_H
+#define SBX_ISO_SNAPSTORE_H
+
+#include <sys/types.h>
+
+#include "iso/copy.h"
+#include "util/error.h"
+
+/* Owners in the store: this base + the id inside the sandbox. */
+#define SBX_SNAPSHOT_ID_BASE 0xFFFE0000u
+#define SBX_SNAPSHOT_NAME_MAX 64
+
+/* 1 when name is 1..64 of [A-Za-z0-9._-], not starting with . or -. */
+int sbx_snapshot_name_valid (const char *name);
+/* Make or open STATE/snapshots (root, 0700). */
+int sbx_snapstore_open (const char *state_dir, int *out, sbx_error_t **err);
+/* Save a (frozen) sandbox's disk as tenant's snapshot `name` (CONFLICT
+   when it exists). */
+struct sbx_iso_box;
+int sbx_snapstore_save (int store, const struct sbx_iso_box *src, const char *tenant,
+                        const char *name, struct sbx_copy_result *res, sbx_error_t **err);
+/* Copy snapshot `name` into a new sandbox's disk (enter: join its cgroup). */
+int sbx_snapstore_load (int store, const char *tenant, const char *name, int dst_disk,
+                        uid_t dst_base, int (*enter) (void *arg), void *enter_arg,
+                        struct sbx_copy_result *res, sbx_error_t **err);
+/* Stage snapshot `name`, idmapped to the ids of a sandbox being made (base)
+   and read-only, at /tmp in its mount namespace (pidfd: its init, not yet
+   released), for init to layer under its disk (SBX_CONFIG_SNAPSHOT_LAYER). */
+int sbx_snapstore_stage (int store, const char *tenant, const char *name, int pidfd, uid_t base,
+                         sbx_error_t **err);
+int sbx_snapstore_remove (int store, const char *tenant, const char *name, sbx_error_t **err);
+
+#endif

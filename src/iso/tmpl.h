@@ -1,0 +1,69 @@
+/* sbx: the template store (tmpl_store.c, in the privileged parent) and
+ * the archive extractor it runs in a confined child (tmpl_extract.c).
+ *
+ * STATE/templates/            root 0755
+ *   layers/HEX/               root 0700: one read-only layer, by content
+ *   sbx/                      the generated /etc and mount points (top layer)
+ *   by-name/NAME/             0755: layers (bottom first), meta.json, owner
+ *   tmp/                      builds in progress; emptied at start
+ */
+#ifndef SBX_ISO_TMPL_H
+#define SBX_ISO_TMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+#define SBX_TMPL_PATH_MAX 4096
+#define SBX_TMPL_META_MAX 65536
+#define SBX_TMPL_NAME_MAX 31
+#define SBX_TMPL_MAX_LAYERS 64
+
+enum sbx_tmpl_format
+{
+  SBX_TMPL_DIR = 1, /* a tar of a directory tree: one layer */
+  SBX_TMPL_OCI = 2, /* an OCI image archive or docker save's */
+  SBX_TMPL_RECIPE = 3, /* "release R\npackage P\n..." (tmpl_recipe.c; the administrator's) */
+};
+
+struct sbx_tmpl_limits
+{
+  uint64_t max_bytes;  /* file content, all layers together */
+  uint64_t max_inodes; /* entries, all layers together */
+};
+
+/* In the confined child: 0, -1 (invalid input) or -2 (over a limit), with
+   a message for the client in msg. */
+int sbx_tmpl_extract (int in_fd, int build_dir, enum sbx_tmpl_format format,
+                      const struct sbx_tmpl_limits *lim, char *msg, size_t msg_len);
+
+/* A template name: [a-z0-9][a-z0-9._-]{0,30}, not a built-in one. */
+int sbx_tmpl_name_ok (const char *name);
+
+/* Recipes (tmpl_recipe.c, in the parent). */
+int sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *include,
+                           size_t ilen);
+/* progress_fd: where debootstrap's output goes as it runs (-1: a log in
+   the build directory). */
+int sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char *mirror,
+                           const char *cache_dir, int progress_fd, int store_layers,
+                           sbx_error_t **err);
+
+/* Parent side. mirror: the Debian mirror recipes use; cache_dir: where
+   recipe builds are kept ("": STATE/templates/cache). */
+int sbx_tmpl_store_open (const char *state_dir, const char *mirror, const char *cache_dir,
+                         sbx_error_t **err);
+int sbx_tmpl_build (int in_fd, const char *name, const char *owner, enum sbx_tmpl_format format,
+                    const struct sbx_tmpl_limits *lim, sbx_error_t **err);
+/* in_use(name) is asked under the store's lock, which sbx_tmpl_mount also
+   takes: a create that reserved its slot before is seen, one after finds
+   the template gone. */
+int sbx_tmpl_remove (const char *name, int (*in_use) (const char *name), sbx_error_t **err);
+/* 1 when `name` is a stored template, 0 when not. */
+int sbx_tmpl_exists (const char *name);
+/* A detached read-only overlay mount of the template's layers under the
+   generated top layer, for init's CONFIG. */
+int sbx_tmpl_mount (const char *name, sbx_error_t **err);
+
+#endif

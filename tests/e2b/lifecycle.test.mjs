@@ -1,0 +1,64 @@
+// Pause, resume (connect), lifecycle on create, fork and snapshots through
+// the SDK (docs/e2b.md).
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox, SandboxNotFoundError } from 'e2b'
+import { tracker, until } from './lib.mjs'
+
+const t = tracker(Sandbox)
+after(() => t.cleanup())
+
+test('pause freezes, connect resumes, a second pause of a paused sandbox is false', async () => {
+  const sbx = await t.create({ timeoutMs: 120_000 })
+  await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i >> /home/user/n; sleep 0.02; done',
+    { background: true })
+  await until(async () => (await sbx.files.read('/home/user/n')).split('\n').length > 5, 'counting')
+  assert.equal(await sbx.pause(), true)
+  assert.equal((await sbx.getInfo()).state, 'paused')
+  assert.equal(await Sandbox.pause(sbx.sandboxId), false)
+  const listed = await Sandbox.list({ query: { state: ['paused'] } }).nextItems()
+  assert.ok(listed.some((s) => s.sandboxId === sbx.sandboxId))
+  const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60_000 })
+  assert.equal((await again.getInfo()).state, 'running')
+  const nums = (await again.files.read('/home/user/n')).trim().split('\n').map(Number)
+  assert.deepEqual(nums, nums.map((_, i) => i + 1))
+  assert.equal((await again.commands.run('echo back')).stdout, 'back\n')
+})
+
+test('lifecycle onTimeout pause with autoResume: the lifetime ends in a pause, a command resumes it', async () => {
+  const sbx = await t.create({ timeoutMs: 1_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  const info = await sbx.getInfo()
+  assert.equal(info.lifecycle?.onTimeout, 'pause')
+  await until(async () => (await Sandbox.getInfo(sbx.sandboxId)).state === 'paused', 'paused')
+  assert.equal((await sbx.commands.run('echo awake')).stdout, 'awake\n')
+})
+
+test('fork gives independent copies of the files', async () => {
+  const sbx = await t.create()
+  await sbx.files.write('/home/user/f.txt', 'original')
+  const forks = await sbx.fork({ count: 2 })
+  assert.equal(forks.length, 2)
+  for (const f of forks) {
+    assert.ok(f instanceof Sandbox)
+    assert.equal(await f.files.read('/home/user/f.txt'), 'original')
+  }
+  await forks[0].files.write('/home/user/f.txt', 'changed')
+  assert.equal(await forks[1].files.read('/home/user/f.txt'), 'original')
+  assert.equal(await sbx.files.read('/home/user/f.txt'), 'original')
+  for (const f of forks) await f.kill()
+})
+
+test('snapshots: create, start from, list, delete', async () => {
+  const sbx = await t.create()
+  await sbx.files.write('/home/user/s.txt', 'saved')
+  const snap = await sbx.createSnapshot({ name: `sdk-${Date.now()}` })
+  assert.ok(snap.snapshotId)
+  const from = await t.create(snap.snapshotId)
+  assert.equal(await from.files.read('/home/user/s.txt'), 'saved')
+  const listed = await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems()
+  assert.deepEqual(listed.map((s) => s.snapshotId), [snap.snapshotId])
+  await from.kill() // it is the lower layer of `from` until then
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+  await assert.rejects(Sandbox.create(snap.snapshotId), (e) => /not found/.test(e.message))
+  await assert.rejects(Sandbox.fork('nosuchsandbox0000000', { count: 1 }), SandboxNotFoundError)
+})

@@ -1,0 +1,109 @@
+"""Templates from a recipe (docs/templates.md): debootstrap of a Debian
+release from deb.debian.org, cached by the recipe's hash in a directory
+shared by test runs (/var/tmp/sbx-recipe-cache), so only the first run
+pays for debootstrap (~2 min)."""
+import json
+import os
+
+from harness import DaemonTest
+from sbx_helpers import q
+
+CACHE = "/var/tmp/sbx-recipe-cache"
+
+
+class RecipeTest(DaemonTest):
+    pool = 0
+    listen = True
+    extra_args = ("--template-cache", CACHE)
+
+    def build(self, name, recipe, raw=False):
+        body = recipe if raw else json.dumps(recipe)
+        return self.d.api("POST", "/v1/templates?" + q(name=name, format="recipe"), body,
+                          raw=True, timeout=1800)
+
+    def clean(self):
+        self.assertEqual(os.listdir(os.path.join(self.d.state, "templates", "tmp")), [])
+
+    def test_recipe_builds_and_runs(self):
+        r = self.build("deb", {"release": "bookworm", "packages": []})
+        self.assertEqual(r.status, 201, r)
+        info = r.json()
+        self.assertEqual(info["source"], "recipe")
+        self.assertEqual(len(info["layers"]), 1)
+        key = info["layers"][0].split(":")[1]
+        self.assertTrue(os.path.isdir(os.path.join(CACHE, key)))
+        sid = self.d.create(template="deb")
+        res = self.d.exec(sid, argv=["/bin/sh", "-c",
+                                     "cat /etc/debian_version; test -x /usr/bin/apt-get && "
+                                     "echo apt; id -un; ls /dev/null"])
+        self.assertEqual(res["exit_code"], 0, res)
+        self.assertRegex(res["stdout"], r"^12\.\d+\napt\nuser\n/dev/null\n$")
+        self.d.kill(sid)
+        # no setuid file and no device node in the layer
+        layer = os.path.join(self.d.state, "templates", "layers", key)
+        for root, dirs, files in os.walk(layer):
+            for f in files:
+                st = os.lstat(os.path.join(root, f))
+                self.assertEqual(st.st_mode & 0o6000, 0, os.path.join(root, f))
+                self.assertEqual(st.st_uid, 0)
+        # the same recipe again: from the cache, the same layer, stored once
+        r = self.build("deb2", {"packages": [], "release": "bookworm"})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json()["layers"], info["layers"])
+        self.clean()
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/deb").status, 204)
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/deb2").status, 204)
+
+    def test_progress_and_cli(self):
+        import tempfile
+        import threading
+        # A fresh store: the build copies from the recipe cache (seconds) or
+        # runs debootstrap (minutes); its progress file lives that long.
+        done = []
+        t = threading.Thread(target=lambda: done.append(
+            self.build("p1", {"release": "bookworm"})))
+        t.start()
+        seen = []
+        while t.is_alive():
+            r = self.d.api("GET", "/v1/templates/p1/progress")
+            if r.status == 200:
+                seen.extend(r.json()["tail"])
+            else:
+                self.assertEqual(r.status, 404, r)
+        t.join()
+        self.assertEqual(done[0].status, 201, done[0])
+        text = " ".join(seen)
+        self.assertTrue("sbx: copying the cached build" in text or "sbx: debootstrap" in text,
+                        seen[-5:])
+        self.assertError(self.d.api("GET", "/v1/templates/p1/progress"), 404)
+        # over TCP there is no progress to see
+        key = self.d.new_key("tp")
+        self.assertError(self.d.tcp("GET", "/v1/templates/p1/progress", key=key), 404)
+        # the same recipe again: its layer is in the store already
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump({"release": "bookworm", "packages": []}, f)
+            f.flush()
+            r = self.d.sbx("template", "build", "p2", "--from-recipe", f.name, timeout=1800)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn(b"from a recipe", r.stderr)
+        self.assertIn(b"p2: 1 layer", r.stdout)
+        p1, p2 = (self.d.api("GET", "/v1/templates/" + n).json() for n in ("p1", "p2"))
+        self.assertEqual((p1["layers"], p1["size_bytes"]), (p2["layers"], p2["size_bytes"]))
+        self.assertEqual(os.listdir(os.path.join(self.d.state, "templates", "progress")), [])
+        for n in ("p1", "p2"):
+            self.assertEqual(self.d.api("DELETE", "/v1/templates/" + n).status, 204)
+
+    def test_recipe_refusals(self):
+        key = self.d.new_key("tr")
+        r = self.d.tcp("POST", "/v1/templates?" + q(name="r1", format="recipe"),
+                       json.dumps({"release": "bookworm"}), key=key, raw=True)
+        self.assertError(r, 403)
+        for bad, text in (({"release": "../x"}, "a release is"),
+                          ({"release": "bookworm", "packages": ["a b"]}, "a package"),
+                          ({"release": "bookworm", "run": ["x"]}, "unknown field `run`"),
+                          ({}, "`release`"), ("{", "malformed recipe")):
+            r = self.build("r1", bad, raw=isinstance(bad, str))
+            err = self.assertError(r, 400)
+            self.assertIn(text, err["message"])
+        self.clean()
+        self.assertEqual(os.listdir(os.path.join(self.d.state, "templates", "layers")), [])

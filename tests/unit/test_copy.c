@@ -1,0 +1,167 @@
+/* Unit tests for src/iso/copy.c and the snapshot store's names: the copier
+ * as root on a tree in a temporary directory, owners in one id range
+ * (SRC + k), copied into another (DST + k). Needs root (chown); skipped
+ * otherwise. */
+#include "iso/copy.h"
+#include "iso/snapstore.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+#define SRC 0x70000000u
+#define DST 0x70010000u
+
+static char tmp[64];
+
+static int
+rm_one (const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+  (void) st;
+  (void) flag;
+  (void) f;
+  return remove (p);
+}
+
+static int
+setup (int *src, int *dst)
+{
+  snprintf (tmp, sizeof tmp, "/tmp/sbx-copy-XXXXXX");
+  if (mkdtemp (tmp) == NULL || chdir (tmp) < 0 || mkdir ("src", 0755) < 0
+      || mkdir ("dst", 0755) < 0)
+    return -1;
+  if (chown ("src", SRC + 1000, SRC + 1000) < 0)
+    return -1;
+  *src = open ("src", O_RDONLY | O_DIRECTORY);
+  *dst = open ("dst", O_RDONLY | O_DIRECTORY);
+  return *src >= 0 && *dst >= 0 ? 0 : -1;
+}
+
+static void
+teardown (void)
+{
+  if (chdir ("/") == 0)
+    nftw (tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int
+put (const char *path, const char *data, mode_t mode, uid_t uid)
+{
+  int fd = open (path, O_WRONLY | O_CREAT | O_EXCL, mode);
+  if (fd < 0 || write (fd, data, strlen (data)) != (ssize_t) strlen (data))
+    return -1;
+  close (fd);
+  return chown (path, uid, uid) == 0 && chmod (path, mode) == 0 ? 0 : -1;
+}
+
+static int
+test_owners_modes_links_specials (void)
+{
+  struct sbx_copy_result res;
+  struct stat st;
+  char buf[64];
+  int src, dst;
+  ssize_t n;
+
+  if (geteuid () != 0)
+    return 77;
+  CHECK (setup (&src, &dst) == 0);
+  CHECK (mkdir ("src/d", 0700) == 0 && chown ("src/d", SRC + 1000, SRC + 1000) == 0);
+  CHECK (put ("src/d/f", "hello", 0640, SRC + 1000) == 0);
+  CHECK (put ("src/rootfile", "r", 04755, SRC) == 0);
+  CHECK (symlink ("/etc/shadow", "src/shadow") == 0);
+  CHECK (lchown ("src/shadow", SRC + 1000, SRC + 1000) == 0);
+  CHECK (mkfifo ("src/fifo", 0600) == 0 && chown ("src/fifo", SRC + 1000, SRC + 1000) == 0);
+  memset (&res, 0, sizeof res);
+  sbx_copy_tree_now (src, dst, SRC, DST, &res);
+  CHECK (res.sys_errno == 0);
+  CHECK (res.files == 2 && res.dirs == 1 && res.symlinks == 1 && res.skipped == 1);
+  CHECK (res.bytes == 6);
+  CHECK (stat ("dst/d/f", &st) == 0 && st.st_uid == DST + 1000 && (st.st_mode & 07777) == 0640);
+  CHECK (stat ("dst/d", &st) == 0 && st.st_uid == DST + 1000 && (st.st_mode & 07777) == 0700);
+  CHECK (stat ("dst/rootfile", &st) == 0 && st.st_uid == DST && (st.st_mode & 07777) == 04755);
+  CHECK (lstat ("dst/shadow", &st) == 0 && S_ISLNK (st.st_mode) && st.st_uid == DST + 1000);
+  n = readlink ("dst/shadow", buf, sizeof buf - 1);
+  CHECK (n == 11 && memcmp (buf, "/etc/shadow", 11) == 0);
+  CHECK (lstat ("dst/fifo", &st) < 0 && errno == ENOENT);
+  CHECK (stat ("dst", &st) == 0 && st.st_uid == DST + 1000);
+  teardown ();
+  return 0;
+}
+
+static int
+test_foreign_owner_stops (void)
+{
+  struct sbx_copy_result res;
+  int src, dst;
+
+  if (geteuid () != 0)
+    return 77;
+  CHECK (setup (&src, &dst) == 0);
+  CHECK (put ("src/host", "x", 0644, 0) == 0); /* host root: not the sandbox's */
+  memset (&res, 0, sizeof res);
+  sbx_copy_tree_now (src, dst, SRC, DST, &res);
+  CHECK (res.sys_errno == EPERM);
+  CHECK (strstr (res.what, "outside the sandbox's ids") != NULL);
+  teardown ();
+  return 0;
+}
+
+static int
+test_depth_bound (void)
+{
+  struct sbx_copy_result res;
+  sbx_error_t *err = NULL;
+  struct sbx_copy_job job;
+  char path[1024] = "src";
+  int src, dst, i;
+
+  if (geteuid () != 0)
+    return 77;
+  CHECK (setup (&src, &dst) == 0);
+  for (i = 0; i < 140; i++)
+    {
+      size_t len = strlen (path);
+      snprintf (path + len, sizeof path - len, "/d");
+      CHECK (mkdir (path, 0755) == 0 && chown (path, SRC, SRC) == 0);
+    }
+  job.src = src;
+  job.dst = dst;
+  CHECK (sbx_copy_run (&job, 1, SRC, DST, NULL, NULL, &res, &err) == -1);
+  CHECK (err->kind == SBX_E_INVALID && strstr (err->msg, "deeper than 128") != NULL);
+  sbx_error_free (err);
+  teardown ();
+  return 0;
+}
+
+static int
+test_snapshot_names (void)
+{
+  CHECK (sbx_snapshot_name_valid ("deps-1.2_x"));
+  CHECK (sbx_snapshot_name_valid ("a"));
+  CHECK (!sbx_snapshot_name_valid (""));
+  CHECK (!sbx_snapshot_name_valid ("."));
+  CHECK (!sbx_snapshot_name_valid (".."));
+  CHECK (!sbx_snapshot_name_valid (".hidden"));
+  CHECK (!sbx_snapshot_name_valid ("-opt"));
+  CHECK (!sbx_snapshot_name_valid ("a/b"));
+  CHECK (!sbx_snapshot_name_valid ("a b"));
+  CHECK (!sbx_snapshot_name_valid ("\xc3\xa9"));
+  CHECK (sbx_snapshot_name_valid ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+  CHECK (!sbx_snapshot_name_valid ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+  return 0;
+}
+
+int
+main (void)
+{
+  RUN (test_owners_modes_links_specials);
+  RUN (test_foreign_owner_stops);
+  RUN (test_depth_bound);
+  RUN (test_snapshot_names);
+  return tap_done ();
+}
