@@ -226,7 +226,7 @@ prepare (const char *path, sbx_error_t **err)
 #define VM_PIDS 256                       /* QEMU's threads count as pids */
 
 static int
-wait_ready (int ctl, int timeout_ms, sbx_error_t **err)
+wait_ready (int ctl, int pidfd, int timeout_ms, sbx_error_t **err)
 {
   union
   {
@@ -234,19 +234,22 @@ wait_ready (int ctl, int timeout_ms, sbx_error_t **err)
     struct sbx_msg_ready ready;
     struct sbx_msg_failure fail;
   } m;
-  struct pollfd pfd = {ctl, POLLIN, 0};
+  /* The relay's pidfd too: a relay (or QEMU) that dies while booting is
+     an error now, not after the timeout. Its last words, if any, are
+     queued on ctl before it exits, so ctl is read first. */
+  struct pollfd pfd[2] = {{ctl, POLLIN, 0}, {pidfd, POLLIN, 0}};
   ssize_t n;
   int r;
 
   do
-    r = poll (&pfd, 1, timeout_ms);
+    r = poll (pfd, 2, timeout_ms);
   while (r < 0 && errno == EINTR);
   if (r == 0)
     return sbx_err (err, SBX_E_UNAVAILABLE,
                     "isolation vm: the guest did not start within %d s (kernel or initramfs "
                     "broken?)",
                     timeout_ms / 1000);
-  n = recv (ctl, &m, sizeof m, 0);
+  n = recv (ctl, &m, sizeof m, MSG_DONTWAIT);
   if (n == (ssize_t) sizeof m.ready && m.hdr.type == SBX_MSG_READY && m.hdr.len == sizeof m.ready)
     return 0;
   if (n == (ssize_t) sizeof m.fail && m.hdr.type == SBX_MSG_SETUP_FAILED)
@@ -358,7 +361,7 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
     }
   close_and_reset (&go[1]);
   close_and_reset (&child_end);
-  if (wait_ready (box->ctl, SBX_VM_BOOT_TIMEOUT_MS, err) < 0)
+  if (wait_ready (box->ctl, box->pidfd, SBX_VM_BOOT_TIMEOUT_MS, err) < 0)
     goto fail;
   if (fcntl (box->ctl, F_SETFL, O_NONBLOCK) < 0)
     {
