@@ -304,7 +304,7 @@ spawn (uint64_t id, char *payload, size_t len)
   int in[2], out[2], err[2], st[2];
   pid_t pid;
 
-  if (len < sizeof s)
+  if (len <= sizeof s) /* at least cwd's NUL after the header */
     goto broken;
   memcpy (&s, payload, sizeof s);
   strs = payload + sizeof s;
