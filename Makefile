@@ -189,6 +189,8 @@ valgrind:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/sbx $(BUILD)/sbxd $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/sbx
+	install -m 0644 share/sbx/code_server.py $(DESTDIR)$(PREFIX)/share/sbx/
 
 lint:
 	@! grep -nE '\b(sprintf|strcpy|strcat|system|popen|gets)\s*\(' $$(git ls-files 'src/*.c' 'src/*.h') || \

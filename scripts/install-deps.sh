@@ -9,6 +9,9 @@ packages=(
   libmicrohttpd-dev libjansson-dev libseccomp-dev libsqlite3-dev libssl-dev libhttp-parser-dev libarchive-dev
   # run: CA bundle for sandboxes, procps/iproute2 for operators
   ca-certificates procps iproute2
+  # the code interpreter (template code-interpreter-v1): its sandboxes see
+  # the host's /usr; IPython runs the cells, matplotlib-inline draws figures
+  python3-ipython python3-matplotlib-inline python3-numpy python3-pandas python3-matplotlib
   # test and benchmark: Debian's Python runs the suites; bubblewrap is the peer;
   # valgrind for `make valgrind` (its headers too: tests/valgrind/shim.c)
   python3 bubblewrap valgrind

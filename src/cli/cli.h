@@ -39,6 +39,7 @@ int sbx_cmd_key (int argc, char **argv);
 int sbx_cmd_secret (int argc, char **argv);
 int sbx_cmd_serve (int argc, char **argv);
 int sbx_cmd_audit (int argc, char **argv);
+int sbx_cmd_code (int argc, char **argv);
 int sbx_cmd_template (int argc, char **argv);
 
 /* Print the help of a subcommand ("key create" for a sub-subcommand) on

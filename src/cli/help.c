@@ -117,6 +117,18 @@ static const struct
    "none, allow:HOST[,HOST...], deny:HOST[,HOST...] (deny wins). HOST is a\n"
    "name (pypi.org), *.domain, NAME:PORT, an IP ([::1]:443) or a CIDR\n"
    "(10.0.0.0/8). Takes effect on the sandbox's next connection.\n"},
+  {"code",
+   "usage: sbx code ID [--context CTX] [--timeout DUR] [-e K=V]... [--json] (CODE | -f FILE | -)\n"
+   "\n"
+   "Run Python in a sandbox of template code-interpreter-v1 (sbx create\n"
+   "--template code-interpreter-v1): in its default context, or in CTX.\n"
+   "Variables persist between runs of a context. Prints stdout and stderr\n"
+   "as the code prints, then each result's text (the last expression's\n"
+   "value); an error's traceback goes to stderr and the exit status is 1.\n"
+   "The code comes from the argument, a file (-f), or stdin (-). --timeout\n"
+   "interrupts the run (KeyboardInterrupt; the context keeps its state).\n"
+   "--json prints the events (stdout, stderr, result, error, ...) as JSON\n"
+   "lines, images included (base64).\n"},
   {"key",
    "usage: sbx key create [--tenant NAME]\n"
    "       sbx key ls [--json]\n"
@@ -182,6 +194,7 @@ const char sbx_cli_main_help[] =
     "  fork ID [--count N]                  copy a sandbox's files into new ones\n"
     "  snapshot create|ls|rm                save a sandbox's files, list, delete\n"
     "  net ID [SPEC...]                     show or set a sandbox's egress policy\n"
+    "  code ID (CODE | -f FILE | -)         run Python in a code-interpreter sandbox\n"
     "  key create|ls|rm                     manage API keys\n"
     "  secret create|ls|rm                  manage secrets for network rules\n"
     "  template build|ls|inspect|rm         manage templates (--from-dir, --from-oci)\n"

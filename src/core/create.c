@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 
 #include "core/internal.h"
+#include "core/code.h"
 #include "core/secrets.h"
 #include "core/template.h"
 #include "util/cleanup.h"
@@ -46,6 +47,12 @@ sbx__effective_disk (const struct sbx_limits *limits)
 
 /* Build a sandbox with the default limits (pool) or the given ones. The
    result is not in any list yet; it holds one reference (the caller's). */
+int
+sbx__is_code (const struct sbx_sandbox *sb)
+{
+  return strcmp (sb->template_name, SBX_CODE_TEMPLATE) == 0;
+}
+
 static struct sbx_sandbox *
 build (const struct sbx_limits *limits, int background, const char *template_name,
        const char *tenant, const char *snapshot, int isolation, sbx_error_t **err)
@@ -80,7 +87,10 @@ build (const struct sbx_limits *limits, int background, const char *template_nam
   memset (&req, 0, sizeof req);
   req.slot = slot;
   req.id = sb->id;
-  req.template_name = sbx_template_find (tmpl_name) ? "base" : tmpl_name;
+  /* A built-in by its own name (base, code-interpreter-v1: the parent
+     builds its tree); a stored one by its name in the store. */
+  req.template_name
+      = sbx_template_find (tmpl_name) ? sbx_template_find (tmpl_name)->name : tmpl_name;
   req.limits.memory_bytes = limits->memory_bytes;
   req.limits.cpu_milli = limits->cpu_milli;
   req.limits.pids = limits->pids;
@@ -231,6 +241,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   int isolation;
   uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
   const char *user = opts->user ? opts->user : "user";
+  int code, fresh = 0;
+  struct sbx_sandbox **link;
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
   struct sbx_create_opts from_snapshot;
   struct sbx_snapshot_record snap;
@@ -255,6 +267,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       opts = &from_snapshot;
     }
   stored = sbx_template_is_stored (opts->template_name);
+  code = opts->template_name && strcmp (opts->template_name, SBX_CODE_TEMPLATE) == 0;
   if (!sbx_template_usable (tenant, opts->template_name)
       || (stored && (tmeta = sbx_template_meta (opts->template_name)) == NULL))
     return sbx_err (err, SBX_E_NOT_FOUND,
@@ -299,6 +312,13 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
         return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: %s", missing),
                NULL;
     }
+  /* Its interpreter holds ~110 MB before the first cell: less would have
+     the server killed by the memory limit as the sandbox is handed out. */
+  if (code && limits.memory_bytes < SBX_CODE_MIN_MEMORY)
+    return sbx_err (err, SBX_E_INVALID,
+                    "template " SBX_CODE_TEMPLATE " needs at least %llu MiB of memory",
+                    (unsigned long long) (SBX_CODE_MIN_MEMORY >> 20)),
+           NULL;
   /* The secrets its rules name are this tenant's (else a 400 before
      anything is made); placeholders are chosen here. */
   if (sbx_network_bind (sbx_core.store, tenant ? tenant : "default", opts->network, NULL, err) < 0)
@@ -319,16 +339,29 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   sbx_core.running++; /* reserved now, so parallel creates respect the cap */
   sbx_core.creating++;
-  if (sbx_core.pool && !stored && !opts->snapshot && isolation == SBX_ISOLATION_NS)
+  if (code && !sbx_core.code_wanted)
     {
-      sb = sbx_core.pool;
-      sbx_core.pool = sb->next;
-      sb->next = NULL;
-      sb->in_pool = 0;
-      sb->refs++; /* the caller's; the pool's becomes the registry's */
-      sbx_core.pool_count--;
+      /* From now on the pool keeps one warm (pool.c). */
+      sbx_core.code_wanted = 1;
       pthread_cond_signal (&sbx_core.pool_cond);
     }
+  /* The pool holds base and code-interpreter sandboxes only. */
+  for (link = &sbx_core.pool;
+       *link && !stored && !opts->snapshot && isolation == SBX_ISOLATION_NS;
+       link = &(*link)->next)
+    if (sbx__is_code (*link) == code)
+      {
+        sb = *link;
+        *link = sb->next;
+        sb->next = NULL;
+        sb->in_pool = 0;
+        sb->refs++; /* the caller's; the pool's becomes the registry's */
+        sbx_core.pool_count--;
+        if (code)
+          sbx_core.code_pooled--;
+        pthread_cond_signal (&sbx_core.pool_cond);
+        break;
+      }
   pthread_mutex_unlock (&sbx_core.lock);
 
   if (sb == NULL && opts->snapshot)
@@ -337,8 +370,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
          cannot (overlayfs in a user namespace, idmapped mounts), a copy
          into a plain one below. */
       sbx_error_t *e = NULL;
-      sb = sbx__build_layered (&limits, stored ? opts->template_name : NULL,
+      sb = sbx__build_layered (&limits, stored || code ? opts->template_name : NULL,
                                  tenant ? tenant : "default", opts->snapshot, &e);
+      fresh = sb != NULL;
       if (sb == NULL)
         {
           sbx_warn ("a sandbox on snapshot %s: %s; copying it instead", opts->snapshot, e->msg);
@@ -349,9 +383,10 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     {
       sb = isolation == SBX_ISOLATION_VM
                ? sbx__build_vm (&limits, err)
-               : sbx__build (&limits, 0, stored ? opts->template_name : NULL, err);
+               : sbx__build (&limits, 0, stored || code ? opts->template_name : NULL, err);
       if (sb == NULL)
         goto fail_unreserve;
+      fresh = 1;
     }
   else
     {
@@ -369,6 +404,13 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       sb->limits = limits;
     }
 
+  /* Built here (not from the pool): its interpreter starts now, and the
+     create waits until it is warm. */
+  if (code && fresh && sbx__code_start (sb, err) < 0)
+    {
+      sbx_err_wrap (err, "starting the code interpreter");
+      goto fail_discard;
+    }
   snprintf (sb->tenant, sizeof sb->tenant, "%s", tenant ? tenant : "default");
   /* The name asked for (an alias of the template it runs on). */
   snprintf (sb->template_name, sizeof sb->template_name, "%s",

@@ -38,8 +38,12 @@ struct sbx_core_state
   struct sbx_store *store; /* has its own lock */
   struct sbx_sandbox *sandboxes; /* running and dying */
   unsigned running;
-  struct sbx_sandbox *pool;
+  struct sbx_sandbox *pool; /* both templates; pool_count counts all */
   unsigned pool_count, pool_building;
+  /* Of them, code-interpreter-v1 sandboxes with their server warm: kept
+     (SBX_CODE_POOL) once one was asked for, so that the next is ready. */
+  unsigned code_pooled;
+  int code_wanted;
   unsigned char *slots;
   unsigned nslots;
   int epfd, wakefd;
@@ -88,6 +92,9 @@ struct sbx_sandbox *sbx__build_layered (const struct sbx_limits *limits,
                                         const char *template_name /* NULL: base */,
                                         const char *tenant, const char *snapshot,
                                         sbx_error_t **err);
+/* 1 for a sandbox of the code interpreter's template. */
+int sbx__is_code (const struct sbx_sandbox *sb);
+#define SBX_CODE_POOL 1
 /* Kill a sandbox that never became visible; drops both references. */
 void sbx__discard (struct sbx_sandbox *sb);
 

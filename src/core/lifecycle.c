@@ -242,6 +242,13 @@ sbx_sandbox_awake (struct sbx_sandbox *sb, sbx_error_t **err)
   int auto_resume;
 
   pthread_mutex_lock (&sbx_core.lock);
+  /* A pooled sandbox is never paused: the pool starts a template's server
+     in it (core/code.c). */
+  if (sb->state == SBX_SB_POOLED)
+    {
+      pthread_mutex_unlock (&sbx_core.lock);
+      return 0;
+    }
   if (settle_locked (sb, err) < 0)
     {
       pthread_mutex_unlock (&sbx_core.lock);

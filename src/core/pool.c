@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "core/code.h"
 #include "core/internal.h"
 #include "core/template.h"
 #include "util/cleanup.h"
@@ -31,8 +32,14 @@ sbx__pool_main (void *arg)
     {
       struct sbx_sandbox *sb;
       sbx_error_t *err = NULL;
+      unsigned base = sbx_core.pool_count - sbx_core.code_pooled;
+      /* Base first: most creates want it. A code-interpreter sandbox once
+         one was asked for (its server costs ~100 MB and seconds of CPU). */
+      int code = base >= sbx_core.cfg.pool_size;
 
-      if (sbx_core.pool_count >= sbx_core.cfg.pool_size
+      if ((code
+           && (!sbx_core.code_wanted || sbx_core.cfg.pool_size == 0
+               || sbx_core.code_pooled >= SBX_CODE_POOL))
           || sbx_core.running + sbx_core.pool_count >= sbx_core.cfg.max_sandboxes)
         {
           pthread_cond_wait (&sbx_core.pool_cond, &sbx_core.lock);
@@ -40,7 +47,12 @@ sbx__pool_main (void *arg)
         }
       sbx_core.pool_building++;
       pthread_mutex_unlock (&sbx_core.lock);
-      sb = sbx__build (&sbx_core.cfg.defaults, 1, NULL, &err);
+      sb = sbx__build (&sbx_core.cfg.defaults, 1, code ? SBX_CODE_TEMPLATE : "base", &err);
+      if (sb != NULL && code && sbx__code_start (sb, &err) < 0)
+        {
+          sbx__discard (sb);
+          sb = NULL;
+        }
       pthread_mutex_lock (&sbx_core.lock);
       sbx_core.pool_building--;
       if (sb == NULL)
@@ -65,6 +77,8 @@ sbx__pool_main (void *arg)
       sbx_core.pool = sb;
       sb->in_pool = 1;
       sbx_core.pool_count++;
+      if (code)
+        sbx_core.code_pooled++;
     }
   pthread_mutex_unlock (&sbx_core.lock);
   return NULL;

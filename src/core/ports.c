@@ -106,7 +106,8 @@ sbx_sandbox_connect_port (struct sbx_sandbox *sb, unsigned port, sbx_error_t **e
     return sbx_err_oom (err);
   c->fd = -1;
   pthread_mutex_lock (&sbx_core.lock);
-  if (sb->state != SBX_SB_RUNNING)
+  /* POOLED: the pool waits for a template's server (core/code.c). */
+  if (sb->state != SBX_SB_RUNNING && sb->state != SBX_SB_POOLED)
     {
       pthread_mutex_unlock (&sbx_core.lock);
       free (c);

@@ -809,7 +809,9 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   p->start_mono = sbx_mono_ms ();
 
   pthread_mutex_lock (&sbx_core.lock);
-  if (sb->state != SBX_SB_RUNNING)
+  /* POOLED: the pool starts a template's server before handing it out
+     (core/code.c); nobody else holds a pooled sandbox. */
+  if (sb->state != SBX_SB_RUNNING && sb->state != SBX_SB_POOLED)
     {
       pthread_mutex_unlock (&sbx_core.lock);
       sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id);
@@ -892,7 +894,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
     struct timespec ts;
     sbx__abstime (&ts, SPAWN_WAIT_MS);
     while (p->state == SBX_PROC_STARTING && !p->spawn_errno && !p->exited
-           && sb->state == SBX_SB_RUNNING)
+           && (sb->state == SBX_SB_RUNNING || sb->state == SBX_SB_POOLED))
       if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT)
         break;
   }

@@ -8,6 +8,8 @@
 #include "egress/tls.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +17,10 @@
 #include <unistd.h>
 
 static struct sbx_template base = {"base", {SBX_BUF_INIT, 0}};
+/* E2B's code interpreter template: base's tree plus sbx's code interpreter
+   server (share/sbx/code_server.py, read from next to the binary), which
+   the core starts in every sandbox of it (core/code.c). */
+static struct sbx_template code = {SBX_CODE_TEMPLATE, {SBX_BUF_INIT, 0}};
 
 static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
                              "user:x:1000:1000:user:/home/user:/bin/bash\n"
@@ -79,8 +85,8 @@ add_top_level (struct sbx_plan *p, const char *name, sbx_error_t **err)
   return 0;
 }
 
-int
-sbx_templates_init (const char *state_dir, sbx_error_t **err)
+static int
+build_base (const char *state_dir, struct sbx_plan *p, sbx_error_t **err)
 {
   char pub[200], bundle[260], ca[260];
   static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
@@ -92,7 +98,6 @@ sbx_templates_init (const char *state_dir, sbx_error_t **err)
       {"/etc/protocols", "etc/protocols"},
       {NULL, NULL},
   };
-  struct sbx_plan *p = &base.plan;
   int i;
 
   if (access ("/usr/bin", X_OK) < 0)
@@ -142,18 +147,81 @@ sbx_templates_init (const char *state_dir, sbx_error_t **err)
   return 0;
 }
 
+/* The server's source: next to the binary in the build tree
+   (build/sbxd -> share/sbx/) and when installed (/usr/local/bin/sbxd ->
+   /usr/local/share/sbx/). NULL when it is not there. */
+static char *
+read_code_server (size_t *len)
+{
+  char exe[PATH_MAX], path[PATH_MAX + 64];
+  struct sbx_buf b = SBX_BUF_INIT;
+  char chunk[16384];
+  ssize_t n;
+  char *slash;
+  int fd;
+
+  n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0)
+    return NULL;
+  exe[n] = '\0';
+  slash = strrchr (exe, '/');
+  if (slash == NULL)
+    return NULL;
+  *slash = '\0';
+  snprintf (path, sizeof path, "%s/../share/sbx/code_server.py", exe);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  while ((n = read (fd, chunk, sizeof chunk)) > 0 && b.len < SBX_CODE_SERVER_MAX)
+    sbx_buf_append (&b, chunk, (size_t) n);
+  close (fd);
+  if (n != 0 || b.failed || b.len == 0 || b.len > SBX_CODE_SERVER_MAX)
+    {
+      sbx_buf_free (&b);
+      return NULL;
+    }
+  *len = b.len;
+  return b.data;
+}
+
+int
+sbx_templates_init (const char *state_dir, sbx_error_t **err)
+{
+  char *src;
+  size_t len = 0;
+  int rc;
+
+  if (build_base (state_dir, &base.plan, err) < 0 || build_base (state_dir, &code.plan, err) < 0)
+    return -1;
+  if (sbx_plan_add (&code.plan, SBX_PLAN_DIR, 0, 0755, NULL, "opt", NULL, 0, err) < 0
+      || sbx_plan_add (&code.plan, SBX_PLAN_DIR, 0, 0755, NULL, "opt/sbx", NULL, 0, err) < 0)
+    return -1;
+  src = read_code_server (&len);
+  if (src == NULL)
+    {
+      /* The front end needs only the name; the parent builds the tree. A
+         sandbox of it then has no server, and says so (core/code.c). */
+      return 0;
+    }
+  rc = sbx_plan_add (&code.plan, SBX_PLAN_FILE, 0, 0644, NULL, SBX_CODE_SERVER_PATH + 1, src,
+                     len, err);
+  free (src);
+  return rc;
+}
+
 void
 sbx_templates_free (void)
 {
   sbx_plan_free (&base.plan);
+  sbx_plan_free (&code.plan);
 }
 
 const struct sbx_template *
 sbx_template_find (const char *name)
 {
-  /* E2B's code interpreter template runs on base until sbx has its own
-     (the code interpreter is a later piece of work). */
-  if (name == NULL || strcmp (name, "base") == 0 || strcmp (name, "code-interpreter-v1") == 0)
+  if (name == NULL || strcmp (name, "base") == 0)
     return &base;
+  if (strcmp (name, SBX_CODE_TEMPLATE) == 0)
+    return &code;
   return NULL;
 }

@@ -7,6 +7,12 @@
 #include "iso/engine.h"
 
 #define SBX_HOSTNAME "sandbox"
+/* The code interpreter's template, and where its server is inside. */
+#define SBX_CODE_TEMPLATE "code-interpreter-v1"
+#define SBX_CODE_SERVER_PATH "/opt/sbx/code_server.py"
+#define SBX_CODE_SERVER_MAX (256 * 1024)
+#define SBX_CODE_PORT 49999
+#define SBX_CODE_MIN_MEMORY (256ULL << 20)
 
 struct sbx_template
 {
@@ -25,7 +31,7 @@ const struct sbx_etc_file *sbx_template_etc (void);
 /* Build the built-in templates from the host (call once at start). */
 int sbx_templates_init (const char *state_dir, sbx_error_t **err);
 void sbx_templates_free (void);
-/* A built-in template; NULL for any other name. */
+/* A built-in template ("base", "code-interpreter-v1"); NULL for any other name. */
 const struct sbx_template *sbx_template_find (const char *name);
 
 /* Stored templates, as the front end sees them (tmpl_catalog.c). `tenant`

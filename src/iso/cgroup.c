@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -509,6 +510,25 @@ kill_listed (int dir)
         }
     }
   return n;
+}
+
+void
+sbx_cgroup_renice (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, int prio)
+{
+  int dir = root->mode == SBX_CGROUP_V2 ? cg->dir[0] : cg->dir[SBX_CG_PIDS];
+  char buf[65536], *p, *save = NULL;
+
+  /* Threads: on Linux a nice value is a thread's own. */
+  if (dir < 0
+      || read_at (dir, root->mode == SBX_CGROUP_V2 ? "cgroup.threads" : "tasks", buf, sizeof buf)
+             < 0)
+    return;
+  for (p = strtok_r (buf, "\n", &save); p; p = strtok_r (NULL, "\n", &save))
+    {
+      long tid = strtol (p, NULL, 10);
+      if (tid > 0)
+        setpriority (PRIO_PROCESS, (id_t) tid, prio);
+    }
 }
 
 int

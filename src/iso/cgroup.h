@@ -103,6 +103,8 @@ int sbx_cgroup_clone_fd (const struct sbx_cgroup_root *root, const struct sbx_cg
 /* SIGKILL every process in the cgroup and wait (bounded) until it is empty. */
 /* 1 if pid (host pid namespace) is a process of the cgroup. The kernel
    keeps a sandbox's processes there: they cannot leave it. */
+/* Give every thread in the cgroup this nice value (best effort). */
+void sbx_cgroup_renice (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, int prio);
 int sbx_cgroup_has_pid (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg, pid_t pid);
 int sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg,
                      sbx_error_t **err);

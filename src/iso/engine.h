@@ -139,8 +139,9 @@ int sbx_iso_init_status (const struct sbx_iso_box *box, int wait_ms, int *wstatu
 int sbx_iso_set_limits (struct sbx_engine *eng, struct sbx_iso_box *box,
                         const struct sbx_cgroup_limits *limits, sbx_error_t **err);
 int sbx_iso_set_disk (struct sbx_iso_box *box, uint64_t bytes, sbx_error_t **err);
-/* Give a sandbox built in the background (its init) normal CPU priority. */
-int sbx_iso_set_foreground (struct sbx_iso_box *box, sbx_error_t **err);
+/* Give a sandbox built in the background (its init, and every thread that
+   runs in it already) normal CPU priority. */
+int sbx_iso_set_foreground (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err);
 
 struct sbx_iso_stats
 {

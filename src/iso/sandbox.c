@@ -679,11 +679,14 @@ sbx_iso_set_disk (struct sbx_iso_box *box, uint64_t bytes, sbx_error_t **err)
 }
 
 int
-sbx_iso_set_foreground (struct sbx_iso_box *box, sbx_error_t **err)
+sbx_iso_set_foreground (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **err)
 {
   /* init's own priority: the commands it starts from now on inherit it. */
   if (setpriority (PRIO_PROCESS, (id_t) box->pid, 0) < 0)
     return sbx_err_sys (err, errno, "set the priority of sandbox init");
+  /* And what runs already: a template's server started in the pool (the
+     code interpreter's, core/code.c). Nothing else runs in a pooled one. */
+  sbx_cgroup_renice (&eng->cgroups, &box->cg, 0);
   return 0;
 }
 

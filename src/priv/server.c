@@ -898,7 +898,7 @@ handle_slot_op (struct chan *c, const union request *m)
       slot_destroy (m->slot.slot);
       break;
     case SBX_PRIV_FOREGROUND:
-      sbx_iso_set_foreground (&s->box, &err);
+      sbx_iso_set_foreground (P.eng, &s->box, &err);
       break;
     case SBX_PRIV_FREEZE:
     case SBX_PRIV_THAW:

@@ -70,6 +70,12 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/snapshots", SBX_BODY_NONE, 0, sbx_route_snapshot_list},
     {"DELETE", "v1/snapshots/*", SBX_BODY_NONE, 0, sbx_route_snapshot_delete},
     {"POST", "v1/sandboxes/*/exec", SBX_BODY_JSON, 0, sbx_route_exec},
+    {"POST", "v1/sandboxes/*/code", SBX_BODY_JSON, 0, sbx_route_code},
+    {"GET", "v1/sandboxes/*/contexts", SBX_BODY_NONE, 0, sbx_route_context_list},
+    {"POST", "v1/sandboxes/*/contexts", SBX_BODY_JSON, 0, sbx_route_context_create},
+    {"DELETE", "v1/sandboxes/*/contexts/*", SBX_BODY_NONE, 0, sbx_route_context_delete},
+    {"POST", "v1/sandboxes/*/contexts/*/restart", SBX_BODY_NONE, 0, sbx_route_context_restart},
+    {"POST", "v1/sandboxes/*/contexts/*/fork", SBX_BODY_NONE, 0, sbx_route_context_fork},
     {"POST", "v1/sandboxes/*/processes", SBX_BODY_JSON, 0, sbx_route_process_start},
     {"GET", "v1/sandboxes/*/processes", SBX_BODY_NONE, 0, sbx_route_process_list},
     {"GET", "v1/sandboxes/*/processes/*", SBX_BODY_NONE, 0, sbx_route_process_get},
@@ -528,13 +534,20 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
       reply_sandbox_gone (r);
       return;
     }
-  if (r->e2b.plane == SBX_PLANE_CODE)
+  if (r->e2b.plane == SBX_PLANE_CODE && !r->admin && !has_access_token (r)
+      && !may_reach_ports (r))
     {
-      reply_error_kind (r, 501, "unimplemented",
-                        "the code interpreter (port 49999) is not available in this sbx yet");
+      /* @e2b/code-interpreter sends the sandbox's access token
+         (X-Access-Token) with runCode, and the traffic token
+         (E2b-Traffic-Access-Token, which sbx always hands out) with its
+         context calls; the tenant's API key does too. Port 49999 is a
+         port: what opens ports opens it. */
+      reply_error_kind (r, 401, "unauthenticated",
+                        "unauthorized access, please provide a valid access token"
+                        " (X-Access-Token)");
       return;
     }
-  if (r->e2b.plane == SBX_PLANE_PORT)
+  if (r->e2b.plane == SBX_PLANE_CODE || r->e2b.plane == SBX_PLANE_PORT)
     {
       /* A sandbox's own port (E2B's getHost(port) URLs): proxied with the
          URI as the client sent it (server/proxy.c). Only the sandbox's
@@ -542,7 +555,7 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
          (E2b-Traffic-Access-Token, E2B's header for private traffic) gets
          through: a sandbox id alone is no capability. The request's
          credentials never reach the sandbox (the proxy drops them). */
-      if (!r->admin && !may_reach_ports (r))
+      if (r->e2b.plane == SBX_PLANE_PORT && !r->admin && !may_reach_ports (r))
         {
           reply_error_kind (r, 401, "unauthorized",
                             "a sandbox's ports need its traffic token"

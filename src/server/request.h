@@ -157,6 +157,13 @@ void sbx_route_snapshot_create (struct sbx_req *r);
 void sbx_route_snapshot_list (struct sbx_req *r);
 void sbx_route_snapshot_delete (struct sbx_req *r);
 void sbx_route_exec (struct sbx_req *r);
+/* routes_code.c: the code interpreter. */
+void sbx_route_code (struct sbx_req *r);
+void sbx_route_context_list (struct sbx_req *r);
+void sbx_route_context_create (struct sbx_req *r);
+void sbx_route_context_delete (struct sbx_req *r);
+void sbx_route_context_restart (struct sbx_req *r);
+void sbx_route_context_fork (struct sbx_req *r);
 void sbx_route_process_start (struct sbx_req *r);
 void sbx_route_process_list (struct sbx_req *r);
 void sbx_route_process_get (struct sbx_req *r);

@@ -117,15 +117,13 @@ test('a wrong API key is an AuthenticationError; another tenant sees nothing', a
   assert.equal(await sbx.isRunning(), true)
 })
 
-test('@e2b/code-interpreter: its sandbox starts; runCode says it is not there yet', async () => {
+test('@e2b/code-interpreter: its sandbox starts, runs commands and code (more in code.test.mjs)', async () => {
   const { Sandbox: CodeSandbox } = await import('@e2b/code-interpreter')
   const sbx = await CodeSandbox.create()
   try {
     assert.equal((await sbx.getInfo()).templateId, 'code-interpreter-v1')
     assert.equal((await sbx.commands.run('echo ci')).stdout, 'ci\n')
-    const t0 = Date.now()
-    await assert.rejects(sbx.runCode('1+1'), (e) => e instanceof Error)
-    assert.ok(Date.now() - t0 < 10_000, 'a clear error, not a hang')
+    assert.equal((await sbx.runCode('1+1')).text, '2')
   } finally {
     await sbx.kill()
   }

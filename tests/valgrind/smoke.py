@@ -156,7 +156,8 @@ def e2b_paths(d, key):
                                              "E2b-Traffic-Access-Token": sb["trafficAccessToken"]}), 502)
     expect("port no token", req("GET", "/x", headers={"E2b-Sandbox-Id": sid,
                                                        "E2b-Sandbox-Port": "8000"}), 401)
-    expect("code plane", req("POST", "/execute", b"{}", dict(envd, **{"E2b-Sandbox-Port": "49999"})), 501)
+    # A base sandbox runs no code interpreter: nothing listens on 49999.
+    expect("code plane", req("POST", "/execute", b"{}", dict(envd, **{"E2b-Sandbox-Port": "49999"})), 502)
     expect("kill", req("DELETE", "/sandboxes/" + sid, headers=api), 204)
     expect("gone", req("GET", "/health", headers=envd), 502)
     return problems

@@ -1,0 +1,1077 @@
+#!/usr/bin/python3
+# sbx: the code interpreter server. It runs INSIDE a sandbox, as the
+# sandbox's user, on 127.0.0.1:49999 of the sandbox's own network namespace,
+# and speaks the wire of E2B's code-interpreter server (POST /execute as
+# newline-delimited JSON, /contexts), plus sbx's context fork. Everything
+# here is in the sandbox's trust domain: the daemon treats every byte it
+# sends as hostile (server/code.c).
+#
+# Processes:
+#   server   this file's main: stdlib only, HTTP on a thread per request;
+#            a child subreaper, so every context ends up its child.
+#   zygote   forked at start; imports IPython, numpy, pandas and matplotlib
+#            once and builds an InteractiveShell, then forks a context per
+#            request (a warm start: no import is paid again).
+#   context  one process per execution context, forked from the zygote (or
+#            from another context: a fork copies its state, copy-on-write).
+#            Server and context talk JSON lines over a socketpair; a new
+#            context's socket is passed with SCM_RIGHTS.
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PORT = int(os.environ.get("SBX_CODE_PORT", "49999"))
+HOME = os.environ.get("HOME", "/home/user")
+LINE_MAX = 64 << 20
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def now_iso():
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%06dZ" % int((t % 1) * 1e6)
+
+
+class Chan:
+    """JSON lines over a stream socket, with file descriptors alongside."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = bytearray()
+        self.fds = []
+        self.wlock = threading.Lock()
+
+    def send(self, obj, fds=()):
+        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        with self.wlock:
+            if fds:
+                n = socket.send_fds(self.sock, [data[:1]], list(fds))
+                data = data[n:]
+            self.sock.sendall(data)
+
+    def recv(self, timeout=None):
+        """The next object; None at end of file; raises TimeoutError."""
+        while True:
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[: i + 1]
+                return json.loads(line)
+            if len(self.buf) > LINE_MAX:
+                return None
+            if timeout is not None:
+                r, _, _ = select.select([self.sock], [], [], max(timeout, 0))
+                if not r:
+                    raise TimeoutError()
+            try:
+                data, fds, _, _ = socket.recv_fds(self.sock, 1 << 18, 4)
+            except InterruptedError:
+                continue
+            except OSError:
+                return None
+            self.fds.extend(fds)
+            if not data:
+                return None
+            self.buf += data
+
+
+# ---- the interpreter (zygote and contexts) -------------------------------
+
+SHELL = None
+CHAN = None  # the context's channel to the server
+EXEC_ID = None  # the execution in progress
+EMIT_LOCK = threading.Lock()
+
+MIME = {
+    "text/plain": "text",
+    "text/html": "html",
+    "text/markdown": "markdown",
+    "image/svg+xml": "svg",
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "application/pdf": "pdf",
+    "text/latex": "latex",
+    "application/json": "json",
+    "application/javascript": "javascript",
+    "e2b/data": "data",
+    "e2b/chart": "chart",
+}
+
+
+def emit(obj):
+    if EXEC_ID is None or CHAN is None:
+        return
+    obj["x"] = EXEC_ID
+    with EMIT_LOCK:
+        try:
+            CHAN.send(obj)
+        except OSError:
+            pass
+
+
+def jsonable(v):
+    import base64
+
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(v).decode()
+    try:
+        json.dumps(v)
+        return v
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def result_obj(data, main):
+    o = {"type": "result", "is_main_result": main}
+    extra = {}
+    for k, v in data.items():
+        key = MIME.get(k)
+        if key is None:
+            extra[k] = jsonable(v)
+            continue
+        if k == "text/plain" and isinstance(v, str) and len(v) >= 2 and v[0] == v[-1] == "'":
+            v = v[1:-1]
+        elif k in ("image/png", "image/jpeg") and isinstance(v, str):
+            v = "".join(v.split())  # base64 without the line breaks some formatters add
+        o[key] = jsonable(v)
+    if extra:
+        o["extra"] = extra
+    return o
+
+
+class OutStream:
+    """sys.stdout / sys.stderr of a context: sent line by line."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.pending = []
+        self.lock = threading.Lock()
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+        if s:
+            with self.lock:
+                self.pending.append(s)
+                flush = "\n" in s or sum(map(len, self.pending)) > 8192
+            if flush:
+                self.flush()
+        return len(s)
+
+    def writelines(self, lines):
+        for s in lines:
+            self.write(s)
+
+    def flush(self):
+        with self.lock:
+            text = "".join(self.pending)
+            self.pending = []
+        if text:
+            emit({"type": self.kind, "text": text, "timestamp": now_iso()})
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return False
+
+    def fileno(self):
+        return 1 if self.kind == "stdout" else 2
+
+
+class FdCapture:
+    """What the context's children and C code write to fds 1 and 2."""
+
+    def __init__(self):
+        self.pipes = []
+        self.lock = threading.Lock()
+        for fd, kind in ((1, "stdout"), (2, "stderr")):
+            r, w = os.pipe2(os.O_CLOEXEC)
+            os.dup2(w, fd)
+            os.close(w)
+            os.set_blocking(r, False)
+            self.pipes.append((r, kind))
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def read(self, r, kind):
+        while True:
+            try:
+                data = os.read(r, 65536)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            emit({"type": kind, "text": data.decode("utf-8", "replace"), "timestamp": now_iso()})
+
+    def drain(self):
+        with self.lock:
+            for r, kind in self.pipes:
+                self.read(r, kind)
+
+    def run(self):
+        fds = [r for r, _ in self.pipes]
+        while True:
+            select.select(fds, [], [])
+            self.drain()
+            time.sleep(0.01)
+
+
+def make_shell():
+    global SHELL
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    os.environ.setdefault("MPLCONFIGDIR", "/tmp/.sbx-code/matplotlib")
+    os.environ.setdefault("IPYTHONDIR", "/tmp/.sbx-code/ipython")
+    # Debian keeps matplotlib's defaults in /etc/matplotlibrc, which the
+    # sandbox's generated /etc does not have; the same file ships in /usr.
+    for rc in ("/etc/matplotlibrc", "/usr/share/matplotlib/mpl-data/matplotlibrc"):
+        if "MATPLOTLIBRC" not in os.environ and os.path.exists(rc):
+            os.environ["MATPLOTLIBRC"] = rc
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+    import numpy  # noqa: F401  (warm: imported once, in the zygote)
+    import pandas  # noqa: F401
+    import matplotlib
+
+    matplotlib.use("module://matplotlib_inline.backend_inline")
+    import matplotlib.pyplot  # noqa: F401
+
+    class Hook(DisplayHook):
+        def start_displayhook(self):
+            pass
+
+        def write_output_prompt(self):
+            pass
+
+        def write_format_data(self, format_dict, md_dict=None):
+            sys.stdout.flush()
+            emit(result_obj(format_dict, True))
+
+        def finish_displayhook(self):
+            sys.stdout.flush()
+            sys.stderr.flush()
+
+    class Pub(DisplayPublisher):
+        def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kw):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            emit(result_obj(data, False))
+
+        def clear_output(self, wait=False):
+            pass
+
+    class Shell(InteractiveShell):
+        displayhook_class = Hook
+        display_pub_class = Pub
+
+        def _showtraceback(self, etype, evalue, stb):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            emit(
+                {
+                    "type": "error",
+                    "name": getattr(etype, "__name__", str(etype)),
+                    "value": str(evalue),
+                    "traceback": "\n".join(stb) if isinstance(stb, list) else str(stb),
+                }
+            )
+
+        def enable_gui(self, gui=None):
+            pass
+
+    c = Config()
+    c.HistoryManager.enabled = False
+    c.InteractiveShell.colors = "NoColor"
+    c.InteractiveShell.xmode = "Context"
+    SHELL = Shell.instance(config=c)
+    SHELL.enable_matplotlib("inline")
+    # The first cell pays for compiling IPython's own machinery: pay it here.
+    SHELL.run_cell("pass", store_history=False, silent=True)
+    return SHELL
+
+
+
+def run_cell(msg):
+    global EXEC_ID
+    shell = SHELL
+    EXEC_ID = msg.get("x")
+    saved = {}
+    for k, v in (msg.get("env") or {}).items():
+        saved[k] = os.environ.get(k)
+        os.environ[k] = v
+    try:
+        emit({"type": "number_of_executions", "execution_count": shell.execution_count})
+        try:
+            shell.run_cell(msg.get("code", ""), store_history=True)
+        except KeyboardInterrupt:
+            emit({"type": "error", "name": "KeyboardInterrupt", "value": "", "traceback": "KeyboardInterrupt"})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if FDCAP is not None:
+            FDCAP.drain()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        emit({"type": "done"})
+        EXEC_ID = None
+
+
+FDCAP = None
+
+
+def become_context(sock, cwd):
+    """Make this process a context speaking on sock (fresh, or forked)."""
+    global CHAN, FDCAP
+    CHAN = Chan(sock)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if cwd is not None:
+        try:
+            os.chdir(cwd)
+        except OSError:
+            os.chdir(HOME)
+    if FDCAP is None:
+        FDCAP = FdCapture()
+    sys.stdout = OutStream("stdout")
+    sys.stderr = OutStream("stderr")
+    CHAN.send({"type": "ready", "pid": os.getpid()})
+
+
+# A process that makes contexts (the zygote, or a context being forked)
+# forks once; it stays the parent, and a thread of it waits for that pid
+# only (never -1: the user's own subprocesses keep their statuses), then
+# tells the server how the child ended through the child's own channel.
+# Should the parent go first, the child is the server's (a subreaper).
+#
+# Forking a process of ~110 MB takes tens of ms on a small VM (page tables,
+# then the child's first copy-on-write faults), so the zygote keeps a spare:
+# a copy forked ahead of time that waits, idle, for the channel it will
+# speak on. A context that has been forked once keeps one too, made when it
+# has been idle for SPARE_IDLE_S after a run (so back-to-back runs never pay
+# for it) and dropped by its next run (its state would be stale).
+CHILD_CHAN = {}  # pid -> a copy of the child's channel end, once it has one
+SPARE = None  # (pid, socket): the spare and its activation socket
+FORK_HOT = False  # this context was forked: keep a spare of it
+SPARE_IDLE_S = 0.05
+
+
+def fork_child(chan_fd=None):
+    """os.fork() with the bookkeeping above: 0 in the child, else its pid."""
+    global SPARE, FDCAP
+    keep = os.dup(chan_fd) if chan_fd is not None else None
+    try:
+        pid = os.fork()
+    except OSError:
+        if keep is not None:
+            os.close(keep)
+        raise
+    if pid == 0:
+        for fd in CHILD_CHAN.values():
+            os.close(fd)
+        CHILD_CHAN.clear()
+        if keep is not None:
+            os.close(keep)
+        if SPARE is not None:
+            SPARE[1].close()
+            SPARE = None
+        if FDCAP is not None:
+            # Its thread stayed with the parent: the child makes its own.
+            for r, _ in FDCAP.pipes:
+                os.close(r)
+            FDCAP = None
+        return 0
+    if keep is not None:
+        CHILD_CHAN[pid] = keep
+    threading.Thread(target=wait_child, args=(pid,), daemon=True).start()
+    return pid
+
+
+def wait_child(pid):
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        status = None
+    keep = CHILD_CHAN.pop(pid, None)
+    if keep is None:
+        return  # a spare that was never used
+    try:
+        os.write(keep, (json.dumps({"type": "exited", "pid": pid, "status": status}) + "\n").encode())
+    except OSError:
+        pass
+    os.close(keep)
+
+
+def make_spare(frozen):
+    """Fork the spare: 0 in it (once activated it is a context: the caller
+    goes on as one), its pid in the parent, -1 when it could not be made."""
+    global SPARE
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    if not frozen:
+        # Frozen objects are never scanned by the collector: a collection
+        # in the copy would otherwise touch every object and copy every
+        # page, undoing copy-on-write. The parent thaws at once.
+        gc.freeze()
+    try:
+        pid = fork_child()
+    except OSError:
+        pid = -1
+    if pid != 0 and not frozen:
+        gc.unfreeze()
+    if pid < 0:
+        a.close()
+        b.close()
+        return -1
+    if pid == 0:
+        a.close()
+        SPARE_SOCK[0] = b
+        return 0
+    b.close()
+    SPARE = (pid, a)
+    return pid
+
+
+SPARE_SOCK = [None]  # in a spare: its activation socket
+
+
+def spare_wait(sock):
+    """In a spare: wait to be activated, then become the context."""
+    global FDCAP
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    FDCAP = FdCapture()  # ready before it is asked for: not on the path
+    ch = Chan(sock)
+    msg = ch.recv()
+    if msg is None or not ch.fds:
+        os._exit(0)
+    fd = ch.fds.pop(0)
+    sock.close()
+    become_context(socket.socket(fileno=fd), msg.get("cwd"))
+
+
+def activate_spare(fd, cwd):
+    """Hand fd to the spare: True when it took it."""
+    global SPARE
+    if SPARE is None:
+        return False
+    pid, sock = SPARE
+    SPARE = None
+    CHILD_CHAN[pid] = os.dup(fd)
+    try:
+        socket.send_fds(sock, [(json.dumps({"cwd": cwd}) + "\n").encode()], [fd])
+    except OSError:
+        os.close(CHILD_CHAN.pop(pid))
+        sock.close()
+        return False
+    sock.close()
+    return True
+
+
+def drop_spare():
+    global SPARE
+    if SPARE is not None:
+        pid, sock = SPARE
+        SPARE = None
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        sock.close()
+
+
+def context_loop():
+    """A context: runs, forks. Returns never (exits at end of its channel)."""
+    global FORK_HOT
+    while True:
+        try:
+            wait = SPARE_IDLE_S if FORK_HOT and SPARE is None else None
+            try:
+                msg = CHAN.recv(timeout=wait)
+            except TimeoutError:
+                if make_spare(False) == 0:
+                    spare_sock = SPARE_SOCK[0]
+                    CHAN.sock.close()
+                    FORK_HOT = False
+                    spare_wait(spare_sock)
+                continue
+            if msg is None:
+                os._exit(0)
+            op = msg.get("op")
+            if op == "execute":
+                drop_spare()  # its state is about to be stale
+                run_cell(msg)
+            elif op == "warm":
+                # A silent cell: the copy-on-write faults of a first run are
+                # taken now, in the pool, not by the user's first cell.
+                SHELL.run_cell("pass", store_history=False, silent=True)
+                CHAN.send({"type": "warmed"})
+            elif op == "fork":
+                fd = CHAN.fds.pop(0)
+                FORK_HOT = True
+                if activate_spare(fd, None):
+                    os.close(fd)
+                    CHAN.send({"type": "forked"})
+                    continue
+                gc.freeze()
+                try:
+                    pid = fork_child(fd)
+                except OSError as e:
+                    gc.unfreeze()
+                    CHAN.send({"type": "forked", "error": str(e)})
+                    os.close(fd)
+                    continue
+                if pid == 0:
+                    CHAN.sock.close()
+                    FORK_HOT = False
+                    become_context(socket.socket(fileno=fd), None)
+                    continue
+                gc.unfreeze()  # the parent collects as before
+                os.close(fd)
+                CHAN.send({"type": "forked"})
+        except KeyboardInterrupt:
+            pass
+
+
+def zygote_main(sock):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    chan = Chan(sock)
+    make_shell()
+    # Every context starts from these objects: never scanned by the
+    # collector, so no collection in a context copies their pages.
+    gc.collect()
+    gc.freeze()
+    chan.send({"type": "ready", "pid": os.getpid()})
+    while True:
+        if SPARE is None and make_spare(True) == 0:
+            spare_sock = SPARE_SOCK[0]
+            chan.sock.close()
+            spare_wait(spare_sock)
+            context_loop()
+        msg = chan.recv()
+        if msg is None:
+            os._exit(0)
+        if msg.get("op") != "spawn" or not chan.fds:
+            continue
+        fd = chan.fds.pop(0)
+        if activate_spare(fd, msg.get("cwd")):
+            os.close(fd)
+            chan.send({"type": "spawned"})
+            continue
+        try:
+            pid = fork_child(fd)
+        except OSError as e:
+            chan.send({"type": "spawned", "error": str(e)})
+            os.close(fd)
+            continue
+        if pid == 0:
+            chan.sock.close()
+            become_context(socket.socket(fileno=fd), msg.get("cwd"))
+            context_loop()
+        os.close(fd)
+        chan.send({"type": "spawned"})
+
+
+def cold_main(fd, cwd):
+    """A context started from nothing (POST /contexts {"warm": false})."""
+    make_shell()
+    become_context(socket.socket(fileno=fd), cwd)
+    context_loop()
+
+
+# ---- the server -----------------------------------------------------------
+
+
+class HttpError(Exception):
+    def __init__(self, status, msg):
+        super().__init__(msg)
+        self.status = status
+        self.msg = msg
+
+
+class Context:
+    def __init__(self, cid, language, cwd):
+        self.id = cid
+        self.language = language
+        self.cwd = cwd
+        self.chan = None
+        self.pid = 0
+        self.dead = None  # why it is gone, when it is
+        self.lock = threading.Lock()  # one execution at a time
+
+    def json(self):
+        return {"id": self.id, "language": self.language, "cwd": self.cwd}
+
+
+class Server:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.contexts = {}
+        self.defaults = {}
+        self.zlock = threading.Lock()
+        self.zchan = None
+        self.ready = threading.Event()
+        self.exited = {}
+        self.exited_cond = threading.Condition()
+        self.seq = 0
+
+    # -- processes
+
+    def reaper(self):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                time.sleep(0.05)
+                continue
+            except InterruptedError:
+                continue
+            with self.exited_cond:
+                self.exited[pid] = status
+                self.exited_cond.notify_all()
+
+    def wait_status(self, pid, timeout=2.0):
+        end = time.monotonic() + timeout
+        with self.exited_cond:
+            while pid not in self.exited:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return None
+                self.exited_cond.wait(left)
+            return self.exited.pop(pid)
+
+    def start_zygote(self, listener):
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            a.close()
+            try:
+                zygote_main(b)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(1)
+        b.close()
+        self.zchan = Chan(a)
+        msg = self.zchan.recv()
+        if msg is None or msg.get("type") != "ready":
+            raise RuntimeError("the zygote did not start")
+
+    def attach(self, ctx, sock):
+        ctx.chan = Chan(sock)
+        try:
+            msg = ctx.chan.recv(timeout=120)
+        except TimeoutError:
+            msg = None
+        if msg is None or msg.get("type") != "ready":
+            raise HttpError(500, "the context did not start")
+        ctx.pid = int(msg["pid"])
+        ctx.dead = None
+
+    def spawn(self, ctx, warm=True):
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if warm and self.zchan is not None:
+                with self.zlock:
+                    self.zchan.send({"op": "spawn", "cwd": ctx.cwd}, [b.fileno()])
+                    b.close()
+                    msg = self.zchan.recv()
+                if msg is None or "error" in msg:
+                    raise HttpError(500, "could not start a context: %s" % (msg or {}).get("error", "zygote gone"))
+            else:
+                import subprocess
+
+                subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), "--context", str(b.fileno()), ctx.cwd],
+                    pass_fds=[b.fileno()],
+                    close_fds=True,
+                )
+                b.close()
+            self.attach(ctx, a)
+        except BaseException:
+            a.close()
+            b.close()
+            raise
+
+    def kill(self, ctx):
+        # Its parent reaps it (fork_context); nothing here waits for that.
+        if ctx.pid and ctx.dead is None:
+            try:
+                os.kill(ctx.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if ctx.chan is not None:
+            ctx.chan.sock.close()
+            ctx.chan = None
+        ctx.dead = "deleted"
+
+    # -- contexts
+
+    def new_context(self, language="python", cwd=HOME, warm=True):
+        language = normalize_language(language)
+        with self.lock:
+            self.seq += 1
+        ctx = Context(str(uuid.uuid4()), language, cwd)
+        self.spawn(ctx, warm)
+        with self.lock:
+            self.contexts[ctx.id] = ctx
+        return ctx
+
+    def get(self, cid):
+        with self.lock:
+            ctx = self.contexts.get(cid)
+        if ctx is None:
+            raise HttpError(404, "Context %s not found" % cid)
+        return ctx
+
+    def default(self, language):
+        language = normalize_language(language)
+        with self.lock:
+            cid = self.defaults.get(language)
+        if cid is None:
+            ctx = self.new_context(language)
+            with self.lock:
+                if language in self.defaults:
+                    old = ctx
+                    ctx = self.contexts[self.defaults[language]]
+                    self.contexts.pop(old.id, None)
+                    self.kill(old)
+                else:
+                    self.defaults[language] = ctx.id
+            return ctx
+        return self.get(cid)
+
+    def delete(self, cid):
+        ctx = self.get(cid)
+        with self.lock:
+            self.contexts.pop(cid, None)
+            for k, v in list(self.defaults.items()):
+                if v == cid:
+                    del self.defaults[k]
+        with ctx.lock:
+            self.kill(ctx)
+
+    def restart(self, cid):
+        ctx = self.get(cid)
+        with ctx.lock:
+            self.kill(ctx)
+            self.spawn(ctx)
+        return ctx
+
+    def fork(self, cid):
+        ctx = self.get(cid)
+        new = Context(str(uuid.uuid4()), ctx.language, ctx.cwd)
+        with ctx.lock:
+            if ctx.dead is not None or ctx.chan is None:
+                raise HttpError(409, "context %s is not running (%s); restart it" % (cid, ctx.dead))
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                ctx.chan.send({"op": "fork"}, [b.fileno()])
+                b.close()
+                msg = ctx.chan.recv(timeout=30)
+                if msg is None or msg.get("type") != "forked" or "error" in msg:
+                    raise HttpError(500, "could not fork the context")
+                self.attach(new, a)
+            except BaseException:
+                a.close()
+                b.close()
+                raise
+        with self.lock:
+            self.contexts[new.id] = new
+        return new
+
+    # -- execution
+
+    def execute(self, ctx, code, env, timeout, out):
+        """Run code in ctx; out(obj) sends a line (raises OSError when the
+        client is gone). Returns when the context is idle again."""
+        with ctx.lock:
+            if ctx.dead is not None or ctx.chan is None:
+                out(
+                    {
+                        "type": "error",
+                        "name": "ContextDied",
+                        "value": "the context is not running (%s); restart it" % ctx.dead,
+                        "traceback": "",
+                    }
+                )
+                return
+            with self.lock:
+                self.seq += 1
+                xid = self.seq
+            try:
+                ctx.chan.send({"op": "execute", "x": xid, "code": code, "env": env})
+            except OSError:
+                pass  # it died while idle: the reads below say how
+            start = time.monotonic()
+            deadline = start + timeout if timeout else None
+            interrupted = 0
+            client = True
+            last = time.monotonic()
+            while True:
+                wait = 5.0
+                if deadline is not None:
+                    wait = min(wait, max(deadline - time.monotonic(), 0))
+                try:
+                    msg = ctx.chan.recv(timeout=wait)
+                except TimeoutError:
+                    t = time.monotonic()
+                    if deadline is not None and t >= deadline:
+                        if interrupted == 0:
+                            interrupted = 1
+                            os.kill(ctx.pid, signal.SIGINT)
+                            deadline = t + 3
+                            continue
+                        self.kill(ctx)
+                        ctx.dead = "killed: it did not stop after an interrupt"
+                        msg = {
+                            "type": "error",
+                            "name": "TimeoutError",
+                            "value": "the execution did not stop after an interrupt: the context was killed; restart it",
+                            "traceback": "",
+                        }
+                        if client:
+                            out(msg)
+                        return
+                    if client and t - last >= 5:
+                        try:
+                            out({"type": "keepalive"})
+                        except OSError:
+                            client = False
+                            if interrupted == 0:
+                                interrupted = 1
+                                os.kill(ctx.pid, signal.SIGINT)
+                                deadline = t + 3
+                        last = t
+                    continue
+                if msg is None or msg.get("type") == "exited":
+                    # Its parent's word on how it ended; at a bare end of
+                    # file, its parent went first and the server reaps it.
+                    status = msg.get("status") if msg else self.wait_status(ctx.pid)
+                    ctx.dead = describe_status(status)
+                    if ctx.chan is not None:
+                        ctx.chan.sock.close()
+                        ctx.chan = None
+                    if client:
+                        out(
+                            {
+                                "type": "error",
+                                "name": "ContextDied",
+                                "value": "the interpreter %s; restart the context" % ctx.dead,
+                                "traceback": "",
+                            }
+                        )
+                    return
+                if msg.get("x") != xid:
+                    continue
+                msg.pop("x", None)
+                if msg.get("type") == "done":
+                    if interrupted and deadline is not None and timeout:
+                        pass
+                    return
+                if client:
+                    try:
+                        out(msg)
+                        last = time.monotonic()
+                    except OSError:
+                        client = False
+                        if interrupted == 0:
+                            interrupted = 1
+                            os.kill(ctx.pid, signal.SIGINT)
+                            deadline = time.monotonic() + 3
+
+
+def describe_status(status):
+    if status is None:
+        return "died"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return "was killed by signal %d (%s)" % (sig, name)
+    return "exited with status %d" % os.WEXITSTATUS(status)
+
+
+def normalize_language(lang):
+    lang = (lang or "python").lower()
+    if lang in ("python", "python3", "py"):
+        return "python"
+    raise HttpError(400, "language %r is not supported (only python)" % lang)
+
+
+SERVER = Server()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "sbx-code/1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > (64 << 20):
+            raise HttpError(413, "body too large")
+        raw = self.rfile.read(n) if n else b""
+        if not raw:
+            return {}
+        try:
+            v = json.loads(raw)
+        except ValueError:
+            raise HttpError(400, "the body is not JSON")
+        if not isinstance(v, dict):
+            raise HttpError(400, "the body must be a JSON object")
+        return v
+
+    def reply(self, status, obj, ctype="application/json"):
+        data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def route(self, method):
+        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        parts = [p for p in path.split("/") if p]
+        try:
+            if not SERVER.ready.wait(120):
+                raise HttpError(503, "the code interpreter is still starting")
+            if method == "GET" and parts == ["health"]:
+                return self.reply(200, "OK")
+            if method == "POST" and parts == ["execute"]:
+                return self.execute(self.body())
+            if parts[:1] == ["contexts"]:
+                if method == "GET" and len(parts) == 1:
+                    with SERVER.lock:
+                        return self.reply(200, [c.json() for c in SERVER.contexts.values()])
+                if method == "POST" and len(parts) == 1:
+                    b = self.body()
+                    cwd = b.get("cwd") or HOME
+                    if not isinstance(cwd, str):
+                        raise HttpError(400, "cwd must be a string")
+                    ctx = SERVER.new_context(b.get("language"), cwd, b.get("warm", True) is not False)
+                    return self.reply(200, ctx.json())
+                if method == "DELETE" and len(parts) == 2:
+                    SERVER.delete(parts[1])
+                    return self.reply(200, None)
+                if method == "POST" and len(parts) == 3 and parts[2] == "restart":
+                    SERVER.restart(parts[1])
+                    return self.reply(200, None)
+                if method == "POST" and len(parts) == 3 and parts[2] == "fork":
+                    return self.reply(200, SERVER.fork(parts[1]).json())
+            raise HttpError(404, "no route %s %s" % (method, path))
+        except HttpError as e:
+            self.reply(e.status, e.msg.encode(), "text/plain")
+
+    def execute(self, b):
+        code = b.get("code")
+        if not isinstance(code, str):
+            raise HttpError(400, "code must be a string")
+        if b.get("context_id") and b.get("language"):
+            raise HttpError(400, "You can only specify either context_id or language, not both.")
+        env = b.get("env_vars") or {}
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise HttpError(400, "env_vars must be an object of strings")
+        timeout = b.get("timeout") or 0
+        if not isinstance(timeout, (int, float)) or timeout < 0:
+            raise HttpError(400, "timeout must be a number of seconds")
+        ctx = SERVER.get(b["context_id"]) if b.get("context_id") else SERVER.default(b.get("language"))
+        chunked = self.request_version == "HTTP/1.1"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.flush()
+
+        def out(obj):
+            data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+            if chunked:
+                data = b"%x\r\n%s\r\n" % (len(data), data)
+            self.wfile.write(data)
+            self.wfile.flush()
+
+        try:
+            SERVER.execute(ctx, code, env, timeout, out)
+            out({"type": "end_of_execution"})
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+    def do_GET(self):
+        self.route("GET")
+
+    def do_POST(self):
+        self.route("POST")
+
+    def do_DELETE(self):
+        self.route("DELETE")
+
+
+class HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+
+def main():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    os.chdir(HOME)
+    httpd = HTTPServer(("127.0.0.1", PORT), Handler)
+    SERVER.start_zygote(httpd.socket)
+    threading.Thread(target=SERVER.reaper, daemon=True).start()
+
+    def warm():
+        try:
+            ctx = SERVER.default("python")
+            with ctx.lock:
+                ctx.chan.send({"op": "warm"})
+                ctx.chan.recv(timeout=60)
+        except (OSError, TimeoutError, HttpError):
+            pass
+        finally:
+            SERVER.ready.set()
+
+    threading.Thread(target=warm, daemon=True).start()
+    print("sbx code interpreter listening on 127.0.0.1:%d" % PORT, flush=True)
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--context":
+        cold_main(int(sys.argv[2]), sys.argv[3])
+    else:
+        main()

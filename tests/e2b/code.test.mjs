@@ -1,0 +1,159 @@
+// @e2b/code-interpreter, unchanged, against sbx: its default template
+// (code-interpreter-v1), POST /execute as NDJSON through E2b-Sandbox-Port
+// 49999, the default context and created ones. sbx's server runs inside the
+// sandbox (share/sbx/code_server.py, IPython).
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import zlib from 'node:zlib'
+import { Sandbox } from '@e2b/code-interpreter'
+import { tracker, raw } from './lib.mjs'
+
+const t = tracker(Sandbox)
+after(() => t.cleanup())
+const sbxP = t.create({ timeoutMs: 600_000 })
+
+test('the template is code-interpreter-v1 and state persists across runs', async () => {
+  const sbx = await sbxP
+  const info = await sbx.getInfo()
+  assert.equal(info.templateId, 'code-interpreter-v1')
+  await sbx.runCode('x = 41')
+  const e = await sbx.runCode('x + 1')
+  assert.equal(e.error, undefined)
+  assert.equal(e.text, '42')
+  assert.equal(e.results.length, 1)
+  assert.equal(e.results[0].isMainResult, true)
+  assert.ok(e.executionCount >= 2)
+})
+
+test('print output streams to callbacks before the run ends', async () => {
+  const sbx = await sbxP
+  const seen = []
+  let firstAt = 0
+  const t0 = Date.now()
+  const e = await sbx.runCode(
+    'import time\nprint("one", flush=True)\ntime.sleep(0.5)\nprint("two")\n"done"',
+    { onStdout: (m) => { if (!firstAt) firstAt = Date.now(); seen.push(m.line) } },
+  )
+  const total = Date.now() - t0
+  assert.deepEqual(e.logs.stdout, ['one\n', 'two\n'])
+  assert.deepEqual(seen, ['one\n', 'two\n'])
+  assert.equal(e.text, 'done')
+  // The first line came while the cell still slept.
+  assert.ok(firstAt - t0 < total, 'stdout arrived before the end')
+})
+
+test('a matplotlib figure comes back as a PNG, a DataFrame as an HTML table', async () => {
+  const sbx = await sbxP
+  const e = await sbx.runCode(
+    'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.title("t")\n'
+    + 'import pandas as pd\npd.DataFrame({"a": [1, 2], "b": ["x", "y"]})',
+  )
+  assert.equal(e.error, undefined)
+  const main = e.results.find((r) => r.isMainResult)
+  assert.ok(main.html.includes('<table'), main.html)
+  assert.ok(main.html.includes('<th>a</th>'))
+  const png = e.results.find((r) => r.png)
+  assert.ok(png, 'a PNG result')
+  const bytes = Buffer.from(png.png, 'base64')
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+  const { width, height, pixels } = decodePng(bytes)
+  // matplotlib's 6.4 x 4.8 in at 100 dpi, cropped to its content as
+  // Jupyter's inline backend does (bbox_inches="tight").
+  assert.ok(width > 300 && width <= 640 && height > 200 && height <= 480, `${width}x${height}`)
+  assert.equal(pixels, width * height)
+})
+
+// Check a PNG all the way: signature, IHDR, and IDAT that inflates to
+// exactly height rows of (1 filter byte + width pixels).
+function decodePng(b) {
+  assert.deepEqual([...b.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+  let off = 8, width = 0, height = 0, bpp = 0
+  const idat = []
+  while (off < b.length) {
+    const len = b.readUInt32BE(off), type = b.toString('latin1', off + 4, off + 8)
+    const data = b.subarray(off + 8, off + 8 + len)
+    if (type === 'IHDR') {
+      width = data.readUInt32BE(0)
+      height = data.readUInt32BE(4)
+      assert.equal(data[8], 8, 'bit depth')
+      bpp = { 2: 3, 6: 4 }[data[9]]
+      assert.ok(bpp, `color type ${data[9]}`)
+    } else if (type === 'IDAT') idat.push(data)
+    off += 12 + len
+    if (type === 'IEND') break
+  }
+  const raw = zlib.inflateSync(Buffer.concat(idat))
+  assert.equal(raw.length, height * (1 + width * bpp))
+  return { width, height, pixels: (raw.length - height) / bpp }
+}
+
+test('errors are typed: name, value, traceback', async () => {
+  const sbx = await sbxP
+  const errs = []
+  const e = await sbx.runCode('def f():\n    return undefined_name\nf()', { onError: (x) => errs.push(x) })
+  assert.equal(e.error.name, 'NameError')
+  assert.equal(e.error.value, "name 'undefined_name' is not defined")
+  assert.ok(e.error.traceback.includes('undefined_name'))
+  assert.equal(errs.length, 1)
+  const s = await sbx.runCode('1 +')
+  assert.equal(s.error.name, 'SyntaxError')
+})
+
+test('contexts are isolated; the default context is not theirs', async () => {
+  const sbx = await sbxP
+  const a = await sbx.createCodeContext()
+  const b = await sbx.createCodeContext({ cwd: '/tmp' })
+  assert.equal(b.cwd, '/tmp')
+  await sbx.runCode('secret = "a"', { context: a })
+  const r = await sbx.runCode('secret', { context: b })
+  assert.equal(r.error.name, 'NameError')
+  const d = await sbx.runCode('secret')
+  assert.equal(d.error.name, 'NameError')
+  const cwd = await sbx.runCode('import os; os.getcwd()', { context: b })
+  assert.equal(cwd.text, '/tmp')
+  const list = await sbx.listCodeContexts()
+  const ids = list.map((c) => c.id)
+  assert.ok(ids.includes(a.id) && ids.includes(b.id))
+  await sbx.removeCodeContext(a)
+  assert.ok(!(await sbx.listCodeContexts()).map((c) => c.id).includes(a.id))
+  // (requestTimeoutMs: the SDK leaves its request timer running when a run
+  // is refused, which would hold the test process for the default 60 s.)
+  await assert.rejects(sbx.runCode('1', { context: a, requestTimeoutMs: 3000 }),
+    (err) => err.name === 'NotFoundError')
+})
+
+test('a restarted context loses its state and works; env vars per run', async () => {
+  const sbx = await sbxP
+  const c = await sbx.createCodeContext()
+  await sbx.runCode('v = 1', { context: c })
+  await sbx.restartCodeContext(c)
+  const r = await sbx.runCode('v', { context: c })
+  assert.equal(r.error.name, 'NameError')
+  const e = await sbx.runCode('import os; os.environ["GREETING"]', { context: c, envs: { GREETING: 'hi' } })
+  assert.equal(e.text, 'hi')
+  const after = await sbx.runCode('import os; os.environ.get("GREETING", "unset")', { context: c })
+  assert.equal(after.text, 'unset')
+})
+
+test('a crashed interpreter is reported, and the context restarts', async () => {
+  const sbx = await sbxP
+  const c = await sbx.createCodeContext()
+  const e = await sbx.runCode('import ctypes; ctypes.string_at(0)', { context: c })
+  assert.equal(e.error.name, 'ContextDied')
+  assert.match(e.error.value, /signal 11 \(SIGSEGV\)/)
+  const again = await sbx.runCode('1', { context: c })
+  assert.equal(again.error.name, 'ContextDied')
+  await sbx.restartCodeContext(c)
+  assert.equal((await sbx.runCode('2 + 2', { context: c })).text, '4')
+})
+
+test('the code plane needs the sandbox credential', async () => {
+  const sbx = await sbxP
+  const h = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999', 'Content-Type': 'application/json' }
+  const noauth = await raw('/execute', { method: 'POST', headers: h, body: '{"code":"1"}' })
+  assert.equal(noauth.status, 401)
+  const wrong = await raw('/contexts', { headers: { ...h, 'X-Access-Token': 'x'.repeat(40) } })
+  assert.equal(wrong.status, 401)
+  const ok = await raw('/contexts', { headers: { ...h, 'X-Access-Token': sbx.envdAccessToken ?? (await Sandbox.connect(sbx.sandboxId)).envdAccessToken } })
+  assert.equal(ok.status, 200)
+})
