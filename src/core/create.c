@@ -144,6 +144,13 @@ sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err)
   return build (limits, 0, NULL, NULL, NULL, SBX_ISOLATION_VM, err);
 }
 
+struct sbx_sandbox *
+sbx__build_vm_restore (const struct sbx_limits *limits, const char *tenant, const char *snapshot,
+                       sbx_error_t **err)
+{
+  return build (limits, 0, NULL, tenant, snapshot, SBX_ISOLATION_VM, err);
+}
+
 static int
 limits_equal (const struct sbx_limits *a, const struct sbx_limits *b)
 {
@@ -246,6 +253,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
   struct sbx_create_opts from_snapshot;
   struct sbx_snapshot_record snap;
+  int vm_snapshot = 0;
 
   json_t *tmeta = NULL, *env_all = NULL;
   int stored;
@@ -264,6 +272,28 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       from_snapshot.template_name = snap.template_name;
       if (!from_snapshot.limits.disk_bytes)
         from_snapshot.limits.disk_bytes = snap.disk;
+      if (snap.isolation == SBX_ISOLATION_VM)
+        {
+          /* A VM's memory: the restore is the same machine (QEMU's
+             incoming migration needs it), its disk is in that memory. */
+          if (opts->isolation && strcmp (opts->isolation, "vm") != 0)
+            return sbx_err (err, SBX_E_INVALID,
+                            "snapshot `%s` is of a VM (its memory): isolation must be `vm`",
+                            snap.name),
+                   NULL;
+          if ((opts->limits.memory_bytes && opts->limits.memory_bytes != snap.memory)
+              || (opts->limits.cpu_milli && opts->limits.cpu_milli != snap.cpu_milli)
+              || (opts->limits.disk_bytes && opts->limits.disk_bytes != snap.disk))
+            return sbx_err (err, SBX_E_INVALID,
+                            "snapshot `%s` is of a VM: its memory, cpus and disk are the "
+                            "source's (leave them out)",
+                            snap.name),
+                   NULL;
+          from_snapshot.isolation = "vm";
+          from_snapshot.limits.memory_bytes = snap.memory;
+          from_snapshot.limits.cpu_milli = snap.cpu_milli;
+          vm_snapshot = 1;
+        }
       opts = &from_snapshot;
     }
   stored = sbx_template_is_stored (opts->template_name);
@@ -302,8 +332,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (isolation == SBX_ISOLATION_VM)
     {
       const char *missing = NULL;
-      if (opts->snapshot)
-        missing = "starting from a snapshot";
+      if (opts->snapshot && !vm_snapshot)
+        missing = "starting from a namespace sandbox's snapshot";
       else if (opts->template_name && strcmp (opts->template_name, "base") != 0)
         missing = "templates other than base";
       else if (opts->network)
@@ -364,6 +394,16 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       }
   pthread_mutex_unlock (&sbx_core.lock);
 
+  if (sb == NULL && vm_snapshot)
+    {
+      /* QEMU -incoming from the snapshot's file: the guest goes on where
+         the source was. It does not depend on the file afterwards. */
+      sb = sbx__build_vm_restore (&limits, tenant ? tenant : "default", opts->snapshot, err);
+      if (sb == NULL)
+        goto fail_unreserve;
+      sb->snapshot[0] = '\0';
+      fresh = 1;
+    }
   if (sb == NULL && opts->snapshot)
     {
       /* The snapshot as the lower layer of its disk; where the kernel
@@ -495,7 +535,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop (); /* a new deadline */
   sbx_audit_lifecycle ("created", sb->id, sb->tenant, NULL);
-  if (opts->snapshot && sb->snapshot[0] == '\0' && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
+  if (opts->snapshot && !vm_snapshot && sb->snapshot[0] == '\0' && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
     {
       sbx_sandbox_kill (sb, "its snapshot could not be copied", NULL);
       sbx_sandbox_unref (sb);

@@ -87,6 +87,9 @@ struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background,
                                 sbx_error_t **err);
 /* A microVM sandbox (docs/vm.md; never pooled). */
 struct sbx_sandbox *sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err);
+/* A VM restored from tenant's snapshot (its memory: QEMU -incoming). */
+struct sbx_sandbox *sbx__build_vm_restore (const struct sbx_limits *limits, const char *tenant,
+                                           const char *snapshot, sbx_error_t **err);
 /* The same, its disk layered on the tenant's snapshot (never pooled). */
 struct sbx_sandbox *sbx__build_layered (const struct sbx_limits *limits,
                                         const char *template_name /* NULL: base */,

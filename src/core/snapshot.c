@@ -62,10 +62,18 @@ sbx__snapshot_lookup (const char *tenant, const char *name, struct sbx_snapshot_
 static json_t *
 snapshot_json (const struct sbx_snapshot_record *r)
 {
-  return json_pack ("{s:s, s:s, s:s, s:o, s:I, s:I, s:I}", "name", r->name, "template",
-                    r->template_name, "source", r->source, "created_at",
-                    sbx_json_time (r->created_ms), "bytes", (json_int_t) r->bytes, "files",
-                    (json_int_t) r->files, "disk", (json_int_t) r->disk);
+  json_t *j = json_pack ("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:s}", "name", r->name,
+                         "template", r->template_name, "source", r->source, "created_at",
+                         sbx_json_time (r->created_ms), "bytes", (json_int_t) r->bytes, "files",
+                         (json_int_t) r->files, "disk", (json_int_t) r->disk, "isolation",
+                         r->isolation == SBX_ISOLATION_VM ? "vm" : "namespace");
+  /* A VM's snapshot is its memory: a restore gets the same machine. */
+  if (j && r->isolation == SBX_ISOLATION_VM)
+    {
+      json_object_set_new (j, "memory", json_integer ((json_int_t) r->memory));
+      json_object_set_new (j, "cpus", json_real ((double) r->cpu_milli / 1000.0));
+    }
+  return j;
 }
 
 json_t *
@@ -76,10 +84,8 @@ sbx_snapshot_create (struct sbx_sandbox *sb, const char *name, sbx_error_t **err
   unsigned n = 0;
   int was_paused = 0, rc;
 
-  if (sb->isolation == SBX_ISOLATION_VM)
-    return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
-                    "not supported for isolation vm: snapshots (of its disk or memory)"),
-           NULL;
+  int vm = sb->isolation == SBX_ISOLATION_VM;
+
   if (check_name (name, err) < 0)
     return NULL;
   memset (&rec, 0, sizeof rec);
@@ -88,6 +94,12 @@ sbx_snapshot_create (struct sbx_sandbox *sb, const char *name, sbx_error_t **err
   snprintf (rec.template_name, sizeof rec.template_name, "%s", sb->template_name);
   snprintf (rec.source, sizeof rec.source, "%s", sb->id);
   rec.disk = sb->limits.disk_bytes;
+  if (vm)
+    {
+      rec.isolation = SBX_ISOLATION_VM;
+      rec.memory = sb->limits.memory_bytes;
+      rec.cpu_milli = sb->limits.cpu_milli;
+    }
   pthread_mutex_unlock (&sbx_core.lock);
   snprintf (rec.name, sizeof rec.name, "%s", name);
   if (sbx_store_snapshot_list (sbx_core.store, rec.tenant, NULL, count_one, &n, err) < 0)
@@ -99,13 +111,22 @@ sbx_snapshot_create (struct sbx_sandbox *sb, const char *name, sbx_error_t **err
   if (sbx__snapshot_lookup (rec.tenant, name, &old, NULL) == 0)
     return sbx_err (err, SBX_E_CONFLICT, "snapshot `%s` exists", name), NULL;
 
-  /* Frozen for a consistent copy (a paused sandbox stays as it is). */
+  /* Frozen for a consistent copy (a paused sandbox stays as it is). A VM
+     is not frozen: QEMU stops its vCPUs and saves its memory itself,
+     which a frozen QEMU could not (iso/vm_qmp.c). */
   if (sbx__transition_begin (sb, &was_paused, err) < 0)
     return NULL;
-  rc = was_paused ? 0 : sbx_host_freeze (sb->slot, 1, err);
+  if (vm && was_paused)
+    {
+      sbx__transition_end (sb);
+      return sbx_err (err, SBX_E_CONFLICT,
+                      "sandbox %s is paused: resume it to take a snapshot of its memory", sb->id),
+             NULL;
+    }
+  rc = was_paused || vm ? 0 : sbx_host_freeze (sb->slot, 1, err);
   if (rc == 0)
     rc = sbx_host_snapshot (SBX_PRIV_SNAP_SAVE, sb->slot, rec.tenant, name, &res, err);
-  if (!was_paused)
+  if (!was_paused && !vm)
     {
       sbx_error_t *e = NULL;
       if (sbx_host_freeze (sb->slot, 0, &e) < 0)

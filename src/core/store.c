@@ -57,6 +57,9 @@ static const char schema[]
       "  bytes INTEGER NOT NULL,"
       "  files INTEGER NOT NULL,"
       "  disk INTEGER NOT NULL,"
+      "  isolation INTEGER NOT NULL DEFAULT 0,"
+      "  memory INTEGER NOT NULL DEFAULT 0,"
+      "  cpu_milli INTEGER NOT NULL DEFAULT 0,"
       "  PRIMARY KEY (tenant, name));"
       "CREATE TABLE IF NOT EXISTS api_keys ("
       "  id TEXT PRIMARY KEY,"
@@ -185,6 +188,15 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
              != SQLITE_OK)
     /* From before snapshot layers: no sandbox has one. */
     sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
+                  NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT isolation FROM snapshots LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before VM snapshots: every snapshot is a namespace one's disk. */
+    sqlite3_exec (st->db,
+                  "ALTER TABLE snapshots ADD COLUMN isolation INTEGER NOT NULL DEFAULT 0;"
+                  "ALTER TABLE snapshots ADD COLUMN memory INTEGER NOT NULL DEFAULT 0;"
+                  "ALTER TABLE snapshots ADD COLUMN cpu_milli INTEGER NOT NULL DEFAULT 0",
                   NULL, NULL, &msg);
   if (msg != NULL || sqlite3_errcode (st->db) != SQLITE_OK)
     {
@@ -643,6 +655,9 @@ bind_snapshot (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_int64 (s, 6, (sqlite3_int64) r->bytes);
   sqlite3_bind_int64 (s, 7, (sqlite3_int64) r->files);
   sqlite3_bind_int64 (s, 8, (sqlite3_int64) r->disk);
+  sqlite3_bind_int64 (s, 9, (sqlite3_int64) r->isolation);
+  sqlite3_bind_int64 (s, 10, (sqlite3_int64) r->memory);
+  sqlite3_bind_int64 (s, 11, (sqlite3_int64) r->cpu_milli);
 }
 
 int
@@ -651,7 +666,8 @@ sbx_store_snapshot_insert (struct sbx_store *st, const struct sbx_snapshot_recor
 {
   return run (st,
               "INSERT INTO snapshots (tenant, name, template, source, created_ms, bytes, files,"
-              " disk) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+              " disk, isolation, memory, cpu_milli)"
+              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
               bind_snapshot, r, NULL, err);
 }
 
@@ -689,7 +705,8 @@ sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *n
 
   pthread_mutex_lock (&st->lock);
   if (sqlite3_prepare_v2 (st->db,
-                          "SELECT tenant, name, template, source, created_ms, bytes, files, disk"
+                          "SELECT tenant, name, template, source, created_ms, bytes, files, disk,"
+                          " isolation, memory, cpu_milli"
                           " FROM snapshots WHERE (?1 IS NULL OR tenant = ?1)"
                           " AND (?2 IS NULL OR name = ?2) ORDER BY created_ms, name",
                           -1, &stmt, NULL)
@@ -721,6 +738,9 @@ sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *n
       r.bytes = (uint64_t) sqlite3_column_int64 (stmt, 5);
       r.files = (uint64_t) sqlite3_column_int64 (stmt, 6);
       r.disk = (uint64_t) sqlite3_column_int64 (stmt, 7);
+      r.isolation = (uint32_t) sqlite3_column_int64 (stmt, 8);
+      r.memory = (uint64_t) sqlite3_column_int64 (stmt, 9);
+      r.cpu_milli = (uint64_t) sqlite3_column_int64 (stmt, 10);
       fn (&r, arg);
     }
   if (rc != SQLITE_DONE)

@@ -74,6 +74,10 @@ struct sbx_snapshot_record
   char source[32]; /* the sandbox it was taken from */
   int64_t created_ms;
   uint64_t bytes, files, disk; /* disk: the source's disk limit */
+  /* isolation vm (1): its memory and CPU, which a restore must match
+     (the snapshot is the guest's RAM, disk included); 0 for namespace */
+  uint32_t isolation;
+  uint64_t memory, cpu_milli;
 };
 int sbx_store_snapshot_insert (struct sbx_store *st, const struct sbx_snapshot_record *r,
                                sbx_error_t **err);

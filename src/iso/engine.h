@@ -97,6 +97,7 @@ struct sbx_iso_box
   int ctl;     /* SOCK_SEQPACKET to init, non-blocking */
   int root;    /* O_PATH of the sandbox's "/" (for the files API) */
   int disk;    /* O_PATH of the writable tmpfs */
+  int qmp;     /* isolation vm: QEMU's QMP socket (the parent's only), else -1 */
   uid_t uid_base;
   uint32_t landlock_abi;
   struct sbx_cgroup cg;

@@ -406,7 +406,7 @@ void
 sbx_iso_box_init (struct sbx_iso_box *box)
 {
   memset (box, 0, sizeof *box);
-  box->pidfd = box->ctl = box->root = box->disk = -1;
+  box->pidfd = box->ctl = box->root = box->disk = box->qmp = -1;
   for (int c = 0; c < SBX_CG_NCTRL; c++)
     box->cg.dir[c] = -1;
 }
@@ -602,6 +602,7 @@ sbx_iso_destroy (struct sbx_engine *eng, struct sbx_iso_box *box, sbx_error_t **
   close_and_reset (&box->ctl);
   close_and_reset (&box->root);
   close_and_reset (&box->disk);
+  close_and_reset (&box->qmp);
   if (box->cg.name[0] != '\0')
     {
       /* Belt and braces: anything still in the cgroup is killed too. */

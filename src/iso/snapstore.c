@@ -253,6 +253,60 @@ sbx_snapstore_load (int store, const char *tenant, const char *name, int dst_dis
 }
 
 int
+sbx_snapstore_save_with (int store, const char *tenant, const char *name,
+                         int (*fill) (int dir, void *arg), void *arg, sbx_error_t **err)
+{
+  static unsigned counter;
+  cleanup_close int tdir = -1, tmp = -1;
+  struct stat st;
+  char tmpname[128];
+  int rc;
+
+  if (store < 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
+  if (!sbx_snapshot_name_valid (name))
+    return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
+  tdir = tenant_dir (store, tenant, 1);
+  if (tdir < 0)
+    return sbx_err_sys (err, errno, "open the tenant's snapshots");
+  if (fstatat (tdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    return sbx_err (err, SBX_E_CONFLICT, "snapshot `%s` exists", name);
+  snprintf (tmpname, sizeof tmpname, ".tmp-%d-%u-%s", (int) getpid (),
+            __atomic_add_fetch (&counter, 1, __ATOMIC_RELAXED), name);
+  if (mkdirat (tdir, tmpname, 0700) < 0)
+    return sbx_err_sys (err, errno, "make the snapshot");
+  tmp = openat (tdir, tmpname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  rc = tmp < 0 ? sbx_err_sys (err, errno, "make the snapshot") : fill (tmp, arg);
+  if (rc == 0 && renameat2 (tdir, tmpname, tdir, name, RENAME_NOREPLACE) < 0)
+    rc = errno == EEXIST ? sbx_err (err, SBX_E_CONFLICT, "snapshot `%s` exists", name)
+                         : sbx_err_sys (err, errno, "store the snapshot");
+  if (rc < 0)
+    remove_tree (tdir, tmpname, 0);
+  return rc;
+}
+
+int
+sbx_snapstore_open_file (int store, const char *tenant, const char *name, const char *file,
+                         sbx_error_t **err)
+{
+  cleanup_close int tdir = -1, snap = -1;
+  int fd = -1;
+
+  if (store < 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
+  if (!sbx_snapshot_name_valid (name))
+    return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
+  tdir = tenant_dir (store, tenant, 0);
+  if (tdir >= 0)
+    snap = openat (tdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (snap >= 0)
+    fd = openat (snap, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "snapshot `%s` not found", name);
+  return fd;
+}
+
+int
 sbx_snapstore_remove (int store, const char *tenant, const char *name, sbx_error_t **err)
 {
   cleanup_close int tdir = -1;

@@ -29,6 +29,14 @@ int sbx_snapstore_load (int store, const char *tenant, const char *name, int dst
    released), for init to layer under its disk (SBX_CONFIG_SNAPSHOT_LAYER). */
 int sbx_snapstore_stage (int store, const char *tenant, const char *name, int pidfd, uid_t base,
                          sbx_error_t **err);
+/* A VM snapshot (iso/vm.c): fill writes its files into dir (a hidden
+   directory, renamed to `name` when fill succeeds, removed when it fails). */
+int sbx_snapstore_save_with (int store, const char *tenant, const char *name,
+                             int (*fill) (int dir, void *arg), void *arg, sbx_error_t **err);
+/* Open file `file` of snapshot `name` read-only (-1 and NOT_FOUND when
+   there is none). */
+int sbx_snapstore_open_file (int store, const char *tenant, const char *name, const char *file,
+                             sbx_error_t **err);
 int sbx_snapstore_remove (int store, const char *tenant, const char *name, sbx_error_t **err);
 
 #endif

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "iso/engine.h"
+#include "iso/snapstore.h"
 #include "iso/vm.h"
 #include "util/buf.h"
 #include "util/cleanup.h"
@@ -190,6 +191,17 @@ build_initrd (int dir, const char *path, sbx_error_t **err)
     }
   sbx_buf_free (&b);
   sbx_buf_free (&f);
+  if (fd <= SBX_VM_INCOMING_FD) /* see above_targets */
+    {
+      int n = fcntl (fd, F_DUPFD_CLOEXEC, SBX_VM_INCOMING_FD + 1);
+      close (fd);
+      fd = n;
+      if (fd < 0)
+        {
+          sbx_err_sys (err, errno, "fcntl");
+          goto fail;
+        }
+    }
   initrd_fd = fd;
   return 0;
 fail:
@@ -221,6 +233,22 @@ prepare (const char *path, sbx_error_t **err)
 }
 
 /* ---- create ------------------------------------------------------------- */
+
+/* Move fd above the numbers the child dup2s onto (3 to 6), so that no
+   dup2 there overwrites another source. */
+static int
+above_targets (int *fd)
+{
+  int n;
+  if (*fd < 0 || *fd > SBX_VM_INCOMING_FD)
+    return 0;
+  n = fcntl (*fd, F_DUPFD_CLOEXEC, SBX_VM_INCOMING_FD + 1);
+  if (n < 0)
+    return -1;
+  close (*fd);
+  *fd = n;
+  return 0;
+}
 
 #define VM_OVERHEAD_BYTES (320ull << 20) /* QEMU, its TCG code cache, the relay */
 #define VM_PIDS 256                       /* QEMU's threads count as pids */
@@ -268,10 +296,10 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
 {
   const char *dir = eng->vm_dir[0] ? eng->vm_dir : SBX_VM_DIR_DEFAULT;
   struct sbx_cgroup_limits cl = spec->limits;
-  cleanup_close int child_end = -1, exe = -1, devnull = -1;
+  cleanup_close int child_end = -1, exe = -1, devnull = -1, qmp_end = -1, incoming = -1;
   char a_mem[32], a_cpus[16], a_disk[32], a_uid[16];
   char kernel[600], initrd[64];
-  int sv[2], go[2] = {-1, -1};
+  int sv[2], qv[2], go[2] = {-1, -1};
   unsigned cpus;
   gid_t kvm_gid = (gid_t) -1;
   struct group *gr;
@@ -300,6 +328,23 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
     }
   box->ctl = sv[0];
   child_end = sv[1];
+  /* QEMU's monitor: its other end is ours only (snapshots, iso/vm_qmp.c). */
+  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qv) < 0)
+    {
+      sbx_err_sys (err, errno, "socketpair");
+      goto fail;
+    }
+  box->qmp = qv[0];
+  qmp_end = qv[1];
+  /* A restore: the guest's memory from the store, opened here (the relay
+     and QEMU cannot reach the store). */
+  if (spec->snapshot != NULL)
+    {
+      incoming = sbx_snapstore_open_file (spec->snapshot_store, spec->snapshot_tenant,
+                                          spec->snapshot, SBX_VM_SNAPSHOT_FILE, err);
+      if (incoming < 0)
+        goto fail;
+    }
   cpus = (spec->limits.cpu_milli + 999) / 1000;
   if (cpus < 1)
     cpus = 1;
@@ -309,6 +354,13 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   snprintf (a_uid, sizeof a_uid, "%u", (unsigned) spec->uid_base);
   snprintf (kernel, sizeof kernel, "%s/vmlinuz", dir);
   snprintf (initrd, sizeof initrd, "/proc/self/fd/%d", SBX_VM_INITRD_FD);
+  if (above_targets (&exe) < 0 || above_targets (&devnull) < 0 || above_targets (&child_end) < 0
+      || above_targets (&qmp_end) < 0 || above_targets (&incoming) < 0
+      || above_targets (&go[0]) < 0)
+    {
+      sbx_err_sys (err, errno, "fcntl");
+      goto fail;
+    }
   gr = getgrnam ("kvm"); /* before fork: not async-signal-safe */
   if (gr != NULL)
     kvm_gid = gr->gr_gid;
@@ -316,7 +368,9 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   {
     static char a_name[] = "sbx-vm-relay", a_relay[] = SBX_VM_RELAY_ARG, a_qemu[] = SBX_VM_QEMU;
     static char path_env[] = "PATH=/usr/bin:/bin";
-    char *argv[] = {a_name, a_relay, a_qemu, kernel, initrd, a_mem, a_cpus, a_disk, a_uid, NULL};
+    static char a_boot[] = "boot", a_restore[] = "restore";
+    char *argv[] = {a_name, a_relay, a_qemu, kernel, initrd, a_mem, a_cpus, a_disk, a_uid,
+                    incoming >= 0 ? a_restore : a_boot, NULL};
     char *envp[] = {path_env, NULL};
     uid_t uid = spec->uid_base;
 
@@ -333,7 +387,9 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
         if (read (go[0], &c, 1) != 1)
           _exit (127);
         if (dup2 (child_end, SBX_INIT_CTL_FD) < 0 || dup2 (initrd_fd, SBX_VM_INITRD_FD) < 0
-            || dup2 (devnull, 0) < 0)
+            || dup2 (qmp_end, SBX_VM_QMP_FD) < 0 || dup2 (devnull, 0) < 0)
+          _exit (127);
+        if (incoming >= 0 && dup2 (incoming, SBX_VM_INCOMING_FD) < 0)
           _exit (127);
         if (setgroups (kvm_gid != (gid_t) -1 ? 1 : 0, &kvm_gid) < 0
             || setresgid (uid, uid, uid) < 0 || setresuid (uid, uid, uid) < 0
@@ -361,7 +417,24 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
     }
   close_and_reset (&go[1]);
   close_and_reset (&child_end);
+  close_and_reset (&qmp_end);
+  close_and_reset (&incoming);
+  if (spec->snapshot != NULL && sbx_vm_restore_go (box->qmp, err) < 0)
+    {
+      sbx_err_wrap (err, "isolation vm: restoring snapshot `%s`", spec->snapshot);
+      goto fail;
+    }
   if (wait_ready (box->ctl, box->pidfd, SBX_VM_BOOT_TIMEOUT_MS, err) < 0)
+    {
+      char why[300];
+      if (spec->snapshot != NULL)
+        {
+          sbx_vm_qmp_explain (box->qmp, why, sizeof why);
+          sbx_err_wrap (err, "isolation vm: restoring snapshot `%s`%s", spec->snapshot, why);
+        }
+      goto fail;
+    }
+  if (spec->snapshot == NULL && sbx_vm_qmp_open (box->qmp, err) < 0)
     goto fail;
   if (fcntl (box->ctl, F_SETFL, O_NONBLOCK) < 0)
     {

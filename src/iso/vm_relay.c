@@ -11,6 +11,15 @@
  * What a VM cannot do yet (terminals, PUMP, WATCH, CONNECT) is refused per
  * request. When the daemon's end closes, or QEMU or the guest breaks the
  * protocol, it kills QEMU and exits; the daemon sees its pidfd.
+ *
+ * A restored guest (argv "restore": QEMU -incoming from a snapshot, docs/vm.md
+ * "Snapshots") is already set up and its agent mid-stream: the old relay
+ * may have read half of a frame. This relay sends no SETUP but a PING with
+ * a random id, and drops every byte until the agent's HELLO with that id.
+ * The commands that were running in the source run on in the copy; their
+ * frames carry ids no command here has (ours are xor'ed with that random
+ * key on the wire), so their output and exits are dropped: they belong to
+ * no one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +30,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +62,10 @@ static int ctl = SBX_INIT_CTL_FD, ser = -1;
 static pid_t qemu = -1;
 static struct sbx_buf sq; /* frames not yet written to the guest */
 static size_t sq_off;
+/* A restored guest: the wire's ids are the daemon's xor key (0 after a
+   boot); syncing until the agent answers the PING. */
+static uint64_t key;
+static int restored, syncing, orphans;
 
 static void
 quit (const char *what, int e)
@@ -77,7 +91,7 @@ quit (const char *what, int e)
 static void
 frame (uint32_t type, uint64_t id, const void *a, size_t alen, const void *b, size_t blen)
 {
-  struct sbx_vm_frame f = {type, (uint32_t) (alen + blen), id};
+  struct sbx_vm_frame f = {type, (uint32_t) (alen + blen), id ^ key};
   sbx_buf_append (&sq, &f, sizeof f);
   if (alen)
     sbx_buf_append (&sq, a, alen);
@@ -311,6 +325,26 @@ from_guest (void)
   sbx_buf_append (&rb, chunk, (size_t) n);
   if (rb.failed)
     quit ("out of memory", ENOMEM);
+  if (syncing)
+    {
+      /* Everything before the answer to our PING is the old relay's. */
+      struct sbx_vm_frame want = {SBX_VMF_HELLO, 0, key};
+      size_t i;
+      for (i = 0; i + sizeof want <= rb.len; i++)
+        if (memcmp (rb.data + i, &want, sizeof want) == 0)
+          break;
+      if (i + sizeof want > rb.len)
+        {
+          size_t keep = rb.len < sizeof want ? rb.len : sizeof want - 1;
+          memmove (rb.data, rb.data + rb.len - keep, keep);
+          rb.len = keep;
+          return;
+        }
+      off = i + sizeof want;
+      syncing = 0;
+      struct sbx_msg_ready r = {{SBX_MSG_READY, sizeof r}, SBX_PROTO_VERSION, 0};
+      reply (&r, sizeof r);
+    }
   for (;;)
     {
       struct sbx_vm_frame f;
@@ -325,11 +359,22 @@ from_guest (void)
         break;
       p = rb.data + off + sizeof f;
       off += sizeof f + f.len;
-      c = find (f.id);
+      c = find (f.id ^ key);
+      if (restored && c == NULL && f.type >= SBX_VMF_SPAWNED && f.type <= SBX_VMF_EXITED)
+        {
+          /* A command started before the snapshot: it runs on in this
+             copy, but its streams belong to no one. */
+          if (!orphans++)
+            fprintf (stderr, "sbx-vm-relay: output of commands started before the snapshot is "
+                             "dropped (their streams belong to the source)\n");
+          continue;
+        }
       switch (f.type)
         {
         case SBX_VMF_HELLO:
           {
+            if (restored)
+              quit ("the guest sent a stray HELLO", EPROTO);
             struct sbx_msg_ready r = {{SBX_MSG_READY, sizeof r}, SBX_PROTO_VERSION, 0};
             reply (&r, sizeof r);
             break;
@@ -430,9 +475,19 @@ sbx_vm_relay_main (int argc, char **argv)
   int sv[2];
   sigset_t none;
 
-  /* argv: name, SBX_VM_RELAY_ARG, qemu, kernel, initrd, memory MiB, cpus, disk, uid */
-  if (argc != 9)
+  /* argv: name, SBX_VM_RELAY_ARG, qemu, kernel, initrd, memory MiB, cpus, disk, uid,
+     boot|restore */
+  if (argc != 10 || (strcmp (argv[9], "boot") != 0 && strcmp (argv[9], "restore") != 0))
     quit ("the relay's arguments", EINVAL);
+  restored = strcmp (argv[9], "restore") == 0;
+  if (restored)
+    {
+      while (getrandom (&key, sizeof key, 0) != (ssize_t) sizeof key)
+        if (errno != EINTR)
+          quit ("getrandom", errno);
+      key |= 1ull << 63; /* never 0: the daemon's ids are small */
+      syncing = 1;
+    }
   signal (SIGPIPE, SIG_IGN);
   prctl (PR_SET_PDEATHSIG, SIGKILL);
   if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -442,11 +497,13 @@ sbx_vm_relay_main (int argc, char **argv)
     quit ("fork QEMU", errno);
   if (qemu == 0)
     {
-      char mem[64], smp[32], cdev[64], accel[64];
+      char mem[64], smp[32], cdev[64], accel[64], qmp[64], incoming[32];
       int kvm = kvm_usable ();
       snprintf (mem, sizeof mem, "%s", argv[5]);
       snprintf (smp, sizeof smp, "%s", argv[6]);
       snprintf (cdev, sizeof cdev, "socket,id=sbx,fd=%d", SBX_VM_SERIAL_FD);
+      snprintf (qmp, sizeof qmp, "socket,id=qmp,fd=%d", SBX_VM_QMP_FD);
+      snprintf (incoming, sizeof incoming, "fd:%d", SBX_VM_INCOMING_FD);
       /* TCG's code cache defaults to 1 GiB of address space; 64 MiB will do. */
       snprintf (accel, sizeof accel, "%s", kvm ? "kvm" : "tcg,tb-size=64");
       /* Under TCG, virtual time follows the instructions run (icount), not
@@ -475,6 +532,11 @@ sbx_vm_relay_main (int argc, char **argv)
                        arg ("on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
                             "resourcecontrol=deny"),
                        arg ("-no-reboot"),
+                       /* The parent's QMP monitor (snapshots, iso/vm_qmp.c). */
+                       arg ("-chardev"), qmp,
+                       arg ("-mon"), arg ("chardev=qmp,mode=control"),
+                       /* A restore: the snapshot's file, opened by the parent. */
+                       restored ? arg ("-incoming") : NULL, incoming,
                        NULL};
       sigemptyset (&none);
       sigprocmask (SIG_SETMASK, &none, NULL);
@@ -489,7 +551,13 @@ sbx_vm_relay_main (int argc, char **argv)
   fcntl (ser, F_SETFL, O_NONBLOCK);
   fcntl (ctl, F_SETFL, O_NONBLOCK);
   close (SBX_VM_INITRD_FD);
+  close (SBX_VM_QMP_FD);
+  if (restored)
+    close (SBX_VM_INCOMING_FD);
 
+  if (restored)
+    frame (SBX_VMF_PING, 0, NULL, 0, NULL, 0); /* id 0 ^ key: the key */
+  else
   {
     void *prog;
     size_t len;
@@ -505,6 +573,7 @@ sbx_vm_relay_main (int argc, char **argv)
     frame (SBX_VMF_SETUP, 0, &s, sizeof s, prog, len);
     free (prog);
   }
+
 
   for (;;)
     {

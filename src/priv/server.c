@@ -22,6 +22,7 @@
 #include "iso/tmpl.h"
 #include "iso/copy.h"
 #include "iso/snapstore.h"
+#include "iso/vm.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -829,7 +830,10 @@ handle_snapshot (struct chan *c, const struct sbx_priv_snapshot *m)
   else if ((s = slot_get (m->slot, &err)) != NULL)
     {
       have_res = 1;
-      if (m->snap_op == SBX_PRIV_SNAP_SAVE)
+      if (m->snap_op == SBX_PRIV_SNAP_SAVE && s->box.qmp >= 0)
+        /* A VM: its memory, disk included, through QEMU's migration. */
+        sbx_vm_snapshot_save (&s->box, P.snapstore, m->tenant, m->name, &res.bytes, &err);
+      else if (m->snap_op == SBX_PRIV_SNAP_SAVE)
         sbx_iso_snapshot_save (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
       else
         sbx_iso_snapshot_load (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);

@@ -478,6 +478,11 @@ host_frame (void)
           kill (-p->pid, (int) signo);
         break;
       }
+    case SBX_VMF_PING:
+      /* A relay for this guest restored from a snapshot: the answer marks
+         where its stream starts (the old relay may have got half a frame). */
+      send_frame (SBX_VMF_HELLO, f.id, NULL, 0, NULL, 0);
+      break;
     default:
       goto broken;
     }

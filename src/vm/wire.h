@@ -23,6 +23,9 @@ enum sbx_vm_frame_type
   SBX_VMF_SPAWN = 2,  /* sbx_vm_spawn + cwd\0 argv...\0 env...\0 */
   SBX_VMF_STDIN = 3,  /* bytes; an empty payload is end of file */
   SBX_VMF_SIGNAL = 4, /* uint32 signo (to the command's process group) */
+  SBX_VMF_PING = 5,   /* empty: answered by a HELLO with the same id (a relay
+                         that takes over a restored guest finds the start of
+                         a frame in the stream by it) */
   /* guest -> host */
   SBX_VMF_HELLO = 16,       /* empty: the agent is up and set up */
   SBX_VMF_SPAWNED = 17,     /* int32 pid */

@@ -234,16 +234,113 @@ class VM(DaemonTest):
         finally:
             self.d.api("POST", "%s/processes/%d/signal" % (base, pid), {"signal": "SIGKILL"})
 
-    def test_snapshot_fork_template_network_501(self):
+    def test_fork_template_network_501(self):
         base = "/v1/sandboxes/" + self.sid
-        r = self.d.api("POST", base + "/snapshots", {"name": "s1"})
-        self.assertIn("snapshots", self.assertError(r, 501, "not_implemented")["message"])
         r = self.d.api("POST", base + "/fork", {"count": 1})
         self.assertIn("fork", self.assertError(r, 501, "not_implemented")["message"])
         for body, what in (({"isolation": "vm", "template": "code-interpreter-v1"}, "templates"),
                            ({"isolation": "vm", "network": {"allow": ["*"]}}, "network egress")):
             r = self.d.api("POST", "/v1/sandboxes", body)
             self.assertIn(what, self.assertError(r, 501, "not_implemented")["message"])
+
+    def vcount(self, sid):
+        out = self.d.sh(sid, "cat /tmp/vmcount 2>/dev/null")["stdout"].strip()
+        return int(out) if out else 0
+
+    def test_snapshot_restore_memory(self):
+        """A snapshot of a VM is its memory (disk included, a tmpfs in guest
+        RAM): a copy restored from it goes on from where the source was."""
+        base = "/v1/sandboxes/" + self.sid
+        store = os.path.join(self.d.state, "snapshots", b"default".hex())
+        for bad in ("", "../x", ".hidden", "a/b", "x" * 65):
+            self.assertError(self.d.api("POST", base + "/snapshots", {"name": bad}), 400,
+                             "invalid_argument")
+        self.assertError(self.d.api("POST", "/v1/sandboxes", {"snapshot": "nope"}), 404)
+        # The shell's own memory holds the counter; the file only shows it.
+        r = self.d.api("POST", base + "/processes",
+                       {"cmd": "i=0; while :; do i=$((i+1)); echo $i > /tmp/vmcount; "
+                               "sleep 0.05; done"})
+        self.assertEqual(r.status, 201, r)
+        pid = r.json()["pid"]
+        self.assertEqual(self.sh("echo before > /home/user/marker")["exit_code"], 0)
+        copy = None
+        try:
+            for _ in range(200):
+                if self.vcount(self.sid) > 2:
+                    break
+            before = self.vcount(self.sid)
+            self.assertGreater(before, 2)
+            # A paused VM cannot save its memory: a clear 409.
+            self.assertEqual(self.d.api("POST", base + "/pause", {}).status, 200)
+            r = self.d.api("POST", base + "/snapshots", {"name": "mem1"})
+            self.assertIn("resume it", self.assertError(r, 409, "conflict")["message"])
+            self.assertEqual(self.d.api("POST", base + "/resume", {}).status, 200)
+            r = self.d.api("POST", base + "/snapshots", {"name": "mem1"})
+            self.assertEqual(r.status, 201, r)
+            snap = r.json()
+            self.assertEqual((snap["name"], snap["isolation"], snap["source"], snap["memory"]),
+                             ("mem1", "vm", self.sid, 256 << 20))
+            self.assertGreater(snap["bytes"], 1 << 20)
+            st = os.stat(os.path.join(store, "mem1", "vm.mig"))
+            self.assertEqual((st.st_uid, st.st_mode & 0o777, st.st_size),
+                             (0, 0o600, snap["bytes"]))
+            self.assertError(self.d.api("POST", base + "/snapshots", {"name": "mem1"}), 409,
+                             "conflict")
+            # The source is unaffected: the same process goes on counting.
+            after = self.vcount(self.sid)
+            self.assertGreaterEqual(after, before)
+            self.assertIn(pid, [p["pid"] for p in
+                                self.d.api("GET", base + "/processes").json()["processes"]])
+            # A restore must be the same machine, and a VM.
+            r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "mem1", "isolation": "namespace"})
+            self.assertIn("isolation must be `vm`", self.assertError(r, 400)["message"])
+            r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "mem1", "memory": "512M"})
+            self.assertIn("leave them out", self.assertError(r, 400)["message"])
+            qemu_before = qemu_pids()
+            r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "mem1", "timeout": "5m"})
+            self.assertEqual(r.status, 201, r)
+            copy = r.json()["id"]
+            self.assertEqual(r.json()["isolation"], "vm")
+            copy_qemu = qemu_pids() - qemu_before
+            self.assertEqual(len(copy_qemu), 1, copy_qemu)
+            # The counter continues from the saved value, not from 0.
+            got = self.vcount(copy)
+            self.assertGreaterEqual(got, before)
+            for _ in range(200):
+                if self.vcount(copy) > got:
+                    break
+            self.assertGreater(self.vcount(copy), got)
+            # Its files came along; what it writes stays its own.
+            self.assertEqual(self.d.sh(copy, "cat /home/user/marker")["stdout"], "before\n")
+            self.assertEqual(self.d.sh(copy, "echo copy > /home/user/mine")["exit_code"], 0)
+            self.assertEqual(self.sh("cat /home/user/mine 2>&1; echo rc=$?")["stdout"].split()[-1],
+                             "rc=1")
+            # The source's counter is its own, still going.
+            s1 = self.vcount(self.sid)
+            for _ in range(200):
+                if self.vcount(self.sid) > s1:
+                    break
+            self.assertGreater(self.vcount(self.sid), s1)
+            # The running counter belongs to no one in the copy: not listed.
+            procs = self.d.api("GET", "/v1/sandboxes/%s/processes" % copy).json()["processes"]
+            self.assertNotIn(pid, [p["pid"] for p in procs])
+            res = self.d.sh(copy, "ps -o pid,args | grep -c '[v]mcount'")
+            self.assertEqual(res["stdout"].strip(), "1", res)
+            # The snapshot is not the copy's lower layer: it goes while the copy runs.
+            self.assertEqual(self.d.api("DELETE", "/v1/snapshots/mem1").status, 204)
+            self.assertFalse(os.path.exists(os.path.join(store, "mem1")))
+            self.assertError(self.d.api("DELETE", "/v1/snapshots/mem1"), 404)
+            self.assertError(self.d.api("POST", "/v1/sandboxes", {"snapshot": "mem1"}), 404)
+            self.assertEqual(self.d.sh(copy, "echo alive")["stdout"], "alive\n")
+            self.assertEqual(self.d.kill(copy).status, 204)
+            copy = None
+            for q in copy_qemu:
+                self.assertFalse(alive(q), "the copy's QEMU %d survived the kill" % q)
+        finally:
+            if copy:
+                self.d.kill(copy)
+            self.d.api("POST", "%s/processes/%d/signal" % (base, pid), {"signal": "SIGKILL"})
+            self.d.api("DELETE", "/v1/snapshots/mem1")
 
     def test_zz_kill_leaves_no_qemu(self):
         self.assertTrue(self.qemu)
