@@ -6,9 +6,13 @@
     (the namespace engine without its pool, so both build from nothing);
   - exec round trip: `true`, median of N;
   - host memory per idle sandbox: resident and proportional (PSS) memory of
-    every host process in the sandbox's cgroup (for a VM: QEMU and the relay).
+    every host process in the sandbox's cgroup (for a VM: QEMU and the relay);
+  - snapshot: POST .../snapshots of a sandbox with a 10 MB file on its disk
+    and a running process (a VM: its memory, disk included; the namespace
+    engine: its disk), and restore: POST /v1/sandboxes {"snapshot"} until
+    the first exec in the copy answers; the snapshot's size.
 
-    SBX_BUILD=build /usr/bin/python3 bench/vm.py [BOOTS] [EXECS]
+    SBX_BUILD=build /usr/bin/python3 bench/vm.py [BOOTS] [EXECS] [SNAPS]
 
 Under TCG on this machine; KVM figures are QEMU's own, in docs/benchmarks.md.
 """
@@ -72,13 +76,48 @@ def run(d, isolation, boots, execs):
     return boot, rtt, mem
 
 
+def snapshots(d, isolation, n):
+    body = {"memory": "256M", "disk": "64M"}
+    if isolation:
+        body["isolation"] = isolation
+    r = d.api("POST", "/v1/sandboxes", body)
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    assert d.sh(sid, "head -c 10000000 /dev/urandom > /home/user/blob")["exit_code"] == 0
+    d.api("POST", "/v1/sandboxes/%s/processes" % sid, {"cmd": "sleep 1000"})
+    save, restore, size = [], [], []
+    for i in range(n):
+        name = "bench%d" % i
+        t = time.monotonic()
+        r = d.api("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": name})
+        assert r.status == 201, r
+        save.append(time.monotonic() - t)
+        size.append(r.json()["bytes"] / 1048576.0)
+        t = time.monotonic()
+        r = d.api("POST", "/v1/sandboxes", {"snapshot": name})
+        assert r.status == 201, r
+        cid = r.json()["id"]
+        res = d.exec(cid, argv=["true"])
+        assert res["exit_code"] == 0, res
+        restore.append(time.monotonic() - t)
+        d.kill(cid)
+        d.api("DELETE", "/v1/snapshots/" + name)
+    d.kill(sid)
+    return save, restore, size
+
+
 def main():
     boots = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     execs = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    snaps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     d = Daemon(pool=0).start()
     try:
-        rows = []
+        rows, srows = [], []
         for name, iso in (("namespace", None), ("vm (TCG)", "vm")):
+            save, restore, size = snapshots(d, iso, snaps)
+            srows.append((name, statistics.median(save), min(save), max(save),
+                          statistics.median(restore), min(restore), max(restore),
+                          statistics.median(size)))
             boot, rtt, mem = run(d, iso, boots, execs)
             rows.append((name, statistics.median(boot), min(boot), max(boot),
                          statistics.median(rtt) * 1000,
@@ -91,6 +130,12 @@ def main():
     for name, med, lo, hi, rtt, rss, pss in rows:
         print("%-10s  %6.3f (%.3f .. %.3f)                 %8.2f      %8.1f       %8.1f"
               % (name, med, lo, hi, rtt, rss, pss))
+    print()
+    print("engine      snapshot s (median, min..max)   restore+first exec s (median, min..max)"
+          "   snapshot MiB")
+    for name, s, slo, shi, r, rlo, rhi, mib in srows:
+        print("%-10s  %6.3f (%.3f .. %.3f)          %6.3f (%.3f .. %.3f)                   %8.1f"
+              % (name, s, slo, shi, r, rlo, rhi, mib))
 
 
 if __name__ == "__main__":

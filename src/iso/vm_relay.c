@@ -31,6 +31,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -538,6 +539,15 @@ sbx_vm_relay_main (int argc, char **argv)
                        /* A restore: the snapshot's file, opened by the parent. */
                        restored ? arg ("-incoming") : NULL, incoming,
                        NULL};
+      /* The only regular file QEMU writes is a snapshot's (an fd from the
+         parent): a legitimate one is at most the guest's RAM, page headers
+         and device state; a hostile QEMU does not fill the host's disk. */
+      {
+        unsigned long long mib = strtoull (argv[5], NULL, 10);
+        struct rlimit fsize = {(mib + mib / 16 + 64) << 20, (mib + mib / 16 + 64) << 20};
+        if (setrlimit (RLIMIT_FSIZE, &fsize) < 0)
+          _exit (127);
+      }
       sigemptyset (&none);
       sigprocmask (SIG_SETMASK, &none, NULL);
       if (dup2 (sv[1], SBX_VM_SERIAL_FD) < 0 || dup2 (2, 1) < 0)
