@@ -354,6 +354,12 @@ void sbx_sandbox_proxy_release (struct sbx_sandbox *sb);
    SBX_E_UNAVAILABLE (init or the daemon is out of room). */
 int sbx_sandbox_connect_port (struct sbx_sandbox *sb, unsigned port, sbx_error_t **err);
 
+/* isolation vm: read a file in the guest (core/vm_files.c): *data (malloc)
+   and *len, at most max bytes (413 past it); 404, 403, 400 (a directory)
+   as the guest's kernel says. */
+int sbx_vm_file_read (struct sbx_sandbox *sb, const char *user, const char *path, size_t max,
+                      char **data, size_t *len, sbx_error_t **err);
+
 /* Processes. */
 struct sbx_process *sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts,
                                        sbx_error_t **err);

@@ -14,6 +14,44 @@
 #include "util/cleanup.h"
 
 #define LIST_MAX_ENTRIES 10000
+#define VM_READ_MAX (64u << 20) /* a VM's file comes through memory (core/vm_files.c) */
+
+/* isolation vm: the file read in the guest; 1 when the request was one. */
+static int
+vm_file_get (struct sbx_req *r, const char *path)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, &err);
+  struct MHD_Response *resp;
+  char *data = NULL;
+  size_t len = 0;
+
+  if (sb == NULL || sb->isolation != SBX_ISOLATION_VM)
+    {
+      if (sb)
+        sbx_sandbox_unref (sb);
+      sbx_error_free (err);
+      return 0;
+    }
+  if (sbx_vm_file_read (sb, sbx_req_query (r, "user"), path, VM_READ_MAX, &data, &len, &err) < 0)
+    {
+      sbx_sandbox_unref (sb);
+      sbx_reply_error (r, err);
+      return 1;
+    }
+  sbx_sandbox_unref (sb);
+  resp = MHD_create_response_from_buffer (len, data, MHD_RESPMEM_MUST_FREE);
+  if (resp == NULL)
+    {
+      free (data);
+      sbx_err_oom (&err);
+      sbx_reply_error (r, err);
+      return 1;
+    }
+  MHD_add_response_header (resp, "Content-Type", "application/octet-stream");
+  sbx_reply_response (r, 200, resp);
+  return 1;
+}
 
 
 /* Resolve sandbox (segment 2) and the acting user. */
@@ -109,7 +147,14 @@ sbx_route_file_get (struct sbx_req *r)
   uint64_t size = 0;
   int fd;
 
-  if (query_path (r, "path", &path, &err) < 0 || (sb = open_ctx (r, &ctx, &err)) == NULL)
+  if (query_path (r, "path", &path, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  if (vm_file_get (r, path))
+    return;
+  if ((sb = open_ctx (r, &ctx, &err)) == NULL)
     {
       sbx_reply_error (r, err);
       return;

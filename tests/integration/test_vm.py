@@ -116,14 +116,30 @@ class VM(DaemonTest):
         res = self.sh("head -c 1000000 /dev/zero | tr '\\0' y")
         self.assertEqual(res["stdout"], "y" * 1000000)
 
-    def test_files_through_exec_and_api_501(self):
+    def test_files_read_through_the_guest_write_501(self):
         res = self.d.exec(self.sid, argv=["sh", "-c", "cat > /home/user/f.txt"],
                           stdin="hello vm\n")
         self.assertEqual(res["exit_code"], 0, res)
         self.assertEqual(self.sh("cat /home/user/f.txt")["stdout"], "hello vm\n")
-        r = self.d.api("GET", "/v1/sandboxes/%s/files?path=/home/user/f.txt" % self.sid)
+        files = "/v1/sandboxes/%s/files?path=" % self.sid
+        r = self.d.api("GET", files + "/home/user/f.txt")
+        self.assertEqual((r.status, r.body), (200, b"hello vm\n"))
+        self.assertEqual(self.sh("printf '\\000\\001\\377' > /tmp/bin; echo x > /tmp/locked; "
+                                 "chmod 000 /tmp/locked")["exit_code"], 0)
+        self.assertEqual(self.d.api("GET", files + "/tmp/bin").body, b"\x00\x01\xff")
+        self.assertIn("no such file", self.assertError(
+            self.d.api("GET", files + "/home/user/nope"), 404)["message"])
+        self.assertError(self.d.api("GET", files + "/tmp/locked"), 403)
+        self.assertError(self.d.api("GET", files + "/home/user"), 400)
+        self.assertError(self.d.api("GET", files + "relative"), 400)
+        # The download left no process behind in the list.
+        procs = self.d.api("GET", "/v1/sandboxes/%s/processes" % self.sid).json()["processes"]
+        self.assertEqual([p for p in procs if p.get("argv", [""])[0] == "cat"], [])
+        r = self.d.api("PUT", files + "/home/user/g.txt", b"x", raw=True)
         body = self.assertError(r, 501, "not_implemented")
         self.assertIn("not supported for isolation vm", body["message"])
+        r = self.d.api("GET", "/v1/sandboxes/%s/files/stat?path=/home/user/f.txt" % self.sid)
+        self.assertError(r, 501, "not_implemented")
         self.assertFalse(os.path.exists("/home/user/f.txt"))
 
     def test_root_read_only_disk_sized(self):
