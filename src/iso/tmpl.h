@@ -41,7 +41,10 @@ int sbx_tmpl_extract (int in_fd, int build_dir, enum sbx_tmpl_format format,
 /* A template name: [a-z0-9][a-z0-9._-]{0,30}, not a built-in one. */
 int sbx_tmpl_name_ok (const char *name);
 
-/* Recipes (tmpl_recipe.c, in the parent). */
+/* Recipes (tmpl_recipe.c, in the parent): "release R\n", "package P\n"
+   lines, then "run CMD\n" lines (build commands, run in a build sandbox). */
+#define SBX_TMPL_RUN_MAX 32
+#define SBX_TMPL_RUN_LEN 1000
 int sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *include,
                            size_t ilen);
 /* progress_fd: where debootstrap's output goes as it runs (-1: a log in

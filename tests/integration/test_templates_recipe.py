@@ -4,6 +4,7 @@ shared by test runs (/var/tmp/sbx-recipe-cache), so only the first run
 pays for debootstrap (~2 min)."""
 import json
 import os
+import stat
 
 from harness import DaemonTest
 from sbx_helpers import q
@@ -100,10 +101,75 @@ class RecipeTest(DaemonTest):
         self.assertError(r, 403)
         for bad, text in (({"release": "../x"}, "a release is"),
                           ({"release": "bookworm", "packages": ["a b"]}, "a package"),
-                          ({"release": "bookworm", "run": ["x"]}, "unknown field `run`"),
+                          ({"release": "bookworm", "sh": ["x"]}, "unknown field `sh`"),
+                          ({"release": "bookworm", "run": "x"}, "`run` must be an array"),
+                          ({"release": "bookworm", "run": ["true"] * 33}, "at most 32"),
+                          ({"release": "bookworm", "run": ["x" * 1001]}, "`run[0]` must be"),
+                          ({"release": "bookworm", "run": ["true", 3]}, "`run[1]` must be"),
+                          ({"release": "bookworm", "run": [""]}, "`run[0]` must be"),
+                          ({"release": "bookworm", "run": ["a\nb"]}, "`run[0]` must be"),
                           ({}, "`release`"), ("{", "malformed recipe")):
             r = self.build("r1", bad, raw=isinstance(bad, str))
             err = self.assertError(r, 400)
             self.assertIn(text, err["message"])
         self.clean()
         self.assertEqual(os.listdir(os.path.join(self.d.state, "templates", "layers")), [])
+
+    def test_run_commands(self):
+        recipe = {"release": "bookworm", "packages": [],
+                  "run": ["echo built > /etc/sbx-built",
+                          "printf '#!/bin/sh\\necho tool\\n' > /usr/local/bin/tool",
+                          "chmod 755 /usr/local/bin/tool",
+                          "rm /etc/debian_version",
+                          "rm -rf /usr/share/doc && mkdir /usr/share/doc && touch /usr/share/doc/only",
+                          "echo out; id -u; test -w /etc"]}
+        r = self.build("run1", recipe)
+        self.assertEqual(r.status, 201, r)
+        info = r.json()
+        self.assertEqual(len(info["layers"]), 2)
+        sid = self.d.create(template="run1")
+        res = self.d.exec(sid, argv=["/bin/sh", "-c",
+                                     "cat /etc/sbx-built; tool; ls /etc/debian_version; "
+                                     "ls /usr/share/doc; stat -c %u /etc/sbx-built"])
+        self.assertEqual(res["stdout"], "built\ntool\nonly\n65534\n", res)
+        self.assertIn("No such file", res["stderr"])
+        self.d.kill(sid)
+        # the commands' layer: root's files, whiteouts kept as 0/0 devices
+        key = info["layers"][1].split(":")[1]
+        layer = os.path.join(self.d.state, "templates", "layers", key)
+        st = os.lstat(os.path.join(layer, "etc", "debian_version"))
+        self.assertEqual((stat.S_ISCHR(st.st_mode), st.st_rdev), (True, 0))
+        self.assertEqual(os.getxattr(os.path.join(layer, "usr", "share", "doc"),
+                                     "user.overlay.opaque"), b"y")
+        for root, dirs, files in os.walk(layer):
+            for f in files + dirs:
+                st = os.lstat(os.path.join(root, f))
+                self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o6000), (0, 0, 0))
+        # again: the same layers (stored), no command runs
+        r = self.build("run2", recipe)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json()["layers"], info["layers"])
+        self.clean()
+        for n in ("run1", "run2"):
+            self.assertEqual(self.d.api("DELETE", "/v1/templates/" + n).status, 204)
+
+    def test_run_failure_and_network(self):
+        before = set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
+        r = self.build("bad", {"release": "bookworm",
+                               "run": ["echo one", "echo to-stderr >&2; exit 3", "echo never"]})
+        err = self.assertError(r, 400)
+        self.assertIn("run[1] `echo to-stderr >&2; exit 3` exited with status 3", err["message"])
+        self.assertIn("to-stderr", err["message"])
+        self.assertError(self.d.api("GET", "/v1/templates/bad"), 404)
+        self.clean()
+        self.assertEqual(set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
+                         - before, set())
+        # the build sandbox has no network: a command that reaches out fails
+        r = self.build("net", {"release": "bookworm",
+                               "run": ["exec 3<>/dev/tcp/1.1.1.1/80 && echo reached"]})
+        err = self.assertError(r, 400)
+        self.assertIn("exited with status", err["message"])
+        self.assertNotIn("reached", err["message"])
+        self.clean()
+        self.assertEqual(set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
+                         - before, set())
