@@ -374,6 +374,13 @@ idmap_ns (void)
   return fd;
 }
 
+static void __attribute__ ((noreturn))
+fail (int log_fd, const char *what)
+{
+  dprintf (log_fd, "sbx: the build sandbox could not start (%s): %s\n", what, strerror (errno));
+  _exit (126);
+}
+
 static void
 bind_dev (const char *root, const char *name)
 {
@@ -450,14 +457,14 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
 {
   char opts[4096], merged[1300], path[1400];
   struct mount_attr attr;
-  int tree, userns, sync[2], go[2], st = 0;
+  int tree, userns, sync[2], go[2], st = 0, root;
   pid_t pid;
   char c;
 
   setsid ();
   if (unshare (CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0
       || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-    _exit (126);
+    fail (log_fd, "namespaces");
   userns = idmap_ns ();
   tree = (int) syscall (SYS_open_tree, AT_FDCWD, lower, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   memset (&attr, 0, sizeof attr);
@@ -483,15 +490,19 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
   snprintf (path, sizeof path, "%s/dev", merged);
   mkdir (path, 0755);
   if (mount ("tmpfs", path, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755") < 0)
-    _exit (126);
+    fail (log_fd, "/dev");
   bind_dev (merged, "null");
   bind_dev (merged, "zero");
   bind_dev (merged, "urandom");
   bind_dev (merged, "random");
   if (pipe2 (sync, O_CLOEXEC) < 0 || pipe2 (go, O_CLOEXEC) < 0)
-    _exit (126);
-  if (chdir (merged) < 0 || chroot (".") < 0 || chdir ("/") < 0)
-    _exit (126);
+    fail (log_fd, "pipe");
+  /* A chrooted process may not make a user namespace: the commands' process
+     makes it first, then enters the overlay by this descriptor (the path
+     to it crosses root's 0700 directories its ids may not search). */
+  root = open (merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0)
+    fail (log_fd, "the overlay");
   pid = fork ();
   if (pid == 0)
     {
@@ -499,6 +510,13 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
       close (go[1]);
       if (unshare (CLONE_NEWUSER) < 0 || write (sync[1], "u", 1) != 1 || read (go[0], &c, 1) != 1)
         _exit (125);
+      if (fchdir (root) < 0 || chroot (".") < 0 || chdir ("/") < 0)
+        {
+          dprintf (log_fd, "sbx: the build sandbox could not start (chroot): %s\n",
+                   strerror (errno));
+          _exit (125);
+        }
+      close (root);
       run_in_sandbox (cmds, ncmds, log_fd, status_fd, filter, filter_len);
     }
   close (sync[1]);
@@ -507,7 +525,7 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
     {
       if (pid > 0)
         kill (pid, SIGKILL);
-      _exit (126);
+      fail (log_fd, "user namespace");
     }
   close (go[1]);
   while (waitpid (pid, &st, 0) < 0 && errno == EINTR)

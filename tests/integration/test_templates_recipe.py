@@ -166,10 +166,13 @@ class RecipeTest(DaemonTest):
                          - before, set())
         # the build sandbox has no network: a command that reaches out fails
         r = self.build("net", {"release": "bookworm",
-                               "run": ["exec 3<>/dev/tcp/1.1.1.1/80 && echo reached"]})
+                               "run": ["perl -MIO::Socket::INET -e 'IO::Socket::INET->new("
+                                       "PeerAddr => q(1.1.1.1:80), Timeout => 5) or die "
+                                       "qq(connect: $!\\n); print qq(REACHED\\n)'"]})
         err = self.assertError(r, 400)
-        self.assertIn("exited with status", err["message"])
-        self.assertNotIn("reached", err["message"])
+        self.assertIn("exited with status 101: ", err["message"])  # perl: errno ENETUNREACH
+        self.assertIn("connect: Network is unreachable", err["message"])
+        self.assertNotIn("|REACHED", err["message"])
         self.clean()
         self.assertEqual(set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
                          - before, set())
