@@ -32,6 +32,7 @@
 #include "core/core.h"
 #include "egress/egress.h"
 #include "egress/tls.h"
+#include "iso/tmpl.h"
 #include "iso/inuse.h"
 #include "iso/proto.h"
 #include "priv/frontend.h"
@@ -732,6 +733,8 @@ main (int argc, char **argv)
       return 1;
     }
   egress_start = time (NULL);
+  /* recipe build commands reach the mirror through it too */
+  sbx_tmpl_recipe_set_egress (egress[0]);
 
   for (;;)
     {

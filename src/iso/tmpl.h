@@ -53,6 +53,10 @@ int sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const c
                            const char *cache_dir, int progress_fd, int store_layers,
                            sbx_error_t **err);
 
+/* The egress channel (the front end's end) build commands' proxy
+   connections go to, with a policy allowing the mirror's host only. */
+void sbx_tmpl_recipe_set_egress (int fd);
+
 /* Parent side. mirror: the Debian mirror recipes use; cache_dir: where
    recipe builds are kept ("": STATE/templates/cache). */
 int sbx_tmpl_store_open (const char *state_dir, const char *mirror, const char *cache_dir,

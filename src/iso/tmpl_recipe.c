@@ -26,6 +26,12 @@
 #include <grp.h>
 #include <linux/filter.h>
 #include <linux/mount.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
 #include <linux/seccomp.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -36,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "egress/wire.h"
 #include "iso/seccomp.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -405,7 +412,12 @@ run_in_sandbox (char *cmds[], int ncmds, int log_fd, int status_fd, const void *
   static char *const env[]
       = {(char *) (uintptr_t) "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
          (char *) (uintptr_t) "HOME=/root", (char *) (uintptr_t) "LANG=C.UTF-8",
-         (char *) (uintptr_t) "DEBIAN_FRONTEND=noninteractive", NULL};
+         (char *) (uintptr_t) "DEBIAN_FRONTEND=noninteractive",
+         /* the one way out: the build sandbox's proxy (apt reads http_proxy) */
+         (char *) (uintptr_t) "http_proxy=http://127.0.0.1:3128",
+         (char *) (uintptr_t) "HTTP_PROXY=http://127.0.0.1:3128",
+         (char *) (uintptr_t) "https_proxy=http://127.0.0.1:3128",
+         (char *) (uintptr_t) "HTTPS_PROXY=http://127.0.0.1:3128", NULL};
   struct sock_fprog prog = {(unsigned short) (filter_len / sizeof (struct sock_filter)),
                             (struct sock_filter *) (uintptr_t) filter};
   int i;
@@ -447,17 +459,99 @@ run_in_sandbox (char *cmds[], int ncmds, int log_fd, int status_fd, const void *
   _exit (0);
 }
 
+/* The egress channel (the front end's end, egress/wire.h), set at start;
+   -1: build commands have no way out. */
+static int egress_fd = -1;
+
+void
+sbx_tmpl_recipe_set_egress (int fd)
+{
+  egress_fd = fd;
+}
+
+/* Loopback up and the proxy address 127.0.0.1:3128 listening, in the
+   build sandbox's network namespace. The listener, or -1. */
+static int
+proxy_listen (void)
+{
+  struct ifreq ifr;
+  struct sockaddr_in sa;
+  int s = socket (AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), one = 1;
+
+  if (s < 0)
+    return -1;
+  memset (&ifr, 0, sizeof ifr);
+  snprintf (ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (ioctl (s, SIOCGIFFLAGS, &ifr) < 0 || (ifr.ifr_flags |= IFF_UP, ioctl (s, SIOCSIFFLAGS, &ifr)) < 0)
+    {
+      close (s);
+      return -1;
+    }
+  close (s);
+  s = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  memset (&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons (3128);
+  sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  if (s < 0 || setsockopt (s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0
+      || bind (s, (struct sockaddr *) &sa, sizeof sa) < 0 || listen (s, 64) < 0)
+    {
+      if (s >= 0)
+        close (s);
+      return -1;
+    }
+  return s;
+}
+
+/* One connection to the proxy address, handed to the egress process with
+   a policy that allows the mirror's host only (as the front end does for
+   a sandbox's, core/egress.c). */
+static void
+proxy_pass (int conn, const char *allow)
+{
+  struct sbx_egress_conn m;
+  struct msghdr mh;
+  struct iovec iov[2];
+  char cbuf[CMSG_SPACE (sizeof (int))];
+  struct cmsghdr *cm;
+  size_t n = strlen (allow) + 1;
+
+  memset (&m, 0, sizeof m);
+  m.type = SBX_EGRESS_MSG_CONN;
+  snprintf (m.sandbox, sizeof m.sandbox, "recipe-build");
+  m.nallow = 1;
+  m.strings_len = (uint32_t) n;
+  m.len = (uint32_t) (sizeof m + n);
+  iov[0].iov_base = &m;
+  iov[0].iov_len = sizeof m;
+  iov[1].iov_base = (void *) (uintptr_t) allow;
+  iov[1].iov_len = n;
+  memset (&mh, 0, sizeof mh);
+  mh.msg_iov = iov;
+  mh.msg_iovlen = 2;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  cm = CMSG_FIRSTHDR (&mh);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN (sizeof (int));
+  memcpy (CMSG_DATA (cm), &conn, sizeof conn);
+  if (egress_fd >= 0)
+    (void) sendmsg (egress_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+  close (conn);
+}
+
 /* The build sandbox's keeper: a mount namespace of its own with the
    recipe's layer idmapped under an overlay whose upper is run/upper, no
    network (a network namespace with nothing in it), and the commands in a
    user namespace whose root is RUN_ID_BASE. Returns like run_in_sandbox. */
 static void
 keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int log_fd,
-        int status_fd, const void *filter, size_t filter_len)
+        int status_fd, const void *filter, size_t filter_len, const char *allow)
 {
   char opts[4096], merged[1300], path[1400];
   struct mount_attr attr;
-  int tree, userns, sync[2], go[2], st = 0, root;
+  int tree, userns, sync[2], go[2], st = 0, root, lsn;
   pid_t pid;
   char c;
 
@@ -465,6 +559,9 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
   if (unshare (CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0
       || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     fail (log_fd, "namespaces");
+  lsn = proxy_listen ();
+  if (lsn < 0)
+    fail (log_fd, "the proxy address");
   userns = idmap_ns ();
   tree = (int) syscall (SYS_open_tree, AT_FDCWD, lower, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   memset (&attr, 0, sizeof attr);
@@ -517,6 +614,7 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
           _exit (125);
         }
       close (root);
+      close (lsn);
       run_in_sandbox (cmds, ncmds, log_fd, status_fd, filter, filter_len);
     }
   close (sync[1]);
@@ -528,8 +626,21 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
       fail (log_fd, "user namespace");
     }
   close (go[1]);
-  while (waitpid (pid, &st, 0) < 0 && errno == EINTR)
-    ;
+  /* Until the commands end: each connection to the proxy address goes to
+     the egress process with the mirror-only policy. */
+  for (;;)
+    {
+      struct pollfd pfd = {lsn, POLLIN, 0};
+      pid_t r = waitpid (pid, &st, WNOHANG);
+      if (r == pid || (r < 0 && errno != EINTR))
+        break;
+      if (poll (&pfd, 1, 200) > 0)
+        {
+          int conn = accept4 (lsn, NULL, NULL, SOCK_CLOEXEC);
+          if (conn >= 0)
+            proxy_pass (conn, allow);
+        }
+    }
   _exit (WIFEXITED (st) ? WEXITSTATUS (st) : 126);
 }
 
@@ -550,6 +661,19 @@ log_tail (int log_fd, int lines, char *out, size_t len)
   buf[n] = '\0';
   while (n > 0 && buf[n - 1] == '\n')
     buf[--n] = '\0';
+  /* only what the failing command wrote: after its "$ CMD" line */
+  {
+    char *cmd = NULL, *q = buf;
+    while ((q = strstr (q, "\n$ ")) != NULL)
+      cmd = ++q;
+    if (cmd && (q = strchr (cmd, '\n')) != NULL)
+      {
+        memmove (buf, q + 1, strlen (q + 1) + 1);
+        n = (ssize_t) strlen (buf);
+      }
+    else if (cmd)
+      buf[n = 0] = '\0';
+  }
   for (p = buf + n; p > buf; p--)
     if (p[-1] == '\n' && ++seen == lines)
       break;
@@ -573,8 +697,10 @@ log_tail (int log_fd, int lines, char *out, size_t len)
    command for SBX_E_INVALID). */
 static int
 run_commands (int build, const char *build_path, const char *lower, const char *key,
-              char *cmds[], int ncmds, int log_fd, sbx_error_t **err)
+              char *cmds[], int ncmds, const char *mirror, int log_fd, sbx_error_t **err)
 {
+  char allow[256];
+  const char *h = strstr (mirror, "://");
   char run_path[1200], upper[1300], tail[600];
   static const char *const dirs[] = {"run", "run/upper", "run/work", "run/lower", "run/merged"};
   void *filter = NULL;
@@ -585,6 +711,9 @@ run_commands (int build, const char *build_path, const char *lower, const char *
   pid_t pid;
   time_t end = time (NULL) + RUN_TIMEOUT_S;
 
+  /* the mirror's host[:port], the one entry of the commands' policy */
+  h = h ? h + 3 : mirror;
+  snprintf (allow, sizeof allow, "%.*s", (int) strcspn (h, "/"), h);
   snprintf (run_path, sizeof run_path, "%s/run", build_path);
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
     if (mkdirat (build, dirs[i], 0755) < 0)
@@ -603,15 +732,15 @@ run_commands (int build, const char *build_path, const char *lower, const char *
       free (filter);
       return sbx_err_sys (err, errno, "pipe");
     }
-  dprintf (log_fd, "sbx: running %d build command%s in a build sandbox\n", ncmds,
-           ncmds == 1 ? "" : "s");
+  dprintf (log_fd, "sbx: running %d build command%s in a build sandbox (network: %s only)\n",
+           ncmds, ncmds == 1 ? "" : "s", allow);
   pid = fork ();
   if (pid == 0)
     {
       struct rlimit fsz = {RUN_MAX_BYTES, RUN_MAX_BYTES};
       close (status[0]);
       setrlimit (RLIMIT_FSIZE, &fsz);
-      keeper (lower, run_path, cmds, ncmds, log_fd, status[1], filter, filter_len);
+      keeper (lower, run_path, cmds, ncmds, log_fd, status[1], filter, filter_len, allow);
       _exit (126);
     }
   free (filter);
@@ -640,9 +769,11 @@ run_commands (int build, const char *build_path, const char *lower, const char *
       ssize_t n = read (status[0], buf, sizeof buf - 1);
       close (status[0]);
       buf[n > 0 ? n : 0] = '\0';
-      log_tail (log_fd, 5, tail, sizeof tail);
-      return sbx_err (err, SBX_E_INVALID, "recipe: run[%d] `%.200s` exited with status %d: %s",
-                      code - 1, cmds[code - 1], atoi (buf), tail);
+      /* 512 bytes reach the client: the command's start, the output's end */
+      log_tail (log_fd, 5, tail, 300);
+      return sbx_err (err, SBX_E_INVALID, "recipe: run[%d] `%.100s%s` exited with status %d: %s",
+                      code - 1, cmds[code - 1], strlen (cmds[code - 1]) > 100 ? "..." : "",
+                      atoi (buf), tail[0] ? tail : "(no output)");
     }
   close (status[0]);
   if (code != 0)
@@ -873,7 +1004,7 @@ commands:
           /* cmds point into text: terminate them at their newlines */
           for (int i = 0; i < ncmds; i++)
             cmds[i] = run_text + (cmds[i] - text);
-          if (run_commands (build, build_path, lower, run_key, cmds, ncmds, log_fd, err) < 0)
+          if (run_commands (build, build_path, lower, run_key, cmds, ncmds, mirror, log_fd, err) < 0)
             return -1;
           fd = openat (layers, run_key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
           run_bytes = fd >= 0 ? tree_bytes (fd, 0) : 0;
