@@ -317,7 +317,8 @@ log_reason (int log_fd, char *out, size_t len)
 /* ---- build commands (docs/templates.md, "Build commands") -------------- */
 
 #define RUN_TIMEOUT_S 1800
-#define RUN_MAX_BYTES (2ULL << 30) /* what the commands may add, all together */
+/* what the commands may write: each file (RLIMIT_FSIZE) and their layer */
+#define RUN_MAX_BYTES (2ULL << 30)
 
 /* The build sandbox's ids: 0..65535 inside are SBX_SNAPSHOT_ID_BASE + k on
    the host, a range no host account and no running sandbox has. */
@@ -518,7 +519,8 @@ proxy_pass (int conn, const char *allow)
 
   memset (&m, 0, sizeof m);
   m.type = SBX_EGRESS_MSG_CONN;
-  snprintf (m.sandbox, sizeof m.sandbox, "recipe-build");
+  /* the audit log's name for it (a-z0-9, as the front end checks ids) */
+  snprintf (m.sandbox, sizeof m.sandbox, "recipebuild");
   m.nallow = 1;
   m.strings_len = (uint32_t) n;
   m.len = (uint32_t) (sizeof m + n);
@@ -600,6 +602,10 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
   root = open (merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root < 0)
     fail (log_fd, "the overlay");
+  /* the commands' process is the init of a PID namespace: whatever they
+     leave running dies with it */
+  if (unshare (CLONE_NEWPID) < 0)
+    fail (log_fd, "the PID namespace");
   pid = fork ();
   if (pid == 0)
     {
@@ -789,6 +795,10 @@ run_commands (int build, const char *build_path, const char *lower, const char *
     sanitize_upper (fd, 0, &bytes, &bad);
     close (fd);
   }
+  if (bytes > RUN_MAX_BYTES)
+    return sbx_err (err, SBX_E_TOO_LARGE,
+                    "recipe: the build commands wrote %llu bytes, over the limit of %llu",
+                    (unsigned long long) bytes, (unsigned long long) RUN_MAX_BYTES);
   if (bad)
     return sbx_err (err, SBX_E_INVALID,
                     "recipe: the build commands made a device node (only overlay whiteouts, 0/0 "

@@ -4,6 +4,7 @@ shared by test runs (/var/tmp/sbx-recipe-cache), so only the first run
 pays for debootstrap (~2 min)."""
 import json
 import os
+import shutil
 import stat
 
 from harness import DaemonTest
@@ -156,6 +157,43 @@ class RecipeTest(DaemonTest):
         self.clean()
         for n in ("run1", "run2"):
             self.assertEqual(self.d.api("DELETE", "/v1/templates/" + n).status, 204)
+        self.assertFalse(os.path.exists(layer))
+        # and from the recipe cache (the store has no layer left): whiteouts
+        # and opaque directories survive the copy
+        self.assertTrue(os.path.isdir(os.path.join(CACHE, key)))
+        r = self.build("run3", recipe)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json()["layers"], info["layers"])
+        sid = self.d.create(template="run3")
+        res = self.d.exec(sid, argv=["/bin/sh", "-c", "tool; ls /usr/share/doc; "
+                                     "test -e /etc/debian_version || echo gone"])
+        self.assertEqual(res["stdout"], "tool\nonly\ngone\n", res)
+        self.d.kill(sid)
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/run3").status, 204)
+        self.clean()
+        # the next run runs the commands again
+        shutil.rmtree(os.path.join(CACHE, key))
+
+    def test_run_progress(self):
+        import threading
+        done = []
+        t = threading.Thread(target=lambda: done.append(self.build("prog", {
+            "release": "bookworm",
+            "run": ["for i in 1 2 3 4 5 6 7 8; do echo step-$i; sleep 0.5; done"]})))
+        t.start()
+        seen = []
+        while t.is_alive():
+            r = self.d.api("GET", "/v1/templates/prog/progress")
+            if r.status == 200:
+                seen.extend(r.json()["tail"])
+        t.join()
+        self.assertEqual(done[0].status, 201, done[0])
+        self.assertIn("$ for i in 1 2 3 4 5 6 7 8; do echo step-$i; sleep 0.5; done", seen)
+        self.assertIn("step-8", seen)
+        # the next run runs the command again (its output is what is checked)
+        shutil.rmtree(os.path.join(CACHE, done[0].json()["layers"][1].split(":")[1]))
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/prog").status, 204)
+        self.clean()
 
     def test_run_failure_and_network(self):
         before = set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
@@ -204,3 +242,5 @@ class RecipeTest(DaemonTest):
         self.d.kill(sid)
         self.clean()
         self.assertEqual(self.d.api("DELETE", "/v1/templates/jq").status, 204)
+        # the next run installs from the mirror again, not from the cache
+        shutil.rmtree(os.path.join(CACHE, r.json()["layers"][1].split(":")[1]))
