@@ -558,22 +558,31 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
   char c;
 
   setsid ();
+  /* The layer idmapped as a detached mount first: a stored layer is named
+     through the store's descriptor, whose mount is in this (the host's)
+     mount namespace, and only a mount of the caller's namespace may be
+     cloned. Attached in the new namespace below. */
+  userns = idmap_ns ();
+  tree = (int) syscall (SYS_open_tree, AT_FDCWD, lower, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  memset (&attr, 0, sizeof attr);
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  attr.userns_fd = (uint64_t) userns;
+  if (userns < 0 || tree < 0
+      || syscall (SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+    {
+      dprintf (log_fd, "sbx: idmapping the recipe's layer failed: %s\n", strerror (errno));
+      _exit (126);
+    }
+  close (userns);
   if (unshare (CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0
       || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     fail (log_fd, "namespaces");
   lsn = proxy_listen ();
   if (lsn < 0)
     fail (log_fd, "the proxy address");
-  userns = idmap_ns ();
-  tree = (int) syscall (SYS_open_tree, AT_FDCWD, lower, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-  memset (&attr, 0, sizeof attr);
-  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  attr.userns_fd = (uint64_t) userns;
   snprintf (path, sizeof path, "%s/lower", run_path);
   snprintf (merged, sizeof merged, "%s/merged", run_path);
-  if (userns < 0 || tree < 0
-      || syscall (SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0
-      || syscall (SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+  if (syscall (SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
     {
       dprintf (log_fd, "sbx: idmapping the recipe's layer failed: %s\n", strerror (errno));
       _exit (126);

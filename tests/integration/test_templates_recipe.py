@@ -196,6 +196,9 @@ class RecipeTest(DaemonTest):
         self.clean()
 
     def test_run_failure_and_network(self):
+        # the debootstrap layer stored already: the commands run over the
+        # store's copy (test_run_commands runs them over the build's)
+        self.assertEqual(self.build("base0", {"release": "bookworm"}).status, 201)
         before = set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
         r = self.build("bad", {"release": "bookworm",
                                "run": ["echo one", "echo to-stderr >&2; exit 3", "echo never"]})
@@ -218,6 +221,16 @@ class RecipeTest(DaemonTest):
         self.clean()
         self.assertEqual(set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
                          - before, set())
+        # and one that succeeds over the stored layer
+        r = self.build("ok0", {"release": "bookworm", "run": ["echo fine > /etc/fine"]})
+        self.assertEqual(r.status, 201, r)
+        sid = self.d.create(template="ok0")
+        self.assertEqual(self.d.exec(sid, argv=["cat", "/etc/fine"])["stdout"], "fine\n")
+        self.d.kill(sid)
+        shutil.rmtree(os.path.join(CACHE, r.json()["layers"][1].split(":")[1]))
+        for n in ("ok0", "base0"):
+            self.assertEqual(self.d.api("DELETE", "/v1/templates/" + n).status, 204)
+        self.clean()
 
     def test_run_network_mirror_only(self):
         # another host through the build sandbox's proxy: the proxy's 403
