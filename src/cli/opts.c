@@ -27,6 +27,7 @@ static const struct opt_def opt_defs[] = {
   {"workdir", 'w', SBX_OPT_WORKDIR, 1},
   {"user", 'u', SBX_OPT_USER, 1},
   {"template", 0, SBX_OPT_TEMPLATE, 1},
+  {"isolation", 0, SBX_OPT_ISOLATION, 1},
   {"file", 0, SBX_OPT_FILE, 1},
   {"interactive", 'i', SBX_OPT_INTERACTIVE, 0},
   {"net", 0, SBX_OPT_NET, 1},
@@ -185,6 +186,9 @@ apply (struct sbx_cli_opts *o, const struct opt_def *d, const char *value, sbx_e
       break;
     case SBX_OPT_TEMPLATE:
       o->template_name = value;
+      break;
+    case SBX_OPT_ISOLATION:
+      o->isolation = value;
       break;
     case SBX_OPT_SNAPSHOT:
       o->snapshot = value;

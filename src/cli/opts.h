@@ -25,6 +25,7 @@ enum
   SBX_OPT_NET = 1u << 11,
   SBX_OPT_SNAPSHOT = 1u << 12,
   SBX_OPT_ON_TIMEOUT = 1u << 13,
+  SBX_OPT_ISOLATION = 1u << 14,
 };
 
 struct sbx_cli_file
@@ -50,6 +51,7 @@ struct sbx_cli_opts
   const char *workdir;
   const char *user;
   const char *template_name;
+  const char *isolation; /* --isolation: namespace or vm */
   const char *snapshot;   /* --snapshot NAME */
   const char *on_timeout; /* --on-timeout kill|pause */
   struct sbx_cli_file *files; /* owned array */

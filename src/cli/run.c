@@ -23,11 +23,11 @@
 
 #define RUN_OPTS                                                               \
   (SBX_OPT_TIMEOUT | SBX_OPT_MEMORY | SBX_OPT_CPUS | SBX_OPT_PIDS | SBX_OPT_DISK \
-   | SBX_OPT_ENV | SBX_OPT_WORKDIR | SBX_OPT_USER | SBX_OPT_TEMPLATE           \
+   | SBX_OPT_ENV | SBX_OPT_WORKDIR | SBX_OPT_USER | SBX_OPT_TEMPLATE | SBX_OPT_ISOLATION           \
    | SBX_OPT_FILE | SBX_OPT_INTERACTIVE | SBX_OPT_NET)
 #define CREATE_OPTS                                                            \
   (SBX_OPT_TIMEOUT | SBX_OPT_MEMORY | SBX_OPT_CPUS | SBX_OPT_PIDS | SBX_OPT_DISK \
-   | SBX_OPT_ENV | SBX_OPT_USER | SBX_OPT_TEMPLATE | SBX_OPT_FILE | SBX_OPT_NET                \
+   | SBX_OPT_ENV | SBX_OPT_USER | SBX_OPT_TEMPLATE | SBX_OPT_ISOLATION | SBX_OPT_FILE | SBX_OPT_NET                \
    | SBX_OPT_SNAPSHOT | SBX_OPT_ON_TIMEOUT)
 #define EXEC_OPTS                                                              \
   (SBX_OPT_TIMEOUT | SBX_OPT_ENV | SBX_OPT_WORKDIR | SBX_OPT_USER | SBX_OPT_FILE \
@@ -115,6 +115,9 @@ create_body (const struct sbx_cli_opts *o, int for_run, sbx_error_t **err)
     sbx_oom ();
   if (o->template_name != NULL
       && set_string (b, "template", o->template_name, "--template", err) < 0)
+    goto fail;
+  if (o->isolation != NULL
+      && set_string (b, "isolation", o->isolation, "--isolation", err) < 0)
     goto fail;
   if (o->snapshot != NULL && set_string (b, "snapshot", o->snapshot, "--snapshot", err) < 0)
     goto fail;

@@ -42,6 +42,8 @@ struct sbx_config
   int egress_fd;
   const char *egress_upstream_ca; /* --egress-upstream-ca FILE: tests only */
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
+  int default_isolation;   /* enum sbx_isolation of a create that names none */
+  char vm_dir[256];        /* --vm-dir: the microVM engine's guest files; "": default */
   /* Templates (docs/templates.md): the largest upload, and what one
      template may hold once unpacked (file bytes, entries). */
   uint64_t template_max_upload;

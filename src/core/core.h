@@ -181,6 +181,7 @@ struct sbx_sandbox
   unsigned proxies;             /* proxied HTTP requests open (core/ports.c) */
   int kill_queued;
   int in_pool;
+  enum sbx_isolation isolation; /* fixed at build; the pool holds only namespace ones */
   /* Pause and resume (core/lifecycle.c). lifecycle: SBX_LIFECYCLE_*
      (store.h). While paused every process is frozen and the lifetime
      clock stands: remaining_ms is what is left of it. `transition` is set
@@ -208,6 +209,7 @@ struct sbx_create_opts
   json_t *metadata;          /* borrowed, may be NULL */
   const char *user;          /* NULL: "user" */
   json_t *network;           /* borrowed, from sbx_network_canon; NULL: none */
+  const char *isolation;     /* "namespace" or "vm"; NULL: the daemon's default */
   uint32_t lifecycle;        /* SBX_LIFECYCLE_* (store.h) */
   const char *snapshot;      /* NULL, or the tenant's snapshot to start from */
 };

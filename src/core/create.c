@@ -55,7 +55,7 @@ sbx__is_code (const struct sbx_sandbox *sb)
 
 static struct sbx_sandbox *
 build (const struct sbx_limits *limits, int background, const char *template_name,
-       const char *tenant, const char *snapshot, sbx_error_t **err)
+       const char *tenant, const char *snapshot, int isolation, sbx_error_t **err)
 {
   const char *tmpl_name = template_name ? template_name : "base";
   struct sbx_host_create req;
@@ -71,6 +71,7 @@ build (const struct sbx_limits *limits, int background, const char *template_nam
   sbx_random_id (sb->id, SBX_ID_LEN);
   snprintf (sb->template_name, sizeof sb->template_name, "%s", tmpl_name);
   sb->limits = *limits;
+  sb->isolation = (enum sbx_isolation) isolation;
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sbx__slot_take (&slot) < 0)
@@ -95,6 +96,7 @@ build (const struct sbx_limits *limits, int background, const char *template_nam
   req.limits.pids = limits->pids;
   req.disk_bytes = sbx__effective_disk (limits);
   req.background = background;
+  req.isolation = isolation;
   req.snapshot_tenant = tenant;
   req.snapshot = snapshot;
   if (sbx_host_create (&req, &sb->box, err) < 0)
@@ -126,14 +128,20 @@ struct sbx_sandbox *
 sbx__build (const struct sbx_limits *limits, int background, const char *template_name,
             sbx_error_t **err)
 {
-  return build (limits, background, template_name, NULL, NULL, err);
+  return build (limits, background, template_name, NULL, NULL, SBX_ISOLATION_NS, err);
 }
 
 struct sbx_sandbox *
 sbx__build_layered (const struct sbx_limits *limits, const char *template_name,
                     const char *tenant, const char *snapshot, sbx_error_t **err)
 {
-  return build (limits, 0, template_name, tenant, snapshot, err);
+  return build (limits, 0, template_name, tenant, snapshot, SBX_ISOLATION_NS, err);
+}
+
+struct sbx_sandbox *
+sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err)
+{
+  return build (limits, 0, NULL, NULL, NULL, SBX_ISOLATION_VM, err);
 }
 
 static int
@@ -230,6 +238,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   struct sbx_sandbox *sb = NULL;
   struct sbx_sandbox_record rec;
   struct sbx_limits limits;
+  int isolation;
   uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : sbx_core.cfg.default_timeout_ms;
   const char *user = opts->user ? opts->user : "user";
   int code, fresh = 0;
@@ -280,6 +289,29 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%s`", user), NULL;
   if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
     return NULL;
+  if (opts->isolation == NULL)
+    isolation = sbx_core.cfg.default_isolation;
+  else if (strcmp (opts->isolation, "namespace") == 0)
+    isolation = SBX_ISOLATION_NS;
+  else if (strcmp (opts->isolation, "vm") == 0)
+    isolation = SBX_ISOLATION_VM;
+  else
+    return sbx_err (err, SBX_E_INVALID, "isolation must be `namespace` or `vm`, not `%s`",
+                    opts->isolation),
+           NULL;
+  if (isolation == SBX_ISOLATION_VM)
+    {
+      const char *missing = NULL;
+      if (opts->snapshot)
+        missing = "starting from a snapshot";
+      else if (opts->template_name && strcmp (opts->template_name, "base") != 0)
+        missing = "templates other than base";
+      else if (opts->network)
+        missing = "network egress (a VM has no network device)";
+      if (missing)
+        return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: %s", missing),
+               NULL;
+    }
   /* Its interpreter holds ~110 MB before the first cell: less would have
      the server killed by the memory limit as the sandbox is handed out. */
   if (code && limits.memory_bytes < SBX_CODE_MIN_MEMORY)
@@ -314,7 +346,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       pthread_cond_signal (&sbx_core.pool_cond);
     }
   /* The pool holds base and code-interpreter sandboxes only. */
-  for (link = &sbx_core.pool; *link && !stored && !opts->snapshot; link = &(*link)->next)
+  for (link = &sbx_core.pool;
+       *link && !stored && !opts->snapshot && isolation == SBX_ISOLATION_NS;
+       link = &(*link)->next)
     if (sbx__is_code (*link) == code)
       {
         sb = *link;
@@ -347,7 +381,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
   if (sb == NULL)
     {
-      sb = sbx__build (&limits, 0, stored || code ? opts->template_name : NULL, err);
+      sb = isolation == SBX_ISOLATION_VM
+               ? sbx__build_vm (&limits, err)
+               : sbx__build (&limits, 0, stored || code ? opts->template_name : NULL, err);
       if (sb == NULL)
         goto fail_unreserve;
       fresh = 1;

@@ -47,6 +47,8 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
   unsigned i;
 
   memset (out, 0, sizeof *out);
+  if (src->isolation == SBX_ISOLATION_VM)
+    return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: fork");
   if (count < 1 || count > SBX_FORK_MAX)
     return sbx_err (err, SBX_E_INVALID, "count must be 1 to %d, not %u", SBX_FORK_MAX, count);
   if (timeout_ms && sbx__check_timeout (timeout_ms, err) < 0)

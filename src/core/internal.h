@@ -85,6 +85,8 @@ int sbx__check_timeout (uint64_t ms, sbx_error_t **err);
 struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background,
                                 const char *template_name /* NULL: base */,
                                 sbx_error_t **err);
+/* A microVM sandbox (docs/vm.md; never pooled). */
+struct sbx_sandbox *sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err);
 /* The same, its disk layered on the tenant's snapshot (never pooled). */
 struct sbx_sandbox *sbx__build_layered (const struct sbx_limits *limits,
                                         const char *template_name /* NULL: base */,

@@ -145,6 +145,10 @@ sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx
 
   memset (ctx, 0, sizeof *ctx);
   ctx->root = -1;
+  if (sb->isolation == SBX_ISOLATION_VM)
+    return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
+                    "not supported for isolation vm: the files API (use exec with stdin and "
+                    "`cat`)");
   /* Copies run in a helper init forks: not while it is frozen. */
   if (sbx_sandbox_awake (sb, err) < 0)
     return -1;

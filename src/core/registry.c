@@ -142,6 +142,8 @@ sandbox_json_locked (struct sbx_sandbox *sb)
   json_object_set_new (o, "id", json_string (sb->id));
   json_object_set_new (o, "tenant", json_string (sb->tenant));
   json_object_set_new (o, "template", json_string (sb->template_name));
+  json_object_set_new (o, "isolation",
+                       json_string (sb->isolation == SBX_ISOLATION_VM ? "vm" : "namespace"));
   json_object_set_new (o, "state", json_string (sb->state != SBX_SB_RUNNING ? "killed"
                                                 : sb->paused ? "paused"
                                                              : "running"));

@@ -76,6 +76,10 @@ sbx_snapshot_create (struct sbx_sandbox *sb, const char *name, sbx_error_t **err
   unsigned n = 0;
   int was_paused = 0, rc;
 
+  if (sb->isolation == SBX_ISOLATION_VM)
+    return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
+                    "not supported for isolation vm: snapshots (of its disk or memory)"),
+           NULL;
   if (check_name (name, err) < 0)
     return NULL;
   memset (&rec, 0, sizeof rec);

@@ -203,7 +203,7 @@ sbx_templates_init (const char *state_dir, sbx_error_t **err)
          sandbox of it then has no server, and says so (core/code.c). */
       return 0;
     }
-  rc = sbx_plan_add (&code.plan, SBX_PLAN_FILE, 0, 0644, NULL, SBX_CODE_SERVER_PATH + 1, src,
+  rc = sbx_plan_add (&code.plan, SBX_PLAN_FILE, 0, 0644, NULL, &SBX_CODE_SERVER_PATH[1], src,
                      len, err);
   free (src);
   return rc;

@@ -330,6 +330,10 @@ sbx_watch_start (struct sbx_sandbox *sb, const char *path, int recursive, const 
     return sbx_err (err, SBX_E_INVALID, "the path to watch must be absolute, shorter than %d bytes",
                     SBX_WATCH_PATH_MAX),
            NULL;
+  if (sb->isolation == SBX_ISOLATION_VM)
+    return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
+                    "not supported for isolation vm: directory watches"),
+           NULL;
   if (sbx_sandbox_awake (sb, err) < 0)
     return NULL;
   w = calloc (1, sizeof *w);

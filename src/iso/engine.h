@@ -26,6 +26,7 @@ struct sbx_engine_opts
   const char *cgroup_parent; /* default "sbx" */
   enum sbx_cgroup_mode cgroup_mode; /* 0: detect */
   uint32_t landlock_max_abi; /* 0: highest the kernel has */
+  const char *vm_dir; /* the microVM engine's kernel and guest files; NULL: default */
 };
 
 struct sbx_engine
@@ -45,6 +46,7 @@ struct sbx_engine
   pthread_mutex_t stale_lock;
   char stale[64][64];
   unsigned nstale;
+  char vm_dir[256]; /* "" : SBX_VM_DIR_DEFAULT (iso/vm.h) */
 };
 
 int sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx_error_t **err);
@@ -60,6 +62,12 @@ int sbx_plan_add (struct sbx_plan *plan, enum sbx_plan_kind kind, uint16_t flags
                   const char *src, const char *dst, const void *data, size_t data_len,
                   sbx_error_t **err);
 void sbx_plan_free (struct sbx_plan *plan);
+
+enum sbx_isolation
+{
+  SBX_ISOLATION_NS = 0, /* the namespace engine (the default) */
+  SBX_ISOLATION_VM = 1, /* a QEMU microVM (iso/vm.c, docs/vm.md) */
+};
 
 struct sbx_iso_spec
 {
@@ -78,6 +86,7 @@ struct sbx_iso_spec
      the tenant's snapshot name (NULL: none). */
   int snapshot_store;
   const char *snapshot_tenant, *snapshot;
+  enum sbx_isolation isolation;
 };
 
 /* A running sandbox as the engine sees it. All fds owned, O_CLOEXEC. */

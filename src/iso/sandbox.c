@@ -38,6 +38,7 @@
 #include "iso/copy.h"
 #include "iso/snapstore.h"
 #include "iso/engine.h"
+#include "iso/vm.h"
 #include "iso/seccomp.h"
 #include "iso/wire.h"
 #include "util/cleanup.h"
@@ -127,6 +128,8 @@ sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx
   eng->landlock_abi = (uint32_t) abi;
   if (opts->landlock_max_abi && eng->landlock_abi > opts->landlock_max_abi)
     eng->landlock_abi = opts->landlock_max_abi;
+  if (opts->vm_dir != NULL)
+    snprintf (eng->vm_dir, sizeof eng->vm_dir, "%s", opts->vm_dir);
 
   if (sbx_seccomp_build (&eng->seccomp_prog, &eng->seccomp_len, err) < 0)
     return sbx_err_wrap (err, "seccomp policy");
@@ -499,6 +502,8 @@ sbx_iso_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct 
   int sv[2], sndbuf = CTL_SNDBUF;
   char go = SBX_MSG_GO;
 
+  if (spec->isolation == SBX_ISOLATION_VM)
+    return sbx_vm_create (eng, spec, box, err);
   sbx_iso_box_init (box);
   box->uid_base = spec->uid_base;
   retry_stale (eng);

@@ -445,6 +445,7 @@ sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box, sbx
   m.cpu_milli = req->limits.cpu_milli;
   m.pids = req->limits.pids;
   m.disk_bytes = req->disk_bytes;
+  m.isolation = (uint32_t) req->isolation;
   if (req->snapshot)
     {
       if (strlen (req->snapshot) >= sizeof m.snapshot

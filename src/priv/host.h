@@ -37,6 +37,7 @@ struct sbx_host_create
   uint64_t disk_bytes;
   int background;
   const char *snapshot_tenant, *snapshot; /* NULL: none; else a layer */
+  int isolation; /* enum sbx_isolation */
 };
 int sbx_host_create (const struct sbx_host_create *req, struct sbx_iso_box *box,
                      sbx_error_t **err);

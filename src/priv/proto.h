@@ -101,6 +101,8 @@ struct sbx_priv_create
   char snapshot_tenant[81]; /* "" or: start from this tenant's snapshot (a layer) */
   char snapshot[65];
   char reserved2[6];
+  uint32_t isolation;  /* enum sbx_isolation: 0 namespaces, 1 a microVM */
+  uint32_t reserved;   /* 0 */
 };
 
 /* What the front end keeps of a sandbox the parent built or adopted. */

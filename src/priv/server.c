@@ -289,6 +289,8 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
 
   if (memchr (m->id, '\0', sizeof m->id) == NULL
       || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1
+      || m->isolation > SBX_ISOLATION_VM || m->reserved != 0
+      || (m->isolation == SBX_ISOLATION_VM && m->background)
       || memchr (m->snapshot_tenant, '\0', sizeof m->snapshot_tenant) == NULL
       || memchr (m->snapshot, '\0', sizeof m->snapshot) == NULL)
     {
@@ -354,6 +356,7 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   spec.user_uid = USER_ID;
   spec.user_gid = USER_ID;
   spec.background = (int) m->background;
+  spec.isolation = (enum sbx_isolation) m->isolation;
   spec.snapshot_store = P.snapstore;
   if (m->snapshot[0] != '\0')
     {

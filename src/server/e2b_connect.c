@@ -43,6 +43,8 @@ sbx_connect_code (enum sbx_error_kind kind)
       return "unavailable";
     case SBX_E_GATEWAY_TIMEOUT:
       return "deadline_exceeded";
+    case SBX_E_NOT_IMPLEMENTED:
+      return "unimplemented";
     case SBX_E_SYSTEM:
     default:
       return "internal";

@@ -47,7 +47,7 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
 {
   static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
                                         "env",      "metadata", "user", "network", "on_timeout",
-                                        "auto_resume", "snapshot", NULL};
+                                        "auto_resume", "snapshot", "isolation", NULL};
   uint64_t pids = 0;
   const char *on_timeout = NULL;
   int auto_resume = 0;
@@ -68,8 +68,13 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
       || sbx_param_string (body, "user", &opts->user, err) < 0
       || sbx_param_string (body, "on_timeout", &on_timeout, err) < 0
       || sbx_param_bool (body, "auto_resume", &auto_resume, err) < 0
-      || sbx_param_string (body, "snapshot", &opts->snapshot, err) < 0)
+      || sbx_param_string (body, "snapshot", &opts->snapshot, err) < 0
+      || sbx_param_string (body, "isolation", &opts->isolation, err) < 0)
     return -1;
+  /* A well-formed name that names nothing is a 404 (core); an empty one is
+     not a name. */
+  if (opts->template_name && opts->template_name[0] == '\0')
+    return sbx_err (err, SBX_E_INVALID, "template must be a template's name, not empty");
   if (on_timeout && strcmp (on_timeout, "pause") != 0 && strcmp (on_timeout, "kill") != 0)
     return sbx_err (err, SBX_E_INVALID, "on_timeout must be `kill` or `pause`, not `%.32s`",
                     on_timeout);

@@ -175,6 +175,8 @@ sbx_error_kind_name (enum sbx_error_kind kind)
       return "bad_gateway";
     case SBX_E_GATEWAY_TIMEOUT:
       return "gateway_timeout";
+    case SBX_E_NOT_IMPLEMENTED:
+      return "not_implemented";
     default:
       return "internal";
     }
@@ -207,6 +209,8 @@ sbx_error_kind_http_status (enum sbx_error_kind kind)
       return 502;
     case SBX_E_GATEWAY_TIMEOUT:
       return 504;
+    case SBX_E_NOT_IMPLEMENTED:
+      return 501;
     default:
       return 500;
     }

@@ -31,8 +31,9 @@ enum sbx_error_kind
   SBX_E_UNAVAILABLE,  /* shutting down, or a sandbox died meanwhile: 503 */
   SBX_E_BAD_GATEWAY,  /* a server in a sandbox refused or broke HTTP (the port proxy): 502 */
   SBX_E_GATEWAY_TIMEOUT, /* a server in a sandbox did not answer in time: 504 */
+  SBX_E_NOT_IMPLEMENTED, /* this sandbox's engine lacks the feature (isolation vm): 501 */
 };
-#define SBX_E_LAST SBX_E_GATEWAY_TIMEOUT /* the kinds are dense from SBX_E_INVALID */
+#define SBX_E_LAST SBX_E_NOT_IMPLEMENTED /* the kinds are dense from SBX_E_INVALID */
 
 typedef struct sbx_error_s
 {

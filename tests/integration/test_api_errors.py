@@ -141,7 +141,7 @@ class CreateErrors(DaemonTest):
     BAD = [
         # (field, value, words the message must contain)
         ("template", 1, "template"), ("template", ["base"], "template"),
-        ("template", "nope", "template"), ("template", "", "template"),
+        ("template", "", "template"),
         ("timeout", True, "timeout"), ("timeout", [60], "timeout"), ("timeout", {}, "timeout"),
         ("timeout", "soon", "timeout"), ("timeout", 0, "timeout"), ("timeout", "0s", "timeout"),
         ("timeout", -1, "timeout"), ("timeout", 0.5, "timeout"), ("timeout", "10d", "timeout"),
@@ -180,6 +180,13 @@ class CreateErrors(DaemonTest):
                 self.assertNotIn("\n", body["message"])
         self.assertEqual(sandbox_ids(self.d), [])
         self.assertEqual(self.d.api("GET", "/v1/info").json()["sandboxes"], 0)
+
+    def test_unknown_template_is_not_found(self):
+        # A well-formed name of no template: 404, naming it; nothing made.
+        body = self.assertError(self.d.api("POST", "/v1/sandboxes", {"template": "nope"}), 404,
+                                "not_found")
+        self.assertIn("`nope`", body["message"])
+        self.assertEqual(sandbox_ids(self.d), [])
 
     def test_env_too_large(self):
         many = {"V%d" % i: "x" for i in range(257)}

@@ -28,9 +28,10 @@ class SandboxCreate(DaemonTest):
         sb = r.json()
         self.assertEqual(set(sb), {"id", "tenant", "template", "state", "user", "created_at",
                                    "expires_at", "timeout", "limits", "env", "metadata",
-                                   "network", "lifecycle"})
+                                   "network", "lifecycle", "isolation"})
         self.assertEqual(sb["lifecycle"], {"on_timeout": "kill", "auto_resume": False})
         self.assertEqual(sb["network"], {"allow": [], "deny": []})  # no network by default
+        self.assertEqual(sb["isolation"], "namespace")  # the default engine
         self.assertRegex(sb["id"], r"^[a-z0-9]{20}$")
         self.assertEqual(sb["tenant"], "default")
         self.assertEqual(sb["template"], "base")

@@ -34,6 +34,7 @@ test_kind_mapping (void)
     {SBX_E_UNAVAILABLE, 503, "unavailable"},
     {SBX_E_BAD_GATEWAY, 502, "bad_gateway"},
     {SBX_E_GATEWAY_TIMEOUT, 504, "gateway_timeout"},
+    {SBX_E_NOT_IMPLEMENTED, 501, "not_implemented"},
   };
 
   for (size_t i = 0; i < ARRAY_SIZE (map); i++)
@@ -41,11 +42,11 @@ test_kind_mapping (void)
       CHECK (sbx_error_kind_http_status (map[i].kind) == map[i].status);
       CHECK_STR (sbx_error_kind_name (map[i].kind), map[i].name);
     }
-  /* The enum is dense from 1: eleven kinds, all listed above. */
-  CHECK (SBX_E_INVALID == 1 && SBX_E_UNAVAILABLE == 9 && SBX_E_LAST == 11);
+  /* The enum is dense from 1: twelve kinds, all listed above. */
+  CHECK (SBX_E_INVALID == 1 && SBX_E_UNAVAILABLE == 9 && SBX_E_LAST == 12);
   /* Anything else is an internal error, never a success or a crash. */
   CHECK (sbx_error_kind_http_status ((enum sbx_error_kind) 0) == 500);
-  CHECK (sbx_error_kind_http_status ((enum sbx_error_kind) 12) == 500);
+  CHECK (sbx_error_kind_http_status ((enum sbx_error_kind) 13) == 500);
   CHECK (sbx_error_kind_http_status ((enum sbx_error_kind) -1) == 500);
   CHECK_STR (sbx_error_kind_name ((enum sbx_error_kind) 0), "internal");
   CHECK_STR (sbx_error_kind_name ((enum sbx_error_kind) 1000), "internal");

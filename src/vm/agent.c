@@ -1,0 +1,585 @@
+/* sbx: the guest agent, PID 1 of a microVM sandbox (docs/vm.md).
+ *
+ * Static, single-threaded, started by the guest kernel from the initramfs
+ * the daemon builds (iso/vm.c). It sets the guest up (proc, sys, dev, the
+ * virtio modules, a tmpfs of --disk for /home/user and /tmp, the root
+ * read-only), then serves the relay on the host over the virtio-serial port
+ * named "sbx" (vm/wire.h): runs commands with their output streamed back,
+ * feeds their stdin, signals them and reports how they ended.
+ *
+ * The second wall: every command runs as the user it names (uid 1000 for
+ * "user"), with an empty capability bounding set, no_new_privs and the
+ * namespace engine's seccomp filter, which the host sends in SETUP. The
+ * agent itself is exempt from the guest's OOM killer (a memory bomb loses
+ * its own process, not the sandbox).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "iso/proto.h"
+#include "vm/wire.h"
+
+#define MAX_PROCS 256
+
+struct proc
+{
+  uint64_t id;
+  pid_t pid;
+  int in, out, err; /* our ends; -1 once closed */
+  char *pend;       /* stdin not yet written */
+  size_t pend_len;
+  int in_eof;       /* close stdin once pend is written */
+  int reaped, status;
+};
+
+static struct proc procs[MAX_PROCS];
+static int port = -1;
+static struct sock_fprog filter;
+static uint32_t user_uid = 1000, user_gid = 1000;
+
+static void
+die (const char *what)
+{
+  int e = errno;
+  char msg[200];
+  int n = snprintf (msg, sizeof msg, "sbx-vm-agent: %s: %s\n", what, strerror (e));
+  if (n > 0)
+    (void) !write (2, msg, (size_t) n);
+  sync ();
+  reboot (RB_POWER_OFF);
+  _exit (1);
+}
+
+static void
+write_all (int fd, const void *p, size_t n)
+{
+  const char *c = p;
+  while (n > 0)
+    {
+      ssize_t w = write (fd, c, n);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        die ("write to the host");
+      c += w;
+      n -= (size_t) w;
+    }
+}
+
+static void
+send_frame (uint32_t type, uint64_t id, const void *a, size_t alen, const void *b, size_t blen)
+{
+  struct sbx_vm_frame f = {type, (uint32_t) (alen + blen), id};
+  write_all (port, &f, sizeof f);
+  if (alen)
+    write_all (port, a, alen);
+  if (blen)
+    write_all (port, b, blen);
+}
+
+static void
+read_all (int fd, void *p, size_t n)
+{
+  char *c = p;
+  while (n > 0)
+    {
+      ssize_t r = read (fd, c, n);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        die ("read from the host");
+      c += r;
+      n -= (size_t) r;
+    }
+}
+
+static void
+load_module (const char *name)
+{
+  char path[128];
+  snprintf (path, sizeof path, "/lib/modules/%s.ko", name);
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    die (path);
+  if (syscall (SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+    die (path);
+  close (fd);
+}
+
+/* The port's device: /dev/vportNpM whose sysfs name is "sbx". */
+static int
+open_port (void)
+{
+  for (int tries = 0; tries < 500; tries++)
+    {
+      for (int dev = 0; dev < 4; dev++)
+        for (int p = 1; p < 4; p++)
+          {
+            char path[96], name[32] = "";
+            snprintf (path, sizeof path, "/sys/class/virtio-ports/vport%dp%d/name", dev, p);
+            int fd = open (path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+              continue;
+            ssize_t n = read (fd, name, sizeof name - 1);
+            close (fd);
+            if (n > 0 && strncmp (name, "sbx\n", 4) == 0)
+              {
+                snprintf (path, sizeof path, "/dev/vport%dp%d", dev, p);
+                fd = open (path, O_RDWR | O_CLOEXEC);
+                if (fd >= 0)
+                  return fd;
+              }
+          }
+      usleep (10000); /* the port appears once the driver probed it */
+    }
+  errno = ENODEV;
+  die ("no virtio-serial port named sbx");
+  return -1;
+}
+
+static void
+setup (void)
+{
+  struct sbx_vm_frame f;
+  struct sbx_vm_setup s;
+  char opts[96];
+  int fd;
+
+  if (mount ("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+    die ("mount /proc");
+  if (mount ("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) < 0)
+    die ("mount /sys");
+  if (mount ("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, NULL) < 0)
+    die ("mount /dev");
+  fd = open ("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0)
+    {
+      (void) !write (fd, "-1000", 5);
+      close (fd);
+    }
+  load_module ("virtio_ring");
+  load_module ("virtio");
+  load_module ("virtio_mmio");
+  load_module ("virtio_console");
+  port = open_port ();
+
+  read_all (port, &f, sizeof f);
+  if (f.type != SBX_VMF_SETUP || f.len < sizeof s || f.len > SBX_VM_FRAME_MAX)
+    {
+      errno = EPROTO;
+      die ("the first frame is not SETUP");
+    }
+  read_all (port, &s, sizeof s);
+  if (s.seccomp_len != f.len - sizeof s || s.seccomp_len % sizeof (struct sock_filter) != 0
+      || s.seccomp_len == 0)
+    {
+      errno = EPROTO;
+      die ("SETUP's filter");
+    }
+  filter.len = (unsigned short) (s.seccomp_len / sizeof (struct sock_filter));
+  filter.filter = malloc (s.seccomp_len);
+  if (filter.filter == NULL)
+    die ("malloc");
+  read_all (port, filter.filter, s.seccomp_len);
+  user_uid = s.user_uid;
+  user_gid = s.user_gid;
+
+  /* One tmpfs of --disk holds everything writable. */
+  snprintf (opts, sizeof opts, "size=%llu,mode=0755", (unsigned long long) s.disk_bytes);
+  if (mount ("disk", "/disk", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+    die ("mount the disk tmpfs");
+  if (mkdir ("/disk/home", 0755) < 0 || mkdir ("/disk/tmp", 01777) < 0
+      || chmod ("/disk/tmp", 01777) < 0 || chown ("/disk/home", user_uid, user_gid) < 0)
+    die ("make the disk's directories");
+  if (mount ("/disk/home", "/home/user", NULL, MS_BIND, NULL) < 0
+      || mount ("/disk/tmp", "/tmp", NULL, MS_BIND, NULL) < 0)
+    die ("bind the disk");
+  sethostname ("sandbox", 7);
+  /* The root (the initramfs) is read-only from here on. */
+  if (mount (NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
+    die ("remount / read-only");
+  send_frame (SBX_VMF_HELLO, 0, NULL, 0, NULL, 0);
+}
+
+static struct proc *
+find (uint64_t id)
+{
+  for (int i = 0; i < MAX_PROCS; i++)
+    if (procs[i].pid > 0 && procs[i].id == id)
+      return &procs[i];
+  return NULL;
+}
+
+static void
+fail_spawn (uint64_t id, int err, uint32_t stage)
+{
+  struct
+  {
+    int32_t e;
+    uint32_t stage;
+  } m = {err, stage};
+  send_frame (SBX_VMF_SPAWN_FAILED, id, &m, sizeof m, NULL, 0);
+}
+
+/* In the child: the command's walls, then exec. Reports errno and stage
+   on `st` (close-on-exec) when something fails. */
+static void
+child (int st, const struct sbx_vm_spawn *s, const char *cwd, char **argv, char **envp)
+{
+  uint32_t stage = SBX_STAGE_SETUP;
+  int fd;
+
+  setsid ();
+  fd = open ("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0)
+    {
+      (void) !write (fd, "0", 1);
+      close (fd);
+    }
+  for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+    if (prctl (PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+      goto fail;
+  {
+    struct rlimit nofile = {s->rlimit_nofile, s->rlimit_nofile};
+    struct rlimit fsize = {s->rlimit_fsize, s->rlimit_fsize};
+    if ((s->rlimit_nofile && setrlimit (RLIMIT_NOFILE, &nofile) < 0)
+        || (s->rlimit_fsize && setrlimit (RLIMIT_FSIZE, &fsize) < 0))
+      goto fail;
+  }
+  if (setgroups (0, NULL) < 0 || setresgid (s->gid, s->gid, s->gid) < 0
+      || setresuid (s->uid, s->uid, s->uid) < 0)
+    goto fail;
+  {
+    /* uid 0 ("user": "root") keeps its capabilities across setresuid:
+       clear them (for uid 1000 they are gone already). */
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset (d, 0, sizeof d);
+    if (syscall (SYS_capset, &h, d) < 0)
+      goto fail;
+  }
+  if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    goto fail;
+  stage = SBX_STAGE_CHDIR;
+  if (chdir (cwd) < 0)
+    goto fail;
+  stage = SBX_STAGE_SETUP;
+  if (syscall (SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter) < 0)
+    goto fail;
+  stage = SBX_STAGE_EXEC;
+  execvpe (argv[0], argv, envp); /* PATH: the agent's own, /bin */
+fail:
+  {
+    int32_t m[2] = {errno, (int32_t) stage};
+    (void) !write (st, m, sizeof m);
+  }
+  _exit (127);
+}
+
+static void
+spawn (uint64_t id, char *payload, size_t len)
+{
+  struct sbx_vm_spawn s;
+  struct proc *p = NULL;
+  char *strs, *end, **argv, **envp, *cwd;
+  int in[2], out[2], err[2], st[2];
+  pid_t pid;
+
+  if (len <= sizeof s) /* at least cwd's NUL after the header */
+    goto broken;
+  memcpy (&s, payload, sizeof s);
+  strs = payload + sizeof s;
+  end = payload + len;
+  if (s.argc == 0 || s.argc > SBX_SPAWN_MAX_ARGS || s.envc > SBX_SPAWN_MAX_ENV
+      || end[-1] != '\0' || find (id) != NULL)
+    goto broken;
+  argv = calloc (s.argc + 1, sizeof *argv);
+  envp = calloc (s.envc + 1, sizeof *envp);
+  if (argv == NULL || envp == NULL)
+    die ("calloc");
+  cwd = strs;
+  strs += strlen (strs) + 1;
+  for (uint32_t i = 0; i < s.argc + s.envc; i++)
+    {
+      if (strs >= end)
+        goto broken;
+      if (i < s.argc)
+        argv[i] = strs;
+      else
+        envp[i - s.argc] = strs;
+      strs += strlen (strs) + 1;
+    }
+  if (strs != end)
+    goto broken;
+  for (int i = 0; i < MAX_PROCS && p == NULL; i++)
+    if (procs[i].pid == 0)
+      p = &procs[i];
+  if (p == NULL)
+    {
+      fail_spawn (id, EAGAIN, SBX_STAGE_FORK);
+      goto out;
+    }
+  if (pipe2 (in, O_CLOEXEC) < 0 || pipe2 (out, O_CLOEXEC) < 0 || pipe2 (err, O_CLOEXEC) < 0
+      || pipe2 (st, O_CLOEXEC) < 0)
+    die ("pipe2");
+  pid = fork ();
+  if (pid < 0)
+    {
+      fail_spawn (id, errno, SBX_STAGE_FORK);
+      close (in[0]), close (in[1]), close (out[0]), close (out[1]);
+      close (err[0]), close (err[1]), close (st[0]), close (st[1]);
+      goto out;
+    }
+  if (pid == 0)
+    {
+      sigset_t none;
+      sigemptyset (&none);
+      sigprocmask (SIG_SETMASK, &none, NULL);
+      if (dup2 (in[0], 0) < 0 || dup2 (out[1], 1) < 0 || dup2 (err[1], 2) < 0)
+        _exit (127);
+      child (st[1], &s, cwd, argv, envp);
+    }
+  close (in[0]), close (out[1]), close (err[1]), close (st[1]);
+  {
+    int32_t m[2];
+    ssize_t n = read (st[0], m, sizeof m);
+    close (st[0]);
+    if (n == (ssize_t) sizeof m)
+      {
+        waitpid (pid, NULL, 0);
+        close (in[1]), close (out[0]), close (err[0]);
+        fail_spawn (id, m[0], (uint32_t) m[1]);
+        goto out;
+      }
+  }
+  fcntl (in[1], F_SETFL, O_NONBLOCK);
+  memset (p, 0, sizeof *p);
+  p->id = id;
+  p->pid = pid;
+  p->in = in[1];
+  p->out = out[0];
+  p->err = err[0];
+  {
+    int32_t m = pid;
+    send_frame (SBX_VMF_SPAWNED, id, &m, sizeof m, NULL, 0);
+  }
+out:
+  free (argv);
+  free (envp);
+  return;
+broken:
+  errno = EPROTO;
+  die ("a malformed SPAWN");
+}
+
+static void
+flush_stdin (struct proc *p)
+{
+  while (p->in >= 0 && p->pend_len > 0)
+    {
+      ssize_t w = write (p->in, p->pend, p->pend_len);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0 && errno == EAGAIN)
+        return;
+      if (w < 0) /* EPIPE: the command closed its stdin */
+        {
+          p->pend_len = 0;
+          break;
+        }
+      memmove (p->pend, p->pend + w, p->pend_len - (size_t) w);
+      p->pend_len -= (size_t) w;
+    }
+  if (p->in >= 0 && p->in_eof && p->pend_len == 0)
+    {
+      close (p->in);
+      p->in = -1;
+    }
+}
+
+static void
+maybe_done (struct proc *p)
+{
+  if (!p->reaped || p->out >= 0 || p->err >= 0)
+    return;
+  int32_t st = p->status;
+  send_frame (SBX_VMF_EXITED, p->id, &st, sizeof st, NULL, 0);
+  if (p->in >= 0)
+    close (p->in);
+  free (p->pend);
+  memset (p, 0, sizeof *p);
+}
+
+static void
+host_frame (void)
+{
+  static char *buf;
+  struct sbx_vm_frame f;
+  struct proc *p;
+
+  read_all (port, &f, sizeof f);
+  if (f.len > SBX_VM_FRAME_MAX)
+    {
+      errno = EPROTO;
+      die ("a frame too large");
+    }
+  if (buf == NULL && (buf = malloc (SBX_VM_FRAME_MAX + 1)) == NULL)
+    die ("malloc");
+  read_all (port, buf, f.len);
+  switch (f.type)
+    {
+    case SBX_VMF_SPAWN:
+      spawn (f.id, buf, f.len);
+      break;
+    case SBX_VMF_STDIN:
+      p = find (f.id);
+      if (p == NULL || p->in < 0 || p->in_eof)
+        break; /* it ended meanwhile */
+      if (f.len == 0)
+        p->in_eof = 1;
+      else
+        {
+          char *n = realloc (p->pend, p->pend_len + f.len);
+          if (n == NULL)
+            die ("realloc");
+          p->pend = n;
+          memcpy (p->pend + p->pend_len, buf, f.len);
+          p->pend_len += f.len;
+        }
+      flush_stdin (p);
+      break;
+    case SBX_VMF_SIGNAL:
+      {
+        uint32_t signo;
+        if (f.len != sizeof signo)
+          goto broken;
+        memcpy (&signo, buf, sizeof signo);
+        p = find (f.id);
+        if (p != NULL && !p->reaped && signo > 0 && signo < 65)
+          kill (-p->pid, (int) signo);
+        break;
+      }
+    default:
+      goto broken;
+    }
+  return;
+broken:
+  errno = EPROTO;
+  die ("a malformed frame");
+}
+
+static void
+pump_out (struct proc *p, int *fd, uint32_t type)
+{
+  static char chunk[SBX_VM_CHUNK];
+  ssize_t n = read (*fd, chunk, sizeof chunk);
+  if (n < 0 && errno == EINTR)
+    return;
+  if (n <= 0)
+    {
+      close (*fd);
+      *fd = -1;
+      maybe_done (p);
+      return;
+    }
+  send_frame (type, p->id, chunk, (size_t) n, NULL, 0);
+}
+
+int
+main (void)
+{
+  sigset_t mask;
+  int sfd;
+
+  setenv ("PATH", "/bin", 1);
+  sigemptyset (&mask);
+  sigaddset (&mask, SIGCHLD);
+  sigaddset (&mask, SIGPIPE);
+  sigprocmask (SIG_BLOCK, &mask, NULL);
+  sfd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0)
+    die ("signalfd");
+  setup ();
+
+  for (;;)
+    {
+      struct pollfd pf[2 + 3 * MAX_PROCS];
+      struct proc *who[2 + 3 * MAX_PROCS];
+      int n = 0;
+
+      pf[n++] = (struct pollfd){port, POLLIN, 0};
+      pf[n++] = (struct pollfd){sfd, POLLIN, 0};
+      for (int i = 0; i < MAX_PROCS; i++)
+        {
+          struct proc *p = &procs[i];
+          if (p->pid == 0)
+            continue;
+          if (p->out >= 0)
+            who[n] = p, pf[n++] = (struct pollfd){p->out, POLLIN, 0};
+          if (p->err >= 0)
+            who[n] = p, pf[n++] = (struct pollfd){p->err, POLLIN, 0};
+          if (p->in >= 0 && p->pend_len > 0)
+            who[n] = p, pf[n++] = (struct pollfd){p->in, POLLOUT, 0};
+        }
+      if (poll (pf, (nfds_t) n, -1) < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          die ("poll");
+        }
+      if (pf[0].revents & (POLLIN | POLLHUP | POLLERR))
+        host_frame ();
+      if (pf[1].revents & POLLIN)
+        {
+          struct signalfd_siginfo si;
+          while (read (sfd, &si, sizeof si) == (ssize_t) sizeof si)
+            ;
+          for (;;)
+            {
+              int status;
+              pid_t pid = waitpid (-1, &status, WNOHANG);
+              if (pid <= 0)
+                break;
+              for (int i = 0; i < MAX_PROCS; i++)
+                if (procs[i].pid == pid && !procs[i].reaped)
+                  {
+                    procs[i].reaped = 1;
+                    procs[i].status = status;
+                    maybe_done (&procs[i]);
+                  }
+            }
+        }
+      /* The fds polled may have been closed by a frame above: recheck. */
+      for (int k = 2; k < n; k++)
+        {
+          struct proc *p = who[k];
+          if (pf[k].revents == 0 || p->pid == 0)
+            continue;
+          if (pf[k].fd == p->out && p->out >= 0)
+            pump_out (p, &p->out, SBX_VMF_STDOUT);
+          else if (pf[k].fd == p->err && p->err >= 0)
+            pump_out (p, &p->err, SBX_VMF_STDERR);
+          else if (pf[k].fd == p->in && p->in >= 0)
+            flush_stdin (p);
+        }
+    }
+}

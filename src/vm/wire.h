@@ -1,0 +1,59 @@
+/* sbx: the byte stream between the VM relay (host, vm/relay.c) and the
+ * guest agent (vm/agent.c), over one virtio-serial port.
+ *
+ * A stream, not packets: every frame is struct sbx_vm_frame followed by
+ * exactly `len` payload bytes. Either side that reads a frame of an unknown
+ * type, a len over SBX_VM_FRAME_MAX or a payload that breaks its format
+ * treats the peer as broken (the relay then kills the VM; the agent powers
+ * it off). Ids are the daemon's req_ids. No descriptors cross this wire:
+ * the relay copies bytes between the daemon's pipes and these frames.
+ */
+#ifndef SBX_VM_WIRE_H
+#define SBX_VM_WIRE_H
+
+#include <stdint.h>
+
+#define SBX_VM_FRAME_MAX (256 * 1024)
+#define SBX_VM_CHUNK 32768 /* output and input travel in frames of at most this */
+
+enum sbx_vm_frame_type
+{
+  /* host -> guest */
+  SBX_VMF_SETUP = 1,  /* sbx_vm_setup + seccomp program (struct sock_filter[]) */
+  SBX_VMF_SPAWN = 2,  /* sbx_vm_spawn + cwd\0 argv...\0 env...\0 */
+  SBX_VMF_STDIN = 3,  /* bytes; an empty payload is end of file */
+  SBX_VMF_SIGNAL = 4, /* uint32 signo (to the command's process group) */
+  /* guest -> host */
+  SBX_VMF_HELLO = 16,       /* empty: the agent is up and set up */
+  SBX_VMF_SPAWNED = 17,     /* int32 pid */
+  SBX_VMF_SPAWN_FAILED = 18, /* int32 errno, uint32 stage */
+  SBX_VMF_STDOUT = 19,      /* bytes */
+  SBX_VMF_STDERR = 20,      /* bytes */
+  SBX_VMF_EXITED = 21,      /* int32 wait status; after all its output */
+  SBX_VMF_SETUP_FAILED = 22, /* int32 errno, then a message */
+};
+
+struct sbx_vm_frame
+{
+  uint32_t type;
+  uint32_t len; /* payload bytes that follow */
+  uint64_t id;  /* the command's req_id, 0 when none */
+};
+
+struct sbx_vm_setup
+{
+  uint64_t disk_bytes; /* size of the writable tmpfs (/home/user, /tmp) */
+  uint32_t user_uid, user_gid;
+  uint32_t seccomp_len; /* bytes of the filter after this struct */
+  uint32_t reserved;
+};
+
+#define SBX_VM_MAX_STRINGS (1000 * 1024)
+struct sbx_vm_spawn
+{
+  uint32_t uid, gid;
+  uint32_t argc, envc;
+  uint64_t rlimit_nofile, rlimit_fsize;
+};
+
+#endif
