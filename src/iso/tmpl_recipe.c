@@ -382,6 +382,30 @@ idmap_ns (void)
   return fd;
 }
 
+/* Close every descriptor from 3 up but the n in keep (the daemon parent's
+   sockets and store descriptors have no business in a build sandbox). */
+static void
+close_except (int *keep, int n)
+{
+  int lo = 3;
+
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--)
+      {
+        int t = keep[j];
+        keep[j] = keep[j - 1];
+        keep[j - 1] = t;
+      }
+  for (int i = 0; i < n; i++)
+    {
+      if (keep[i] > lo)
+        syscall (SYS_close_range, (unsigned) lo, (unsigned) keep[i] - 1, 0);
+      if (keep[i] >= lo)
+        lo = keep[i] + 1;
+    }
+  syscall (SYS_close_range, (unsigned) lo, ~0U, 0);
+}
+
 static void __attribute__ ((noreturn))
 fail (int log_fd, const char *what)
 {
@@ -618,8 +642,8 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
   pid = fork ();
   if (pid == 0)
     {
-      close (sync[0]);
-      close (go[1]);
+      int keep[] = {log_fd, status_fd, root, sync[1], go[0]};
+      close_except (keep, 5);
       if (unshare (CLONE_NEWUSER) < 0 || write (sync[1], "u", 1) != 1 || read (go[0], &c, 1) != 1)
         _exit (125);
       if (fchdir (root) < 0 || chroot (".") < 0 || chdir ("/") < 0)
@@ -629,7 +653,6 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
           _exit (125);
         }
       close (root);
-      close (lsn);
       run_in_sandbox (cmds, ncmds, log_fd, status_fd, filter, filter_len);
     }
   close (sync[1]);

@@ -127,7 +127,11 @@ class RecipeTest(DaemonTest):
                           "chmod 755 /usr/local/bin/tool",
                           "rm /etc/debian_version",
                           "rm -rf /usr/share/doc && mkdir /usr/share/doc && touch /usr/share/doc/only",
-                          "echo out; id -u; test -w /etc"]}
+                          "echo out; id -u; test -w /etc",
+                          # another owner and setuid: root's and plain in the layer
+                          "touch /etc/owned && chown 42:42 /etc/owned && chmod 4755 /etc/owned",
+                          # the commands' / is the build overlay, not the host's
+                          "touch /sbx-recipe-probe"]}
         r = self.build("run1", recipe)
         self.assertEqual(r.status, 201, r)
         info = r.json()
@@ -139,6 +143,7 @@ class RecipeTest(DaemonTest):
         self.assertEqual(res["stdout"], "built\ntool\nonly\n65534\n", res)
         self.assertIn("No such file", res["stderr"])
         self.d.kill(sid)
+        self.assertFalse(os.path.exists("/sbx-recipe-probe"))
         # the commands' layer: root's files, whiteouts kept as 0/0 devices
         key = info["layers"][1].split(":")[1]
         layer = os.path.join(self.d.state, "templates", "layers", key)
@@ -150,6 +155,8 @@ class RecipeTest(DaemonTest):
             for f in files + dirs:
                 st = os.lstat(os.path.join(root, f))
                 self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o6000), (0, 0, 0))
+        self.assertEqual(os.lstat(os.path.join(layer, "etc", "owned")).st_mode & 0o7777, 0o755)
+        self.assertTrue(os.path.exists(os.path.join(layer, "sbx-recipe-probe")))
         # again: the same layers (stored), no command runs
         r = self.build("run2", recipe)
         self.assertEqual(r.status, 201, r)
