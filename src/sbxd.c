@@ -32,9 +32,10 @@
 #include "core/core.h"
 #include "egress/egress.h"
 #include "egress/tls.h"
-#include "iso/vm.h"
 #include "iso/inuse.h"
 #include "iso/proto.h"
+#include "iso/tmpl.h"
+#include "iso/vm.h"
 #include "priv/frontend.h"
 #include "priv/server.h"
 #include "server/server.h"
@@ -756,6 +757,8 @@ main (int argc, char **argv)
       return 1;
     }
   egress_start = time (NULL);
+  /* recipe build commands reach the mirror through it too */
+  sbx_tmpl_recipe_set_egress (egress[0]);
 
   for (;;)
     {

@@ -210,7 +210,7 @@ sbx_template_meta (const char *name)
 static int
 canonical_recipe (int fd, sbx_error_t **err)
 {
-  static const char *const allowed[] = {"release", "packages", NULL};
+  static const char *const allowed[] = {"release", "packages", "run", NULL};
   char buf[8192], release[72], include[8192];
   struct sbx_buf out = SBX_BUF_INIT;
   json_error_t je;
@@ -235,7 +235,7 @@ canonical_recipe (int fd, sbx_error_t **err)
       ok |= strcmp (key, allowed[i]) == 0;
     if (!ok)
       {
-        sbx_err (err, SBX_E_INVALID, "recipe: unknown field `%.64s` (release, packages)", key);
+        sbx_err (err, SBX_E_INVALID, "recipe: unknown field `%.64s` (release, packages, run)", key);
         goto out;
       }
   }
@@ -263,6 +263,34 @@ canonical_recipe (int fd, sbx_error_t **err)
           goto out;
         }
       sbx_buf_printf (&out, "package %s\n", s);
+    }
+  }
+  v = json_object_get (j, "run");
+  if (v && (!json_is_array (v) || json_array_size (v) > SBX_TMPL_RUN_MAX))
+    {
+      sbx_err (err, SBX_E_INVALID, "recipe: `run` must be an array of at most %d commands",
+               SBX_TMPL_RUN_MAX);
+      goto out;
+    }
+  {
+    json_t *c;
+    json_array_foreach (v, i, c)
+    {
+      const char *s = json_string_value (c);
+      size_t len = s ? strlen (s) : 0;
+      int ok = s != NULL && len > 0 && len <= SBX_TMPL_RUN_LEN
+               && json_string_length (c) == len;
+      for (size_t k = 0; ok && k < len; k++)
+        ok = ((unsigned char) s[k] >= 0x20 || s[k] == '\t') && (unsigned char) s[k] <= 0x7e;
+      if (!ok)
+        {
+          sbx_err (err, SBX_E_INVALID,
+                   "recipe: `run[%zu]` must be a command: a string of 1 to %d printable ASCII "
+                   "characters (one line)",
+                   i, SBX_TMPL_RUN_LEN);
+          goto out;
+        }
+      sbx_buf_printf (&out, "run %s\n", s);
     }
   }
   if (out.failed)

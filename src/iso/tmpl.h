@@ -41,7 +41,10 @@ int sbx_tmpl_extract (int in_fd, int build_dir, enum sbx_tmpl_format format,
 /* A template name: [a-z0-9][a-z0-9._-]{0,30}, not a built-in one. */
 int sbx_tmpl_name_ok (const char *name);
 
-/* Recipes (tmpl_recipe.c, in the parent). */
+/* Recipes (tmpl_recipe.c, in the parent): "release R\n", "package P\n"
+   lines, then "run CMD\n" lines (build commands, run in a build sandbox). */
+#define SBX_TMPL_RUN_MAX 32
+#define SBX_TMPL_RUN_LEN 1000
 int sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *include,
                            size_t ilen);
 /* progress_fd: where debootstrap's output goes as it runs (-1: a log in
@@ -49,6 +52,24 @@ int sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *i
 int sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char *mirror,
                            const char *cache_dir, int progress_fd, int store_layers,
                            sbx_error_t **err);
+
+/* tmpl_recipe.c: make a tree a layer: every entry root's, setuid/setgid
+   dropped, FIFOs and sockets removed; device nodes removed, or, for an
+   overlay's upper (upper = 1), 0/0 whiteouts kept and any other device
+   setting *bad. *bytes grows by the regular files' sizes. */
+void sbx_tmpl_sanitize (int dir, int depth, uint64_t *bytes, int upper, int *bad);
+
+/* tmpl_run.c: run the recipe's commands (cmds, NUL-terminated) in a build
+   sandbox over the layer at path `lower`; their changes are left as the
+   layer build/layers/KEY. 0, or -1 with err (SBX_E_INVALID naming the
+   failing command, its exit status and its last output lines). */
+int sbx_tmpl_run_commands (int build, const char *build_path, const char *lower, const char *key,
+                           char *cmds[], int ncmds, const char *mirror, int log_fd,
+                           sbx_error_t **err);
+
+/* The egress channel (the front end's end) build commands' proxy
+   connections go to, with a policy allowing the mirror's host only. */
+void sbx_tmpl_recipe_set_egress (int fd);
 
 /* Parent side. mirror: the Debian mirror recipes use; cache_dir: where
    recipe builds are kept ("": STATE/templates/cache). */

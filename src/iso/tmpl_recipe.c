@@ -10,7 +10,8 @@
  * dropped, device nodes, FIFOs and sockets removed. Built layers are kept
  * in a cache keyed by the SHA-256 of the canonical recipe and the mirror
  * (--template-cache, shared by daemons), so the second build of a recipe
- * is a copy.
+ * is a copy. A recipe's build commands run afterwards (tmpl_run.c); their
+ * layer is keyed by the whole recipe.
  */
 #include "iso/tmpl.h"
 
@@ -61,7 +62,7 @@ sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *inclu
 {
   const char *p = text;
   size_t io = 0;
-  int npkg = 0, have_release = 0;
+  int npkg = 0, have_release = 0, nrun = 0;
 
   include[0] = '\0';
   while (*p)
@@ -93,7 +94,21 @@ sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *inclu
           include[io] = '\0';
           npkg++;
         }
+      else if (strncmp (p, "run ", 4) == 0 && have_release && nrun < SBX_TMPL_RUN_MAX)
+        {
+          /* build commands come last; printable ASCII (and tab) only */
+          v = p + 4;
+          n = (size_t) (nl - v);
+          if (n == 0 || n > SBX_TMPL_RUN_LEN)
+            return -1;
+          for (size_t k = 0; k < n; k++)
+            if (((unsigned char) v[k] < 0x20 && v[k] != '\t') || (unsigned char) v[k] > 0x7e)
+              return -1;
+          nrun++;
+        }
       else
+        return -1;
+      if (nrun && strncmp (p, "run ", 4) != 0)
         return -1;
       p = nl + 1;
     }
@@ -102,8 +117,11 @@ sbx_tmpl_recipe_parse (const char *text, char *release, size_t rlen, char *inclu
 
 /* ---- making the tree a layer ------------------------------------------- */
 
-static void
-sanitize (int dir, int depth, uint64_t *bytes)
+/* upper: an overlay's upper (the build commands' changes): its 0/0
+   character devices are whiteouts and stay, any other device node sets
+   *bad; otherwise every device node goes. */
+void
+sbx_tmpl_sanitize (int dir, int depth, uint64_t *bytes, int upper, int *bad)
 {
   struct dirent *de;
   int fd = openat (dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -122,6 +140,17 @@ sanitize (int dir, int depth, uint64_t *bytes)
         continue;
       if (fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         continue;
+      if (upper && S_ISCHR (st.st_mode) && st.st_rdev == 0)
+        {
+          if (fchownat (dirfd (d), de->d_name, 0, 0, AT_SYMLINK_NOFOLLOW) < 0)
+            *bad = 1;
+          continue;
+        }
+      if (upper && (S_ISCHR (st.st_mode) || S_ISBLK (st.st_mode)))
+        {
+          *bad = 1;
+          continue;
+        }
       if (S_ISCHR (st.st_mode) || S_ISBLK (st.st_mode) || S_ISFIFO (st.st_mode)
           || S_ISSOCK (st.st_mode))
         {
@@ -145,12 +174,19 @@ sanitize (int dir, int depth, uint64_t *bytes)
           int sub = openat (dirfd (d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
           if (sub >= 0)
             {
-              sanitize (sub, depth + 1, bytes);
+              sbx_tmpl_sanitize (sub, depth + 1, bytes, upper, bad);
               close (sub);
             }
         }
     }
   closedir (d);
+}
+
+static void
+sanitize (int dir, int depth, uint64_t *bytes)
+{
+  int bad = 0;
+  sbx_tmpl_sanitize (dir, depth, bytes, 0, &bad);
 }
 
 /* Bytes of the regular files under dir (a layer already stored). */
@@ -260,7 +296,7 @@ log_reason (int log_fd, char *out, size_t len)
 }
 
 static void
-hex_sha256 (const char *a, const char *b, char out[65])
+hex_sha256 (const char *prefix, const char *a, const char *b, char out[65])
 {
   static const char digits[] = "0123456789abcdef";
   unsigned char md[32];
@@ -268,7 +304,7 @@ hex_sha256 (const char *a, const char *b, char out[65])
   EVP_MD_CTX *h = EVP_MD_CTX_new ();
 
   EVP_DigestInit_ex (h, EVP_sha256 (), NULL);
-  EVP_DigestUpdate (h, "sbx-recipe-v1\n", 14);
+  EVP_DigestUpdate (h, prefix, strlen (prefix));
   EVP_DigestUpdate (h, a, strlen (a));
   EVP_DigestUpdate (h, "\n", 1);
   EVP_DigestUpdate (h, b, strlen (b));
@@ -291,7 +327,11 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
                        sbx_error_t **err)
 {
   char text[RECIPE_MAX + 1], release[72], include[RECIPE_MAX], key[65], reason[400];
-  char target[1200], cached[1200], result[200], meta[] = "{\"source\":\"recipe\",\"env\":[]}";
+  char target[1200], cached[1200], result[300], meta[] = "{\"source\":\"recipe\",\"env\":[]}";
+  char run_key[65] = "", *cmds[SBX_TMPL_RUN_MAX], lower[1300];
+  char run_text[RECIPE_MAX + 1];
+  uint64_t run_bytes = 0;
+  int ncmds = 0, stored = 0;
   cleanup_close int log_fd = -1, layers = -1;
   uint64_t bytes = 0;
   ssize_t n = pread (in_fd, text, RECIPE_MAX, 0);
@@ -304,7 +344,29 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
   if (memchr (text, '\0', (size_t) n) != NULL
       || sbx_tmpl_recipe_parse (text, release, sizeof release, include, sizeof include) < 0)
     return sbx_err (err, SBX_E_INVALID, "malformed recipe");
-  hex_sha256 (text, mirror, key);
+  /* The debootstrap layer is keyed by the release and packages alone (a
+     recipe that adds commands reuses it); the commands' layer by the
+     whole recipe. */
+  {
+    char *r = strstr (text, "\nrun ");
+    if (r != NULL)
+      {
+        char *c = r + 1;
+        r[1] = '\0';
+        hex_sha256 ("sbx-recipe-v1\n", text, mirror, key);
+        r[1] = 'r';
+        while (*c && ncmds < SBX_TMPL_RUN_MAX)
+          {
+            char *nl = strchr (c, '\n');
+            /* parsed above: "run CMD\n" lines to the end */
+            cmds[ncmds++] = c + 4;
+            c = nl + 1;
+          }
+        hex_sha256 ("sbx-recipe-run-v1\n", text, mirror, run_key);
+      }
+    else
+      hex_sha256 ("sbx-recipe-v1\n", text, mirror, key);
+  }
   if (mkdirat (build, "layers", 0700) < 0
       || (layers = openat (build, "layers", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
     return sbx_err_sys (err, errno, "recipe: mkdir");
@@ -323,7 +385,8 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
       dprintf (log_fd, "sbx: the layer %.12s is stored already\n", key);
       bytes = tree_bytes (fd, 0);
       close (fd);
-      goto write_result;
+      stored = 1;
+      goto commands;
     }
   if (cache_dir[0] && stat (cached, &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == 0)
     {
@@ -394,8 +457,68 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
       if (run (cp, log_fd, BUILD_TIMEOUT_S) != 0 || rename (tmp, cached) < 0)
         sbx_warn ("templates: could not cache recipe %.12s in `%s`", key, cache_dir);
     }
-write_result:
+commands:
+  if (ncmds > 0)
+    {
+      char cached_run[1200];
+      snprintf (cached_run, sizeof cached_run, "%s/%s", cache_dir, run_key);
+      if ((fd = openat (store_layers, run_key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
+          >= 0)
+        {
+          dprintf (log_fd, "sbx: the commands' layer %.12s is stored already\n", run_key);
+          run_bytes = tree_bytes (fd, 0);
+          close (fd);
+        }
+      else if (cache_dir[0] && stat (cached_run, &st) == 0 && S_ISDIR (st.st_mode)
+               && st.st_uid == 0)
+        {
+          char run_target[1300];
+          char *const cp[] = {(char *) (uintptr_t) "/bin/cp", (char *) (uintptr_t) "-a",
+                              (char *) (uintptr_t) "--reflink=auto", cached_run, run_target, NULL};
+          snprintf (run_target, sizeof run_target, "%s/layers/%s", build_path, run_key);
+          dprintf (log_fd, "sbx: copying the cached commands' layer %.12s\n", run_key);
+          if (run (cp, log_fd, BUILD_TIMEOUT_S) != 0)
+            return sbx_err (err, SBX_E_SYSTEM, "recipe: copying the cached build failed");
+          fd = openat (layers, run_key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          run_bytes = fd >= 0 ? tree_bytes (fd, 0) : 0;
+          if (fd >= 0)
+            close (fd);
+        }
+      else
+        {
+          if (stored)
+            snprintf (lower, sizeof lower, "/proc/self/fd/%d/%s", store_layers, key);
+          else
+            snprintf (lower, sizeof lower, "%s", target);
+          memcpy (run_text, text, sizeof run_text);
+          for (char *c = run_text; (c = strchr (c, '\n')) != NULL; c++)
+            *c = '\0';
+          /* cmds point into text: terminate them at their newlines */
+          for (int i = 0; i < ncmds; i++)
+            cmds[i] = run_text + (cmds[i] - text);
+          if (sbx_tmpl_run_commands (build, build_path, lower, run_key, cmds, ncmds, mirror, log_fd, err) < 0)
+            return -1;
+          fd = openat (layers, run_key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          run_bytes = fd >= 0 ? tree_bytes (fd, 0) : 0;
+          if (fd >= 0)
+            close (fd);
+          if (cache_dir[0] && stat (cached_run, &st) < 0)
+            {
+              char tmp[1300], src[1300];
+              char *const cp[] = {(char *) (uintptr_t) "/bin/cp", (char *) (uintptr_t) "-a",
+                                  (char *) (uintptr_t) "--reflink=auto", src, tmp, NULL};
+              snprintf (src, sizeof src, "%s/layers/%s", build_path, run_key);
+              snprintf (tmp, sizeof tmp, "%s/.tmp-%s-%d", cache_dir, run_key, (int) getpid ());
+              mkdir (cache_dir, 0700);
+              if (run (cp, log_fd, BUILD_TIMEOUT_S) != 0 || rename (tmp, cached_run) < 0)
+                sbx_warn ("templates: could not cache recipe %.12s in `%s`", run_key, cache_dir);
+            }
+        }
+    }
   snprintf (result, sizeof result, "layer %s %llu\n", key, (unsigned long long) bytes);
+  if (ncmds > 0)
+    snprintf (result + strlen (result), sizeof result - strlen (result), "layer %s %llu\n",
+              run_key, (unsigned long long) run_bytes);
   fd = openat (build, "result", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 || write (fd, result, strlen (result)) != (ssize_t) strlen (result))
     {

@@ -27,7 +27,7 @@
 #include "server/server.h"
 #include "util/parse.h"
 
-#define MAX_ROUTES 64
+#define MAX_ROUTES 256
 
 static struct sbx_route table[MAX_ROUTES];
 static struct MHD_Daemon *mhd;
@@ -170,7 +170,8 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
       FUZZ_ASSERT (i < MAX_ROUTES - 1);
       table[i] = sbx_server_routes[i];
       table[i].handler = stand_in;
-      if (table[i].body == SBX_BODY_UPLOAD || table[i].body == SBX_BODY_PROXY)
+      if (table[i].body == SBX_BODY_UPLOAD || table[i].body == SBX_BODY_PROXY
+          || table[i].body == SBX_BODY_TEMPLATE)
         table[i].body = SBX_BODY_RAW;
     }
   mhd = sbx__server_start_detached (table, &err);

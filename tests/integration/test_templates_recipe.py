@@ -4,6 +4,8 @@ shared by test runs (/var/tmp/sbx-recipe-cache), so only the first run
 pays for debootstrap (~2 min)."""
 import json
 import os
+import shutil
+import stat
 
 from harness import DaemonTest
 from sbx_helpers import q
@@ -14,7 +16,11 @@ CACHE = "/var/tmp/sbx-recipe-cache"
 class RecipeTest(DaemonTest):
     pool = 0
     listen = True
-    extra_args = ("--template-cache", CACHE)
+    # --egress-allow-private: where the mirror's name resolves to a reserved
+    # range (a local mirror; 203.0.113.80 on the development machine), the
+    # egress proxy would refuse it; the policy (the mirror's host only) is
+    # what the tests check.
+    extra_args = ("--template-cache", CACHE, "--egress-allow-private")
 
     def build(self, name, recipe, raw=False):
         body = recipe if raw else json.dumps(recipe)
@@ -100,10 +106,161 @@ class RecipeTest(DaemonTest):
         self.assertError(r, 403)
         for bad, text in (({"release": "../x"}, "a release is"),
                           ({"release": "bookworm", "packages": ["a b"]}, "a package"),
-                          ({"release": "bookworm", "run": ["x"]}, "unknown field `run`"),
+                          ({"release": "bookworm", "sh": ["x"]}, "unknown field `sh`"),
+                          ({"release": "bookworm", "run": "x"}, "`run` must be an array"),
+                          ({"release": "bookworm", "run": ["true"] * 33}, "at most 32"),
+                          ({"release": "bookworm", "run": ["x" * 1001]}, "`run[0]` must be"),
+                          ({"release": "bookworm", "run": ["true", 3]}, "`run[1]` must be"),
+                          ({"release": "bookworm", "run": [""]}, "`run[0]` must be"),
+                          ({"release": "bookworm", "run": ["a\nb"]}, "`run[0]` must be"),
                           ({}, "`release`"), ("{", "malformed recipe")):
             r = self.build("r1", bad, raw=isinstance(bad, str))
             err = self.assertError(r, 400)
             self.assertIn(text, err["message"])
         self.clean()
         self.assertEqual(os.listdir(os.path.join(self.d.state, "templates", "layers")), [])
+
+    def test_run_commands(self):
+        recipe = {"release": "bookworm", "packages": [],
+                  "run": ["echo built > /etc/sbx-built",
+                          "printf '#!/bin/sh\\necho tool\\n' > /usr/local/bin/tool",
+                          "chmod 755 /usr/local/bin/tool",
+                          "rm /etc/debian_version",
+                          "rm -rf /usr/share/doc && mkdir /usr/share/doc && touch /usr/share/doc/only",
+                          "echo out; id -u; test -w /etc",
+                          # another owner and setuid: root's and plain in the layer
+                          "touch /etc/owned && chown 42:42 /etc/owned && chmod 4755 /etc/owned",
+                          # the commands' / is the build overlay, not the host's
+                          "touch /sbx-recipe-probe"]}
+        r = self.build("run1", recipe)
+        self.assertEqual(r.status, 201, r)
+        info = r.json()
+        self.assertEqual(len(info["layers"]), 2)
+        sid = self.d.create(template="run1")
+        res = self.d.exec(sid, argv=["/bin/sh", "-c",
+                                     "cat /etc/sbx-built; tool; ls /etc/debian_version; "
+                                     "ls /usr/share/doc; stat -c %u /etc/sbx-built"])
+        self.assertEqual(res["stdout"], "built\ntool\nonly\n65534\n", res)
+        self.assertIn("No such file", res["stderr"])
+        self.d.kill(sid)
+        self.assertFalse(os.path.exists("/sbx-recipe-probe"))
+        # the commands' layer: root's files, whiteouts kept as 0/0 devices
+        key = info["layers"][1].split(":")[1]
+        layer = os.path.join(self.d.state, "templates", "layers", key)
+        st = os.lstat(os.path.join(layer, "etc", "debian_version"))
+        self.assertEqual((stat.S_ISCHR(st.st_mode), st.st_rdev), (True, 0))
+        self.assertEqual(os.getxattr(os.path.join(layer, "usr", "share", "doc"),
+                                     "user.overlay.opaque"), b"y")
+        for root, dirs, files in os.walk(layer):
+            for f in files + dirs:
+                st = os.lstat(os.path.join(root, f))
+                self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o6000), (0, 0, 0))
+        self.assertEqual(os.lstat(os.path.join(layer, "etc", "owned")).st_mode & 0o7777, 0o755)
+        self.assertTrue(os.path.exists(os.path.join(layer, "sbx-recipe-probe")))
+        # again: the same layers (stored), no command runs
+        r = self.build("run2", recipe)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json()["layers"], info["layers"])
+        self.clean()
+        for n in ("run1", "run2"):
+            self.assertEqual(self.d.api("DELETE", "/v1/templates/" + n).status, 204)
+        self.assertFalse(os.path.exists(layer))
+        # and from the recipe cache (the store has no layer left): whiteouts
+        # and opaque directories survive the copy
+        self.assertTrue(os.path.isdir(os.path.join(CACHE, key)))
+        r = self.build("run3", recipe)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json()["layers"], info["layers"])
+        sid = self.d.create(template="run3")
+        res = self.d.exec(sid, argv=["/bin/sh", "-c", "tool; ls /usr/share/doc; "
+                                     "test -e /etc/debian_version || echo gone"])
+        self.assertEqual(res["stdout"], "tool\nonly\ngone\n", res)
+        self.d.kill(sid)
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/run3").status, 204)
+        self.clean()
+        # the next run runs the commands again
+        shutil.rmtree(os.path.join(CACHE, key))
+
+    def test_run_progress(self):
+        import threading
+        done = []
+        t = threading.Thread(target=lambda: done.append(self.build("prog", {
+            "release": "bookworm",
+            "run": ["for i in 1 2 3 4 5 6 7 8; do echo step-$i; sleep 0.5; done"]})))
+        t.start()
+        seen = []
+        while t.is_alive():
+            r = self.d.api("GET", "/v1/templates/prog/progress")
+            if r.status == 200:
+                seen.extend(r.json()["tail"])
+        t.join()
+        self.assertEqual(done[0].status, 201, done[0])
+        self.assertIn("$ for i in 1 2 3 4 5 6 7 8; do echo step-$i; sleep 0.5; done", seen)
+        self.assertIn("step-8", seen)
+        # the next run runs the command again (its output is what is checked)
+        shutil.rmtree(os.path.join(CACHE, done[0].json()["layers"][1].split(":")[1]))
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/prog").status, 204)
+        self.clean()
+
+    def test_run_failure_and_network(self):
+        # the debootstrap layer stored already: the commands run over the
+        # store's copy (test_run_commands runs them over the build's)
+        self.assertEqual(self.build("base0", {"release": "bookworm"}).status, 201)
+        before = set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
+        r = self.build("bad", {"release": "bookworm",
+                               "run": ["echo one", "echo to-stderr >&2; exit 3", "echo never"]})
+        err = self.assertError(r, 400)
+        self.assertEqual("recipe: run[1] `echo to-stderr >&2; exit 3` exited with status 3: "
+                         "to-stderr", err["message"])
+        self.assertError(self.d.api("GET", "/v1/templates/bad"), 404)
+        self.clean()
+        self.assertEqual(set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
+                         - before, set())
+        # the build sandbox has no network: a command that reaches out fails
+        r = self.build("net", {"release": "bookworm",
+                               "run": ["perl -MIO::Socket::INET -e 'IO::Socket::INET->new("
+                                       "PeerAddr => q(1.1.1.1:80), Timeout => 5) or die "
+                                       "qq(connect: $!\\n); print qq(REACHED\\n)'"]})
+        err = self.assertError(r, 400)
+        self.assertIn("exited with status 101: ", err["message"])  # perl: errno ENETUNREACH
+        self.assertIn("connect: Network is unreachable", err["message"])
+        self.assertTrue(err["message"].endswith(": connect: Network is unreachable"), err)
+        self.clean()
+        self.assertEqual(set(os.listdir(os.path.join(self.d.state, "templates", "layers")))
+                         - before, set())
+        # and one that succeeds over the stored layer
+        r = self.build("ok0", {"release": "bookworm", "run": ["echo fine > /etc/fine"]})
+        self.assertEqual(r.status, 201, r)
+        sid = self.d.create(template="ok0")
+        self.assertEqual(self.d.exec(sid, argv=["cat", "/etc/fine"])["stdout"], "fine\n")
+        self.d.kill(sid)
+        shutil.rmtree(os.path.join(CACHE, r.json()["layers"][1].split(":")[1]))
+        for n in ("ok0", "base0"):
+            self.assertEqual(self.d.api("DELETE", "/v1/templates/" + n).status, 204)
+        self.clean()
+
+    def test_run_network_mirror_only(self):
+        # another host through the build sandbox's proxy: the proxy's 403
+        probe = ("perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(q(127.0.0.1:3128)) "
+                 "or die qq(proxy: $!\\n); print $s qq(GET http://example.com/ HTTP/1.1\\r\\n"
+                 "Host: example.com\\r\\n\\r\\n); $l = <$s>; print qq(got $l); "
+                 "exit($l =~ m{^HTTP/1.1 200} ? 0 : 7)'")
+        r = self.build("net2", {"release": "bookworm", "run": [probe]})
+        err = self.assertError(r, 400)
+        self.assertIn("exited with status 7: ", err["message"])
+        self.assertRegex(err["message"], r"got HTTP/1\.1 403")
+        self.clean()
+        self.assertError(self.d.api("GET", "/v1/templates/net2"), 404)
+        # the mirror through it: apt installs a package
+        r = self.build("jq", {"release": "bookworm",
+                              "run": ["apt-get update -q", "apt-get install -y -q jq",
+                                      "apt-get clean", "rm -rf /var/lib/apt/lists/*"]})
+        self.assertEqual(r.status, 201, r)
+        sid = self.d.create(template="jq")
+        res = self.d.exec(sid, argv=["/bin/sh", "-c", "echo '{\"a\": 7}' | jq .a"])
+        self.assertEqual((res["exit_code"], res["stdout"]), (0, "7\n"), res)
+        self.d.kill(sid)
+        self.clean()
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/jq").status, 204)
+        # the next run installs from the mirror again, not from the cache
+        shutil.rmtree(os.path.join(CACHE, r.json()["layers"][1].split(":")[1]))
