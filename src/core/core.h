@@ -360,6 +360,15 @@ int sbx_sandbox_connect_port (struct sbx_sandbox *sb, unsigned port, sbx_error_t
 int sbx_vm_file_read (struct sbx_sandbox *sb, const char *user, const char *path, size_t max,
                       char **data, size_t *len, sbx_error_t **err);
 
+/* An upload into a VM: a command in the guest whose stdin is the body
+   (written beside path, renamed over it at the end); end with commit 0
+   drops it. */
+struct sbx_process *sbx_vm_upload_begin (struct sbx_sandbox *sb, const char *user,
+                                         const char *path, uint32_t mode, int parents,
+                                         sbx_error_t **err);
+int sbx_vm_upload_write (struct sbx_process *p, const void *data, size_t len, sbx_error_t **err);
+int sbx_vm_upload_end (struct sbx_process *p, const char *path, int commit, sbx_error_t **err);
+
 /* Processes. */
 struct sbx_process *sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts,
                                        sbx_error_t **err);

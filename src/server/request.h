@@ -89,6 +89,7 @@ struct sbx_req
   struct sbx_fs_upload up;
   int upload_open;
   sbx_error_t *upload_err;
+  struct sbx_process *vm_up; /* an upload into a VM (core/vm_files.c), else NULL */
   /* the port proxy (server/proxy.c) */
   const char *proxy_target; /* native route: what follows PORT in raw_uri */
   struct sbx_proxy *proxy;  /* owned until its response takes it */

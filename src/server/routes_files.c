@@ -190,6 +190,25 @@ sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err)
   if (query_path (r, "path", &path, err) < 0 || parse_mode (sbx_req_query (r, "mode"), &mode, err) < 0
       || sbx_query_bool (r, "parents", &parents, err) < 0)
     return -1;
+  {
+    /* A VM: written in the guest by a command whose stdin is the body. */
+    sbx_error_t *e = NULL;
+    struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, &e);
+    sbx_error_free (e);
+    if (sb && sb->isolation == SBX_ISOLATION_VM)
+      {
+        r->sb = sb;
+        if (r->content_length != UINT64_MAX && r->content_length > sbx_sandbox_disk_limit (sb))
+          return sbx_err (err, SBX_E_TOO_LARGE, "the file is larger than the sandbox's disk");
+        r->audit_sha = EVP_MD_CTX_new ();
+        if (r->audit_sha == NULL || EVP_DigestInit_ex (r->audit_sha, EVP_sha256 (), NULL) != 1)
+          return sbx_err_oom (err);
+        r->vm_up = sbx_vm_upload_begin (sb, sbx_req_query (r, "user"), path, mode, parents, err);
+        return r->vm_up ? 0 : -1;
+      }
+    if (sb)
+      sbx_sandbox_unref (sb);
+  }
   r->sb = open_ctx (r, &r->fs, err);
   if (r->sb == NULL)
     return -1;
@@ -207,6 +226,45 @@ sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err)
   return 0;
 }
 
+static void
+audit_upload (struct sbx_req *r, const char *abs)
+{
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned dn = 0, i;
+  char hexd[65];
+  EVP_DigestFinal_ex (r->audit_sha, d, &dn);
+  for (i = 0; i < dn && i < 32; i++)
+    snprintf (hexd + 2 * i, 3, "%02x", d[i]);
+  hexd[64] = '\0';
+  sbx_audit_file_write (r->sb->id, abs, r->audit_size, hexd, "native");
+}
+
+/* The end of an upload into a VM: the guest has no stat route (501), so
+   the answer says what was written. */
+static void
+vm_file_put (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_process *p = r->vm_up;
+  const char *path = sbx_req_query (r, "path");
+  char abs[SBX_FS_PATH_MAX];
+
+  r->vm_up = NULL;
+  if (sbx_vm_upload_end (p, path, 1, &err) < 0
+      || sbx_fs_normalize (path, abs, sizeof abs, &err) < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  audit_upload (r, abs);
+  {
+    const char *slash = strrchr (abs, '/');
+    sbx_reply_json (r, 201,
+                    json_pack ("{s:s, s:s, s:s, s:I}", "name", slash ? slash + 1 : abs, "path",
+                               abs, "type", "file", "size", (json_int_t) r->audit_size));
+  }
+}
+
 void
 sbx_route_file_put (struct sbx_req *r)
 {
@@ -217,6 +275,11 @@ sbx_route_file_put (struct sbx_req *r)
     {
       sbx_reply_error (r, r->upload_err);
       r->upload_err = NULL;
+      return;
+    }
+  if (r->vm_up)
+    {
+      vm_file_put (r);
       return;
     }
   if (!r->upload_open)

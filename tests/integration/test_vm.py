@@ -116,7 +116,7 @@ class VM(DaemonTest):
         res = self.sh("head -c 1000000 /dev/zero | tr '\\0' y")
         self.assertEqual(res["stdout"], "y" * 1000000)
 
-    def test_files_read_through_the_guest_write_501(self):
+    def test_files_through_the_guest(self):
         res = self.d.exec(self.sid, argv=["sh", "-c", "cat > /home/user/f.txt"],
                           stdin="hello vm\n")
         self.assertEqual(res["exit_code"], 0, res)
@@ -135,9 +135,45 @@ class VM(DaemonTest):
         # The download left no process behind in the list.
         procs = self.d.api("GET", "/v1/sandboxes/%s/processes" % self.sid).json()["processes"]
         self.assertEqual([p for p in procs if p.get("argv", [""])[0] == "cat"], [])
-        r = self.d.api("PUT", files + "/home/user/g.txt", b"x", raw=True)
-        body = self.assertError(r, 501, "not_implemented")
-        self.assertIn("not supported for isolation vm", body["message"])
+        # Uploads: written in the guest as the user, replaced atomically.
+        data = bytes(range(256)) * 1000
+        r = self.d.api("PUT", files + "/home/user/g.bin&mode=0600", data, raw=True)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json(), {"name": "g.bin", "path": "/home/user/g.bin", "type": "file",
+                                    "size": len(data)})
+        self.assertEqual(self.d.api("GET", files + "/home/user/g.bin").body, data)
+        self.assertEqual(self.sh("stat -c '%a %u %s' /home/user/g.bin")["stdout"],
+                         "600 1000 256000\n")
+        r = self.d.api("PUT", files + "/home/user/g.bin", b"new", raw=True)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.d.api("GET", files + "/home/user/g.bin").body, b"new")
+        self.assertError(self.d.api("PUT", files + "/home/user/d/e/x", b"x", raw=True), 404)
+        r = self.d.api("PUT", files + "/home/user/d/e/x&parents=1", b"x", raw=True)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.sh("cat /home/user/d/e/x")["stdout"], "x")
+        self.assertError(self.d.api("PUT", files + "/bin/x", b"x", raw=True), 403)
+        self.assertEqual(self.sh("mkdir /home/user/ro && chmod 555 /home/user/ro")["exit_code"], 0)
+        self.assertError(self.d.api("PUT", files + "/home/user/ro/x", b"x", raw=True), 403)
+        self.assertError(self.d.api("PUT", files + "rel", b"x", raw=True), 400)
+        self.assertError(self.d.api("PUT", files + "/home/user/dir/", b"x", raw=True), 400)
+        # A client that leaves mid-upload: nothing is written.
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.d.socket_path)
+        s.sendall(b"PUT /v1/sandboxes/%s/files?path=/home/user/cut HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: 100000\r\n\r\n" % self.sid.encode() + b"y" * 5000)
+        self.sh("sleep 1")
+        s.close()
+        for _ in range(100):
+            procs = self.d.api("GET", "/v1/sandboxes/%s/processes" % self.sid).json()["processes"]
+            if not [p for p in procs if p.get("argv", [""])[0] == "sh"]:
+                break
+            self.sh("sleep 0.1")
+        self.assertEqual(self.sh("test -e /home/user/cut; echo $?")["stdout"], "1\n")
+        # No temporary file left behind, no command left in the list.
+        self.assertEqual(self.sh("ls -a /home/user /home/user/d/e /bin | grep -c sbx-upload")
+                         ["stdout"], "0\n")
+        procs = self.d.api("GET", "/v1/sandboxes/%s/processes" % self.sid).json()["processes"]
+        self.assertEqual([p for p in procs if p.get("argv", [""])[0] in ("cat", "sh")], [])
         r = self.d.api("GET", "/v1/sandboxes/%s/files/stat?path=/home/user/f.txt" % self.sid)
         self.assertError(r, 501, "not_implemented")
         self.assertFalse(os.path.exists("/home/user/f.txt"))
