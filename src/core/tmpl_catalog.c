@@ -28,6 +28,7 @@
 #include "priv/host.h"
 #include "util/buf.h"
 #include "util/cleanup.h"
+#include "util/file.h"
 
 #define GLOBAL_OWNER "*"
 
@@ -35,26 +36,11 @@ static char *
 read_small (const char *name, const char *file, size_t cap)
 {
   char path[1024];
-  cleanup_close int fd = -1;
-  struct stat st;
-  char *buf;
 
   if (!sbx_tmpl_name_ok (name))
     return NULL;
   snprintf (path, sizeof path, "%s/templates/by-name/%s/%s", sbx_core.cfg.state_dir, name, file);
-  fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 || fstat (fd, &st) < 0 || !S_ISREG (st.st_mode) || (size_t) st.st_size > cap)
-    return NULL;
-  buf = malloc ((size_t) st.st_size + 1);
-  if (buf == NULL)
-    return NULL;
-  if (read (fd, buf, (size_t) st.st_size) != st.st_size)
-    {
-      free (buf);
-      return NULL;
-    }
-  buf[st.st_size] = '\0';
-  return buf;
+  return sbx_read_small_at (AT_FDCWD, path, cap, NULL);
 }
 
 static int

@@ -27,6 +27,7 @@
 
 #include "iso/copy.h"
 #include "iso/engine.h"
+#include "iso/idmap.h"
 #include "iso/snapstore.h"
 #include "util/cleanup.h"
 
@@ -334,58 +335,7 @@ sbx_snapstore_remove (int store, const char *tenant, const char *name, sbx_error
 static int
 idmap_userns (uid_t base, sbx_error_t **err)
 {
-  int sync[2], fd, i;
-  char path[64], map[64], c;
-  pid_t pid;
-
-  if (pipe2 (sync, O_CLOEXEC) < 0)
-    return sbx_err_sys (err, errno, "pipe");
-  pid = fork ();
-  if (pid == 0)
-    {
-      close (sync[0]);
-      if (unshare (CLONE_NEWUSER) < 0 || write (sync[1], "u", 1) != 1)
-        _exit (1);
-      for (;;)
-        pause ();
-    }
-  close (sync[1]);
-  if (pid < 0 || read (sync[0], &c, 1) != 1)
-    {
-      close (sync[0]);
-      if (pid > 0)
-        {
-          kill (pid, SIGKILL);
-          waitpid (pid, NULL, 0);
-        }
-      return sbx_err (err, SBX_E_SYSTEM, "make the snapshot's id map");
-    }
-  close (sync[0]);
-  snprintf (map, sizeof map, "%u %u 65536", SBX_SNAPSHOT_ID_BASE, (unsigned) base);
-  for (i = 0; i < 2; i++)
-    {
-      int m;
-      snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, i ? "gid_map" : "uid_map");
-      m = open (path, O_WRONLY | O_CLOEXEC);
-      if (m < 0 || write (m, map, strlen (map)) != (ssize_t) strlen (map))
-        {
-          int e = errno;
-          if (m >= 0)
-            close (m);
-          kill (pid, SIGKILL);
-          waitpid (pid, NULL, 0);
-          return sbx_err_sys (err, e, "write the snapshot's id map");
-        }
-      close (m);
-    }
-  snprintf (path, sizeof path, "/proc/%d/ns/user", (int) pid);
-  fd = open (path, O_RDONLY | O_CLOEXEC);
-  i = errno;
-  kill (pid, SIGKILL);
-  waitpid (pid, NULL, 0);
-  if (fd < 0)
-    return sbx_err_sys (err, i, "open the snapshot's id map");
-  return fd;
+  return sbx_idmap_userns (SBX_SNAPSHOT_ID_BASE, (uint32_t) base, SBX_IDS_PER_SANDBOX, err);
 }
 
 int

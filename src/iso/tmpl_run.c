@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "egress/wire.h"
+#include "iso/idmap.h"
 #include "iso/seccomp.h"
 
 
@@ -47,27 +48,11 @@
    the host, a range no host account and no running sandbox has. */
 #define RUN_ID_BASE 0xFFFE0000u
 
-/* Write "0 RUN_ID_BASE 65536" as pid's uid and gid maps. */
+/* "0 RUN_ID_BASE 65536" as pid's uid and gid maps: root inside. */
 static int
 write_maps (pid_t pid)
 {
-  char path[64], map[64];
-
-  snprintf (map, sizeof map, "0 %u 65536", RUN_ID_BASE);
-  for (int i = 0; i < 2; i++)
-    {
-      int m;
-      snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, i ? "gid_map" : "uid_map");
-      m = open (path, O_WRONLY | O_CLOEXEC);
-      if (m < 0 || write (m, map, strlen (map)) != (ssize_t) strlen (map))
-        {
-          if (m >= 0)
-            close (m);
-          return -1;
-        }
-      close (m);
-    }
-  return 0;
+  return sbx_idmap_write (pid, 0, RUN_ID_BASE, 65536);
 }
 
 /* A user namespace with write_maps' mapping, for the idmapped lower layer
@@ -75,34 +60,7 @@ write_maps (pid_t pid)
 static int
 idmap_ns (void)
 {
-  int sync[2], fd = -1;
-  char c, path[64];
-  pid_t pid;
-
-  if (pipe2 (sync, O_CLOEXEC) < 0)
-    return -1;
-  pid = fork ();
-  if (pid == 0)
-    {
-      close (sync[0]);
-      if (unshare (CLONE_NEWUSER) < 0 || write (sync[1], "u", 1) != 1)
-        _exit (1);
-      for (;;)
-        pause ();
-    }
-  close (sync[1]);
-  if (pid > 0 && read (sync[0], &c, 1) == 1 && write_maps (pid) == 0)
-    {
-      snprintf (path, sizeof path, "/proc/%d/ns/user", (int) pid);
-      fd = open (path, O_RDONLY | O_CLOEXEC);
-    }
-  close (sync[0]);
-  if (pid > 0)
-    {
-      kill (pid, SIGKILL);
-      waitpid (pid, NULL, 0);
-    }
-  return fd;
+  return sbx_idmap_userns (0, RUN_ID_BASE, 65536, NULL);
 }
 
 /* Close every descriptor from 3 up but the n in keep (the daemon parent's

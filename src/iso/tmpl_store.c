@@ -41,6 +41,7 @@
 #include "core/template.h"
 #include "util/buf.h"
 #include "util/cleanup.h"
+#include "util/file.h"
 #include "util/id.h"
 #include "util/landlock.h"
 #include "util/log.h"
@@ -136,28 +137,6 @@ write_at (int dir, const char *name, const void *data, size_t len, sbx_error_t *
 }
 
 /* Read a small file the extractor or the store wrote (at most cap bytes). */
-static char *
-read_at (int dir, const char *name, size_t cap, size_t *len)
-{
-  cleanup_close int fd = openat (dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st;
-  char *buf;
-
-  if (fd < 0 || fstat (fd, &st) < 0 || !S_ISREG (st.st_mode) || (size_t) st.st_size > cap)
-    return NULL;
-  buf = malloc ((size_t) st.st_size + 1);
-  if (buf == NULL)
-    return NULL;
-  if (read (fd, buf, (size_t) st.st_size) != st.st_size)
-    {
-      free (buf);
-      return NULL;
-    }
-  buf[st.st_size] = '\0';
-  *len = (size_t) st.st_size;
-  return buf;
-}
-
 static int
 hex64 (const char *s, size_t n)
 {
@@ -440,8 +419,8 @@ commit (int build, const char *name, const char *owner, sbx_error_t **err)
   struct timespec now;
   int n, i;
 
-  result = read_at (build, "result", 16384, &rlen);
-  meta = read_at (build, "meta.json", SBX_TMPL_META_MAX, &mlen);
+  result = sbx_read_small_at (build, "result", 16384, &rlen);
+  meta = sbx_read_small_at (build, "meta.json", SBX_TMPL_META_MAX, &mlen);
   n = result ? parse_layers (result, 1, ids, &bytes) : -1;
   if (n <= 0 || meta == NULL)
     return sbx_err (err, SBX_E_SYSTEM, "the template builder left no usable result");
@@ -592,7 +571,7 @@ referenced (int byname, const char *id)
       if (de->d_name[0] == '.')
         continue;
       snprintf (path, sizeof path, "%s/layers", de->d_name);
-      text = read_at (dirfd (d), path, 16384, &len);
+      text = sbx_read_small_at (dirfd (d), path, 16384, &len);
       n = text ? parse_layers (text, 0, ids, NULL) : -1;
       if (n < 0)
         found = 1;
@@ -659,7 +638,7 @@ sbx_tmpl_mount (const char *name, sbx_error_t **err)
     return sbx_err (err, SBX_E_INVALID, "unknown template");
   snprintf (path, sizeof path, "by-name/%s/layers", name);
   pthread_mutex_lock (&S.lock);
-  text = read_at (S.dir, path, 16384, &len);
+  text = sbx_read_small_at (S.dir, path, 16384, &len);
   n = text ? parse_layers (text, 0, ids, NULL) : -1;
   if (n <= 0)
     {
