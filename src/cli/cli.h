@@ -58,6 +58,11 @@ void sbx_cli_message (const char *fmt, ...) __attribute__ ((format (printf, 1, 2
    be reached, else `status`. Frees e. */
 int sbx_cli_fail (const struct sbx_api *api, sbx_error_t *e, int status);
 
+/* DELETE PREFIX + NAME (escaped) through api: 0, or the status of
+   sbx_cli_fail after printing why (125: no daemon, so callers removing
+   several names stop there). */
+int sbx_cli_delete_named (struct sbx_api *api, const char *prefix, const char *name);
+
 /* 1 for "--help" and "-h". */
 int sbx_cli_is_help (const char *arg);
 

@@ -161,3 +161,17 @@ sbx_cli_print_table (size_t cols, char *const *cells, size_t n_cells)
         printf ("%-*s   ", (int) width[c], cells[i]);
     }
 }
+
+int
+sbx_cli_delete_named (struct sbx_api *api, const char *prefix, const char *name)
+{
+  struct sbx_buf target = SBX_BUF_INIT;
+  sbx_error_t *e = NULL;
+  int rc;
+
+  sbx_buf_printf (&target, "%s", prefix);
+  sbx_url_escape (&target, name, 0);
+  rc = sbx_api_json (api, "DELETE", target.data, NULL, NULL, &e);
+  sbx_buf_free (&target);
+  return rc < 0 ? sbx_cli_fail (api, e, SBX_EXIT_FAILURE) : 0;
+}

@@ -159,7 +159,6 @@ key_ls (struct sbx_api *api, int argc, char **argv)
 static int
 key_rm (struct sbx_api *api, int argc, char **argv)
 {
-  struct sbx_buf target = SBX_BUF_INIT;
   int i, status = 0, any = 0;
 
   for (i = 1; i < argc; i++)
@@ -181,21 +180,12 @@ key_rm (struct sbx_api *api, int argc, char **argv)
       sbx_cli_usage ("key rm: expected a key ID");
       return SBX_EXIT_USAGE;
     }
-  for (i = 1; i < argc; i++)
+  for (i = 1; i < argc && status != SBX_EXIT_SBX; i++)
     {
-      cleanup_error sbx_error_t *e = NULL;
-
-      sbx_buf_reset (&target);
-      sbx_buf_append (&target, "/v1/keys/", 9);
-      sbx_url_escape (&target, argv[i], 0);
-      if (sbx_api_json (api, "DELETE", target.data, NULL, NULL, &e) < 0)
-        {
-          status = sbx_cli_fail (api, steal_pointer (&e), SBX_EXIT_FAILURE);
-          if (status == SBX_EXIT_SBX)
-            break;
-        }
+      int rc = sbx_cli_delete_named (api, "/v1/keys/", argv[i]);
+      if (rc != 0)
+        status = rc;
     }
-  sbx_buf_free (&target);
   return status;
 }
 

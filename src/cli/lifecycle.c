@@ -261,17 +261,11 @@ sbx_cmd_snapshot (int argc, char **argv)
         }
     }
   else
-    for (i = 2; i < argc; i++)
+    for (i = 2; i < argc && status != SBX_EXIT_SBX; i++)
       {
-        sbx_buf_reset (&target);
-        sbx_buf_printf (&target, "/v1/snapshots/");
-        sbx_url_escape (&target, argv[i], 0);
-        if (sbx_api_json (&api, "DELETE", target.data, NULL, NULL, &e) < 0)
-          {
-            status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
-            if (status == SBX_EXIT_SBX)
-              break;
-          }
+        int rc = sbx_cli_delete_named (&api, "/v1/snapshots/", argv[i]);
+        if (rc != 0)
+          status = rc;
       }
   if (fflush (stdout) != 0 && status == 0)
     status = SBX_EXIT_FAILURE;

@@ -212,7 +212,6 @@ secret_ls (struct sbx_api *api, int argc, char **argv)
 static int
 secret_rm (struct sbx_api *api, int argc, char **argv)
 {
-  struct sbx_buf target = SBX_BUF_INIT;
   int i, status = 0;
 
   if (argc < 2)
@@ -222,23 +221,18 @@ secret_rm (struct sbx_api *api, int argc, char **argv)
     }
   for (i = 1; i < argc; i++)
     {
-      cleanup_error sbx_error_t *e = NULL;
+      int rc;
       if (sbx_cli_is_help (argv[i]))
         {
           sbx_cli_help ("secret");
           break;
         }
-      sbx_buf_reset (&target);
-      sbx_buf_append (&target, "/v1/secrets/", 12);
-      sbx_url_escape (&target, argv[i], 0);
-      if (sbx_api_json (api, "DELETE", target.data, NULL, NULL, &e) < 0)
-        {
-          status = sbx_cli_fail (api, steal_pointer (&e), SBX_EXIT_FAILURE);
-          if (status == SBX_EXIT_SBX)
-            break;
-        }
+      rc = sbx_cli_delete_named (api, "/v1/secrets/", argv[i]);
+      if (rc != 0)
+        status = rc;
+      if (status == SBX_EXIT_SBX)
+        break;
     }
-  sbx_buf_free (&target);
   return status;
 }
 

@@ -852,8 +852,8 @@ sbx_route_e2b_pause (struct sbx_req *r)
 {
   static const char *const allowed[] = {"memory", NULL};
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = NULL;
-  json_t *body = NULL;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
+  cleanup_json json_t *body = NULL;
   int memory = 1;
 
   if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
@@ -863,13 +863,8 @@ sbx_route_e2b_pause (struct sbx_req *r)
   if (sb == NULL || sbx_sandbox_pause (sb, &err) < 0)
     goto fail;
   sbx_reply_empty (r, 204);
-  sbx_sandbox_unref (sb);
-  json_decref (body);
   return;
 fail:
-  if (sb)
-    sbx_sandbox_unref (sb);
-  json_decref (body);
   sbx_reply_error (r, err);
 }
 
@@ -881,9 +876,10 @@ sbx_route_e2b_fork (struct sbx_req *r)
 {
   static const char *const allowed[] = {"timeout", "count", NULL};
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = NULL;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
   struct sbx_fork_result res;
-  json_t *body = NULL, *arr;
+  cleanup_json json_t *body = NULL;
+  json_t *arr;
   uint64_t s = 0, count = 1;
   unsigned i;
 
@@ -910,13 +906,8 @@ sbx_route_e2b_fork (struct sbx_req *r)
     for (i = 0; i < res.n; i++)
       sbx_sandbox_kill (res.sb[i], "sandbox killed", NULL);
   sbx_fork_result_release (&res);
-  sbx_sandbox_unref (sb);
-  json_decref (body);
   return;
 fail:
-  if (sb)
-    sbx_sandbox_unref (sb);
-  json_decref (body);
   sbx_reply_error (r, err);
 }
 
@@ -937,8 +928,9 @@ sbx_route_e2b_snapshot_create (struct sbx_req *r)
 {
   static const char *const allowed[] = {"name", NULL};
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = NULL;
-  json_t *body = NULL, *snap;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
+  cleanup_json json_t *body = NULL;
+  json_t *snap;
   const char *name = NULL;
   char gen[32];
 
@@ -957,13 +949,8 @@ sbx_route_e2b_snapshot_create (struct sbx_req *r)
     goto fail;
   sbx_reply_json (r, 201, e2b_snapshot_json (snap));
   json_decref (snap);
-  sbx_sandbox_unref (sb);
-  json_decref (body);
   return;
 fail:
-  if (sb)
-    sbx_sandbox_unref (sb);
-  json_decref (body);
   sbx_reply_error (r, err);
 }
 
@@ -1013,8 +1000,8 @@ sbx_route_e2b_resume (struct sbx_req *r)
 {
   static const char *const allowed[] = {"timeout", "autoPause", NULL};
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = NULL;
-  json_t *body = NULL;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
+  cleanup_json json_t *body = NULL;
   uint64_t s = 0;
   int auto_pause = 0;
 
@@ -1026,13 +1013,8 @@ sbx_route_e2b_resume (struct sbx_req *r)
   if (sb == NULL || sbx_sandbox_resume (sb, s * 1000, &err) < 0)
     goto fail;
   sbx_reply_json (r, 201, sandbox_json (sb));
-  sbx_sandbox_unref (sb);
-  json_decref (body);
   return;
 fail:
-  if (sb)
-    sbx_sandbox_unref (sb);
-  json_decref (body);
   sbx_reply_error (r, err);
 }
 

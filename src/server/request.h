@@ -273,4 +273,20 @@ void sbx_proxy_stop_all (void);
 /* The sandbox named by segment i, for this request's tenant. */
 struct sbx_sandbox *sbx_req_sandbox (struct sbx_req *r, int seg, sbx_error_t **err);
 
+/* Ownership by scope for route handlers: the body a handler parsed and the
+   sandbox it looked up are released on every way out of it. */
+static inline void
+sbx_json_decrefp (json_t **j)
+{
+  json_decref (*j);
+}
+static inline void
+sbx_sandbox_unrefp (struct sbx_sandbox **sb)
+{
+  if (*sb)
+    sbx_sandbox_unref (*sb);
+}
+#define cleanup_json __attribute__ ((cleanup (sbx_json_decrefp)))
+#define cleanup_sandbox __attribute__ ((cleanup (sbx_sandbox_unrefp)))
+
 #endif

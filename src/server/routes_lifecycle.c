@@ -11,8 +11,8 @@ sbx_route_sandbox_pause (struct sbx_req *r)
 {
   static const char *const allowed[] = {NULL};
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = NULL;
-  json_t *body = NULL;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
+  cleanup_json json_t *body = NULL;
 
   if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0)
     goto fail;
@@ -20,13 +20,8 @@ sbx_route_sandbox_pause (struct sbx_req *r)
   if (sb == NULL || sbx_sandbox_pause (sb, &err) < 0)
     goto fail;
   sbx_reply_json (r, 200, sbx_sandbox_json (sb));
-  sbx_sandbox_unref (sb);
-  json_decref (body);
   return;
 fail:
-  if (sb)
-    sbx_sandbox_unref (sb);
-  json_decref (body);
   sbx_reply_error (r, err);
 }
 
@@ -37,8 +32,8 @@ sbx_route_sandbox_resume (struct sbx_req *r)
 {
   static const char *const allowed[] = {"timeout", NULL};
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = NULL;
-  json_t *body = NULL;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
+  cleanup_json json_t *body = NULL;
   uint64_t ms = 0;
 
   if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
@@ -48,13 +43,8 @@ sbx_route_sandbox_resume (struct sbx_req *r)
   if (sb == NULL || sbx_sandbox_resume (sb, ms, &err) < 0)
     goto fail;
   sbx_reply_json (r, 200, sbx_sandbox_json (sb));
-  sbx_sandbox_unref (sb);
-  json_decref (body);
   return;
 fail:
-  if (sb)
-    sbx_sandbox_unref (sb);
-  json_decref (body);
   sbx_reply_error (r, err);
 }
 
@@ -66,9 +56,9 @@ sbx_route_sandbox_fork (struct sbx_req *r)
 {
   static const char *const allowed[] = {"count", "timeout", NULL};
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = NULL;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
   struct sbx_fork_result res;
-  json_t *body = NULL;
+  cleanup_json json_t *body = NULL;
   uint64_t count = 1, ms = 0;
 
   memset (&res, 0, sizeof res);
@@ -91,13 +81,8 @@ sbx_route_sandbox_fork (struct sbx_req *r)
     for (unsigned i = 0; i < res.n; i++)
       sbx_sandbox_kill (res.sb[i], "sandbox killed", NULL); /* nobody learnt their ids */
   sbx_fork_result_release (&res);
-  sbx_sandbox_unref (sb);
-  json_decref (body);
   return;
 fail:
-  if (sb)
-    sbx_sandbox_unref (sb);
-  json_decref (body);
   sbx_reply_error (r, err);
 }
 
@@ -115,8 +100,9 @@ sbx_route_snapshot_create (struct sbx_req *r)
 {
   static const char *const allowed[] = {"name", NULL};
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = NULL;
-  json_t *body = NULL, *snap;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
+  cleanup_json json_t *body = NULL;
+  json_t *snap;
   const char *name = NULL;
 
   if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
@@ -131,13 +117,8 @@ sbx_route_snapshot_create (struct sbx_req *r)
   if (sb == NULL || (snap = sbx_snapshot_create (sb, name, &err)) == NULL)
     goto fail;
   sbx_reply_json (r, 201, snap);
-  sbx_sandbox_unref (sb);
-  json_decref (body);
   return;
 fail:
-  if (sb)
-    sbx_sandbox_unref (sb);
-  json_decref (body);
   sbx_reply_error (r, err);
 }
 
