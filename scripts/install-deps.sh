@@ -92,7 +92,8 @@ if [ ${#vm_missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${vm_missing[@]}"
 fi
-if [ ! -s "$vm_dir/vmlinuz" ] || [ ! -s "$vm_dir/modules/virtio_console.ko" ]; then
+if [ ! -s "$vm_dir/vmlinuz" ] || [ ! -s "$vm_dir/modules/virtio_console.ko" ] \
+   || [ ! -s "$vm_dir/modules/virtio_blk.ko" ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: need root to unpack the guest kernel into $vm_dir" >&2
     exit 1
@@ -105,7 +106,8 @@ if [ ! -s "$vm_dir/vmlinuz" ] || [ ! -s "$vm_dir/modules/virtio_console.ko" ]; t
   dpkg-deb -x "$tmp"/"$kpkg"_*.deb "$tmp/x"
   mkdir -p "$vm_dir/modules"
   install -m 0644 "$tmp"/x/boot/vmlinuz-* "$vm_dir/vmlinuz"
-  for m in virtio/virtio_ring virtio/virtio virtio/virtio_mmio char/virtio_console; do
+  for m in virtio/virtio_ring virtio/virtio virtio/virtio_mmio char/virtio_console \
+           block/virtio_blk; do
     install -m 0644 "$tmp"/x/lib/modules/*/kernel/drivers/$m.ko "$vm_dir/modules/"
   done
   echo "$kpkg" > "$vm_dir/KERNEL"

@@ -335,7 +335,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       if (opts->snapshot && !vm_snapshot)
         missing = "starting from a namespace sandbox's snapshot";
       else if (opts->template_name && strcmp (opts->template_name, "base") != 0)
-        missing = "templates other than base";
+        missing = "templates other than base (a VM's root is an image built from the "
+                  "template, and only base's is built so far)";
       else if (opts->network)
         missing = "network egress (a VM has no network device)";
       if (missing)

@@ -34,10 +34,11 @@ static const char upload_script[]
 static int
 cmd_error (const char *path, const char *msg, sbx_error_t **err)
 {
-  /* busybox's messages; its shell says "nonexistent directory" for a
-     redirection into a missing directory. */
+  /* busybox's and coreutils' messages; for a redirection into a missing
+     directory busybox's shell says "nonexistent directory", dash (the
+     root image's sh) "Directory nonexistent". */
   if (strstr (msg, "No such file") || strstr (msg, "Not a directory")
-      || strstr (msg, "nonexistent directory"))
+      || strstr (msg, "nonexistent directory") || strstr (msg, "Directory nonexistent"))
     return sbx_err (err, SBX_E_NOT_FOUND, "no such file or directory: %.200s", path);
   if (strstr (msg, "Permission denied") || strstr (msg, "Read-only file system"))
     return sbx_err (err, SBX_E_FORBIDDEN, "permission denied: %.200s", path);

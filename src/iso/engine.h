@@ -98,6 +98,7 @@ struct sbx_iso_box
   int root;    /* O_PATH of the sandbox's "/" (for the files API) */
   int disk;    /* O_PATH of the writable tmpfs */
   int qmp;     /* isolation vm: QEMU's QMP socket (the parent's only), else -1 */
+  char vm_image[132]; /* isolation vm: "KEY SUM" of its root image (iso/vm_image.h), or "" */
   uid_t uid_base;
   uint32_t landlock_abi;
   struct sbx_cgroup cg;

@@ -41,7 +41,8 @@
 extern const char sbx_vm_agent_blob[];
 extern const char sbx_vm_agent_blob_end[];
 
-static const char *const modules[] = {"virtio_ring", "virtio", "virtio_mmio", "virtio_console"};
+static const char *const modules[]
+    = {"virtio_ring", "virtio", "virtio_mmio", "virtio_console", "virtio_blk"};
 static const char *const applets[]
     = {"sh",    "cat",  "echo", "ls",   "id",    "head",  "tail", "dd",    "sleep", "wc",
        "env",   "true", "false", "mkdir", "rm",  "grep",  "sed",  "nc",    "printf", "test",
@@ -191,9 +192,9 @@ build_initrd (int dir, const char *path, sbx_error_t **err)
     }
   sbx_buf_free (&b);
   sbx_buf_free (&f);
-  if (fd <= SBX_VM_INCOMING_FD) /* see above_targets */
+  if (fd <= SBX_VM_ROOT_FD) /* see above_targets */
     {
-      int n = fcntl (fd, F_DUPFD_CLOEXEC, SBX_VM_INCOMING_FD + 1);
+      int n = fcntl (fd, F_DUPFD_CLOEXEC, SBX_VM_ROOT_FD + 1);
       close (fd);
       fd = n;
       if (fd < 0)
@@ -234,15 +235,15 @@ prepare (const char *path, sbx_error_t **err)
 
 /* ---- create ------------------------------------------------------------- */
 
-/* Move fd above the numbers the child dup2s onto (3 to 6), so that no
+/* Move fd above the numbers the child dup2s onto (3 to 11), so that no
    dup2 there overwrites another source. */
 static int
 above_targets (int *fd)
 {
   int n;
-  if (*fd < 0 || *fd > SBX_VM_INCOMING_FD)
+  if (*fd < 0 || *fd > SBX_VM_ROOT_FD)
     return 0;
-  n = fcntl (*fd, F_DUPFD_CLOEXEC, SBX_VM_INCOMING_FD + 1);
+  n = fcntl (*fd, F_DUPFD_CLOEXEC, SBX_VM_ROOT_FD + 1);
   if (n < 0)
     return -1;
   close (*fd);
@@ -297,6 +298,7 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   const char *dir = eng->vm_dir[0] ? eng->vm_dir : SBX_VM_DIR_DEFAULT;
   struct sbx_cgroup_limits cl = spec->limits;
   cleanup_close int child_end = -1, exe = -1, devnull = -1, qmp_end = -1, incoming = -1;
+  cleanup_close int root_img = -1; /* the read-only root image (iso/vm_root.c) */
   char a_mem[32], a_cpus[16], a_disk[32], a_uid[16];
   char kernel[600], initrd[64];
   int sv[2], qv[2], go[2] = {-1, -1};
@@ -345,6 +347,9 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
       if (incoming < 0)
         goto fail;
     }
+  root_img = sbx_vm_root_open (spec, box, err);
+  if (root_img < 0 && err != NULL && *err != NULL)
+    goto fail;
   cpus = (spec->limits.cpu_milli + 999) / 1000;
   if (cpus < 1)
     cpus = 1;
@@ -356,7 +361,7 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   snprintf (initrd, sizeof initrd, "/proc/self/fd/%d", SBX_VM_INITRD_FD);
   if (above_targets (&exe) < 0 || above_targets (&devnull) < 0 || above_targets (&child_end) < 0
       || above_targets (&qmp_end) < 0 || above_targets (&incoming) < 0
-      || above_targets (&go[0]) < 0)
+      || above_targets (&go[0]) < 0 || above_targets (&root_img) < 0)
     {
       sbx_err_sys (err, errno, "fcntl");
       goto fail;
@@ -391,6 +396,8 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
           _exit (127);
         if (incoming >= 0 && dup2 (incoming, SBX_VM_INCOMING_FD) < 0)
           _exit (127);
+        if (root_img >= 0 && dup2 (root_img, SBX_VM_ROOT_FD) < 0)
+          _exit (127);
         if (setgroups (kvm_gid != (gid_t) -1 ? 1 : 0, &kvm_gid) < 0
             || setresgid (uid, uid, uid) < 0 || setresuid (uid, uid, uid) < 0
             || prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -419,6 +426,7 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   close_and_reset (&child_end);
   close_and_reset (&qmp_end);
   close_and_reset (&incoming);
+  close_and_reset (&root_img);
   if (spec->snapshot != NULL && sbx_vm_restore_go (box->qmp, err) < 0)
     {
       sbx_err_wrap (err, "isolation vm: restoring snapshot `%s`", spec->snapshot);

@@ -14,6 +14,7 @@
 #define SBX_VM_QMP_FD 5               /* QEMU's end of its QMP monitor (relay and QEMU) */
 #define SBX_VM_INCOMING_FD 6          /* a restore: the snapshot's file (relay and QEMU) */
 #define SBX_VM_SNAPSHOT_FILE "vm.mig" /* in the snapshot's directory of the store */
+#define SBX_VM_ROOT_FD 11             /* the read-only root image (iso/vm_image.c), when any */
 #define SBX_VM_BOOT_TIMEOUT_MS 90000  /* TCG on a busy host boots in seconds */
 
 /* Build a VM sandbox into box (an "init" that is the relay). */
@@ -31,6 +32,14 @@ void sbx_vm_qmp_explain (int qmp, char *out, size_t len);
 int sbx_vm_restore_go (int qmp, sbx_error_t **err);
 int sbx_vm_snapshot_save (const struct sbx_iso_box *box, int store, const char *tenant,
                           const char *name, uint64_t *bytes, sbx_error_t **err);
+
+/* iso/vm_root.c: open the root image for a new VM (base), or the one a
+   VM snapshot recorded (none for a snapshot made before images: -1 and
+   no error); box->vm_image gets "KEY SUM". */
+int sbx_vm_root_open (const struct sbx_iso_spec *spec, struct sbx_iso_box *box,
+                      sbx_error_t **err);
+/* iso/vm_root.c: record box's image in a snapshot's directory. */
+int sbx_vm_root_record (int dir, const struct sbx_iso_box *box, sbx_error_t **err);
 
 /* The relay's main (sbxd argv[1] == SBX_VM_RELAY_ARG): never returns. */
 int sbx_vm_relay_main (int argc, char **argv);

@@ -169,6 +169,7 @@ struct save
   int qmp;
   uint64_t bytes;
   sbx_error_t **err;
+  const struct sbx_iso_box *box;
 };
 
 /* Wait for the migration to end: 0 when completed. */
@@ -240,6 +241,9 @@ fill_vm (int dir, void *arg)
     rc = sbx_err_sys (s->err, errno, "write the snapshot's file");
   if (rc == 0)
     s->bytes = (uint64_t) st.st_size;
+  /* The root image it runs on: a restore attaches the same bytes. */
+  if (rc == 0)
+    rc = sbx_vm_root_record (dir, s->box, s->err);
   return rc;
 }
 
@@ -247,7 +251,7 @@ int
 sbx_vm_snapshot_save (const struct sbx_iso_box *box, int store, const char *tenant,
                       const char *name, uint64_t *bytes, sbx_error_t **err)
 {
-  struct save s = {box->qmp, 0, err};
+  struct save s = {box->qmp, 0, err, box};
   int rc;
 
   if (box->qmp < 0)

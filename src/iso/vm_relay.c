@@ -475,6 +475,9 @@ sbx_vm_relay_main (int argc, char **argv)
 {
   int sv[2];
   sigset_t none;
+  /* The parent passes the read-only root image as fd SBX_VM_ROOT_FD
+     (iso/vm_root.c) when the guest has one; checked before we open any. */
+  int root = fcntl (SBX_VM_ROOT_FD, F_GETFD) >= 0;
 
   /* argv: name, SBX_VM_RELAY_ARG, qemu, kernel, initrd, memory MiB, cpus, disk, uid,
      boot|restore */
@@ -499,7 +502,9 @@ sbx_vm_relay_main (int argc, char **argv)
   if (qemu == 0)
     {
       char mem[64], smp[32], cdev[64], accel[64], qmp[64], incoming[32];
+      char root_fd[64], cmdline[300];
       int kvm = kvm_usable ();
+      size_t nq;
       snprintf (mem, sizeof mem, "%s", argv[5]);
       snprintf (smp, sizeof smp, "%s", argv[6]);
       snprintf (cdev, sizeof cdev, "socket,id=sbx,fd=%d", SBX_VM_SERIAL_FD);
@@ -510,7 +515,15 @@ sbx_vm_relay_main (int argc, char **argv)
       /* Under TCG, virtual time follows the instructions run (icount), not
          the host's clock: on a loaded host the guest's early timer checks
          otherwise see no tick and the boot stalls (seen here, 1 in 3). */
-      char *qargv[] = {argv[2],
+      snprintf (root_fd, sizeof root_fd, "fd=%d,set=1,opaque=sbx-root", SBX_VM_ROOT_FD);
+      /* No timer the kernel can calibrate against under TCG's microvm:
+         lpj and jiffies skip the calibration loops that would otherwise
+         hang the boot. sbx.root tells the agent to switch to the image. */
+      snprintf (cmdline, sizeof cmdline,
+                "console=ttyS0 quiet loglevel=3 panic=-1 clocksource=jiffies lpj=1000000 "
+                "rdinit=/init%s",
+                root ? " sbx.root=vda" : "");
+      char *qargv[64] = {argv[2],
                        arg (kvm ? "-name" : "-icount"), arg (kvm ? "sbx" : "shift=auto"),
                        arg ("-M"),
                        arg ("microvm,x-option-roms=off,isa-serial=on,pit=on,rtc=on"),
@@ -519,12 +532,7 @@ sbx_vm_relay_main (int argc, char **argv)
                        arg ("-nodefaults"), arg ("-no-user-config"), arg ("-nographic"),
                        arg ("-m"), mem, arg ("-smp"), smp,
                        arg ("-kernel"), argv[3], arg ("-initrd"), argv[4],
-                       arg ("-append"),
-                       /* No timer the kernel can calibrate against under TCG's
-                          microvm: lpj and jiffies skip the calibration loops
-                          that would otherwise hang the boot. */
-                       arg ("console=ttyS0 quiet loglevel=3 panic=-1 clocksource=jiffies "
-                            "lpj=1000000 rdinit=/init"),
+                       arg ("-append"), cmdline,
                        arg ("-serial"), arg ("stdio"),
                        arg ("-device"), arg ("virtio-serial-device"),
                        arg ("-chardev"), cdev,
@@ -536,9 +544,28 @@ sbx_vm_relay_main (int argc, char **argv)
                        /* The parent's QMP monitor (snapshots, iso/vm_qmp.c). */
                        arg ("-chardev"), qmp,
                        arg ("-mon"), arg ("chardev=qmp,mode=control"),
-                       /* A restore: the snapshot's file, opened by the parent. */
-                       restored ? arg ("-incoming") : NULL, incoming,
                        NULL};
+      for (nq = 0; qargv[nq] != NULL; nq++)
+        ;
+      if (root)
+        {
+          /* The root image, read-only, through QEMU's fd set: QEMU uses
+             the fd it got, it opens no path (the image is root's, 0600). */
+          qargv[nq++] = arg ("-add-fd");
+          qargv[nq++] = root_fd;
+          qargv[nq++] = arg ("-drive");
+          qargv[nq++] = arg ("file=/dev/fdset/1,format=raw,if=none,readonly=on,id=root,"
+                             "file.locking=off");
+          qargv[nq++] = arg ("-device");
+          qargv[nq++] = arg ("virtio-blk-device,drive=root");
+        }
+      /* A restore: the snapshot's file, opened by the parent. */
+      if (restored)
+        {
+          qargv[nq++] = arg ("-incoming");
+          qargv[nq++] = incoming;
+        }
+      qargv[nq] = NULL;
       /* The only regular file QEMU writes is a snapshot's (an fd from the
          parent): a legitimate one is at most the guest's RAM, page headers
          and device state; a hostile QEMU does not fill the host's disk. */
@@ -564,6 +591,7 @@ sbx_vm_relay_main (int argc, char **argv)
   close (SBX_VM_QMP_FD);
   if (restored)
     close (SBX_VM_INCOMING_FD);
+  close (SBX_VM_ROOT_FD);
 
   if (restored)
     frame (SBX_VMF_PING, 0, NULL, 0, NULL, 0); /* id 0 ^ key: the key */

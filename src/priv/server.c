@@ -23,6 +23,7 @@
 #include "iso/copy.h"
 #include "iso/snapstore.h"
 #include "iso/vm.h"
+#include "iso/vm_image.h"
 #include "iso/wire.h"
 #include "priv/proto.h"
 #include "util/cleanup.h"
@@ -1050,6 +1051,14 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
     if (sbx_snapstore_open (cfg->state_dir, &P.snapstore, &e) < 0)
       {
         sbx_warn ("snapshots are unavailable: %s", e->msg);
+        sbx_error_free (e);
+      }
+  }
+  {
+    sbx_error_t *e = NULL;
+    if (sbx_vm_image_init (cfg->state_dir, &e) < 0)
+      {
+        sbx_warn ("VM root images are unavailable: %s", e->msg);
         sbx_error_free (e);
       }
   }

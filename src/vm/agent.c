@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "iso/proto.h"
+#include "vm/agent_root.h"
 #include "vm/wire.h"
 
 #define MAX_PROCS 256
@@ -180,6 +181,11 @@ setup (void)
   load_module ("virtio");
   load_module ("virtio_mmio");
   load_module ("virtio_console");
+  {
+    const char *failed = sbx_agent_root_switch (); /* the root image, if any */
+    if (failed)
+      die (failed);
+  }
   port = open_port ();
 
   read_all (port, &f, sizeof f);
@@ -214,8 +220,8 @@ setup (void)
       || mount ("/disk/tmp", "/tmp", NULL, MS_BIND, NULL) < 0)
     die ("bind the disk");
   sethostname ("sandbox", 7);
-  /* The root (the initramfs) is read-only from here on. */
-  if (mount (NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
+  /* The root (the image, or the initramfs) is read-only from here on. */
+  if (sbx_agent_root_seal () < 0)
     die ("remount / read-only");
   send_frame (SBX_VMF_HELLO, 0, NULL, 0, NULL, 0);
 }

@@ -17,8 +17,9 @@ VM_DIR = "/usr/local/lib/sbx/vm"
 QEMU = "/usr/bin/qemu-system-x86_64"
 
 
-def qemu_pids():
-    """Pids of every QEMU process on the host (other users' too)."""
+def qemu_pids(d=None):
+    """Pids of the QEMU processes of daemon d (by their uids, in its range),
+    or of every one on the host (other daemons run VMs at the same time)."""
     out = set()
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -26,9 +27,10 @@ def qemu_pids():
         try:
             with open("/proc/%s/cmdline" % name, "rb") as f:
                 argv0 = f.read().split(b"\0", 1)[0]
+            uid = os.stat("/proc/" + name).st_uid
         except OSError:
             continue
-        if argv0.endswith(b"qemu-system-x86_64"):
+        if argv0.endswith(b"qemu-system-x86_64") and (d is None or d.uid_base <= uid < d.uid_end):
             out.add(int(name))
     return out
 
@@ -49,13 +51,13 @@ class VM(DaemonTest):
         assert os.access(QEMU, os.X_OK), "qemu-system-x86 is not installed (scripts/install-deps.sh)"
         assert os.path.isfile(VM_DIR + "/vmlinuz"), "no guest kernel (scripts/install-deps.sh)"
         super().setUpClass()
-        before = qemu_pids()
+        before = qemu_pids(cls.d)
         r = cls.d.api("POST", "/v1/sandboxes", {"isolation": "vm", "memory": "256M",
                                                 "disk": "64M", "timeout": "10m"})
         assert r.status == 201, r
         cls.sb = r.json()
         cls.sid = cls.sb["id"]
-        cls.qemu = qemu_pids() - before
+        cls.qemu = qemu_pids(cls.d) - before
 
     def tearDown(self):
         pass  # the module's VM lives until test_zz_kill
@@ -348,12 +350,12 @@ class VM(DaemonTest):
             self.assertIn("isolation must be `vm`", self.assertError(r, 400)["message"])
             r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "mem1", "memory": "512M"})
             self.assertIn("leave them out", self.assertError(r, 400)["message"])
-            qemu_before = qemu_pids()
+            qemu_before = qemu_pids(self.d)
             r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "mem1", "timeout": "5m"})
             self.assertEqual(r.status, 201, r)
             copy = r.json()["id"]
             self.assertEqual(r.json()["isolation"], "vm")
-            copy_qemu = qemu_pids() - qemu_before
+            copy_qemu = qemu_pids(self.d) - qemu_before
             self.assertEqual(len(copy_qemu), 1, copy_qemu)
             # The counter continues from the saved value, not from 0.
             got = self.vcount(copy)

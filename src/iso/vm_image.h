@@ -1,0 +1,32 @@
+/* sbx: the microVM engine's read-only root images (iso/vm_image.c,
+ * docs/vm.md "The root filesystem"). */
+#ifndef SBX_ISO_VM_IMAGE_H
+#define SBX_ISO_VM_IMAGE_H
+
+#include "util/error.h"
+
+#define SBX_VM_IMAGE_DIR "vm-images"  /* under the state directory, root 0700 */
+#define SBX_VM_IMAGE_RECORD "vm.root" /* in a VM snapshot: "KEY SUM\n" */
+
+/* An image: KEY names what it was built from (the packages and their
+   versions, the generated files), SUM is the sha256 of its bytes. A
+   snapshot records both: a restore must attach the very same bytes. */
+struct sbx_vm_image
+{
+  char key[65];
+  char sum[65];
+};
+
+/* Once, in the privileged parent: where the images are cached. */
+int sbx_vm_image_init (const char *state_dir, sbx_error_t **err);
+
+/* The image of template base: built on first use (a few seconds) and
+   cached by KEY; a cached one whose bytes no longer match its sum is
+   rebuilt. Returns an O_RDONLY fd of it and fills *img. */
+int sbx_vm_image_base (struct sbx_vm_image *img, sbx_error_t **err);
+
+/* A restore: the image a snapshot recorded, with the same bytes, or a
+   CONFLICT that says why not. */
+int sbx_vm_image_open (const struct sbx_vm_image *want, sbx_error_t **err);
+
+#endif

@@ -1,0 +1,101 @@
+/* sbx: the guest agent's switch to the read-only root image (docs/vm.md
+ * "The root filesystem").
+ *
+ * When the kernel command line says sbx.root=vda (the relay adds it when
+ * the parent gave QEMU an image), the agent loads virtio_blk, mounts the
+ * image read-only (ext4, no journal replay, nodev, nosuid), moves /proc,
+ * /sys and /dev into it and makes it the root: mount --move onto / and
+ * chroot, as switch_root does (pivot_root cannot leave an initramfs).
+ * The initramfs stays underneath, unreachable; the agent keeps an O_PATH
+ * fd of its own binary in it (sbx_agent_self_fd) should it re-exec.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "vm/agent_root.h"
+
+int sbx_agent_self_fd = -1;
+static int on_image;
+
+static int
+wants_image (void)
+{
+  char line[2048];
+  int fd = open ("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read (fd, line, sizeof line - 1) : -1;
+
+  if (fd >= 0)
+    close (fd);
+  if (n <= 0)
+    return 0;
+  line[n] = '\0';
+  for (char *w = strtok (line, " \n"); w; w = strtok (NULL, " \n"))
+    if (strcmp (w, "sbx.root=vda") == 0)
+      return 1;
+  return 0;
+}
+
+static const char *
+load (const char *path)
+{
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return path;
+  if (syscall (SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+    {
+      close (fd);
+      return path;
+    }
+  close (fd);
+  return NULL;
+}
+
+const char *
+sbx_agent_root_switch (void)
+{
+  static const char *const moved[] = {"/proc", "/sys", "/dev"};
+  const char *fail;
+  struct stat st;
+  int tries;
+
+  sbx_agent_self_fd = open ("/init", O_PATH | O_CLOEXEC);
+  if (!wants_image ())
+    return NULL;
+  if ((fail = load ("/lib/modules/virtio_blk.ko")) != NULL)
+    return fail;
+  /* devtmpfs makes the node once the driver probed the device. */
+  for (tries = 0; tries < 500 && stat ("/dev/vda", &st) < 0; tries++)
+    usleep (10000);
+  if (mkdir ("/newroot", 0755) < 0 && errno != EEXIST)
+    return "mkdir /newroot";
+  if (mount ("/dev/vda", "/newroot", "ext4", MS_RDONLY | MS_NODEV | MS_NOSUID, "noload") < 0)
+    return "mount the root image";
+  for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
+    {
+      char to[32];
+      snprintf (to, sizeof to, "/newroot%s", moved[i]);
+      if (mount (moved[i], to, NULL, MS_MOVE, NULL) < 0)
+        return moved[i];
+    }
+  if (chdir ("/newroot") < 0 || mount (".", "/", NULL, MS_MOVE, NULL) < 0 || chroot (".") < 0
+      || chdir ("/") < 0)
+    return "switch to the root image";
+  setenv ("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+  on_image = 1;
+  return NULL;
+}
+
+int
+sbx_agent_root_seal (void)
+{
+  /* A remount replaces the mount's flags: keep nodev and nosuid. */
+  unsigned long flags = MS_REMOUNT | MS_RDONLY | (on_image ? MS_NODEV | MS_NOSUID : 0);
+  return mount (NULL, "/", NULL, flags, NULL);
+}

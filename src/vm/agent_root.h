@@ -1,0 +1,16 @@
+/* sbx: the guest agent's root filesystem (vm/agent_root.c). */
+#ifndef SBX_VM_AGENT_ROOT_H
+#define SBX_VM_AGENT_ROOT_H
+
+/* An O_PATH fd of the agent's binary (in the initramfs), or -1. */
+extern int sbx_agent_self_fd;
+
+/* After proc, sys and dev are mounted and the virtio modules loaded:
+   switch to the root image when the host gave one. NULL, or what failed
+   (errno set). */
+const char *sbx_agent_root_switch (void);
+
+/* Make the root read-only (the initramfs), or keep it so (the image). */
+int sbx_agent_root_seal (void);
+
+#endif
