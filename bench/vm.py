@@ -14,6 +14,11 @@
 
     SBX_BUILD=build /usr/bin/python3 bench/vm.py [BOOTS] [EXECS] [SNAPS]
 
+  - `bench/vm.py image [BOOTS]`: a fresh daemon (empty image cache): the
+    first VM's create + first command (the root image is built then, once),
+    then BOOTS more (cached image); run it with an older SBX_BUILD (no
+    image) for the before.
+
 Under TCG on this machine; KVM figures are QEMU's own, in docs/benchmarks.md.
 """
 import glob
@@ -106,7 +111,41 @@ def snapshots(d, isolation, n):
     return save, restore, size
 
 
+def image(boots):
+    d = Daemon(pool=0).start()
+    try:
+        times = []
+        for i in range(boots + 1):
+            t0 = time.monotonic()
+            r = d.api("POST", "/v1/sandboxes", {"isolation": "vm", "memory": "256M",
+                                                "disk": "64M"})
+            assert r.status == 201, r
+            sid = r.json()["id"]
+            res = d.exec(sid, argv=["true"])
+            assert res["exit_code"] == 0, res
+            times.append(time.monotonic() - t0)
+            t = time.monotonic()
+            py = d.exec(sid, cmd="python3 -c 'print(2+2)' 2>&1 || echo none")["stdout"].strip()
+            times[-1] = (times[-1], time.monotonic() - t, py)
+            d.kill(sid)
+        imgs = glob.glob(os.path.join(d.state, "vm-images", "*.img"))
+        size = os.stat(imgs[0]).st_size / 1048576.0 if imgs else 0
+    finally:
+        d.stop()
+        d.cleanup()
+    warm = [t[0] for t in times[1:]]
+    print("first VM (cold cache) create + first command: %.3f s" % times[0][0])
+    print("next %d: median %.3f s (%.3f .. %.3f)" % (len(warm), statistics.median(warm),
+                                                     min(warm), max(warm)))
+    print("first python3 -c 'print(2+2)': %s, %.3f s (median over warm VMs %.3f s)"
+          % (times[1][2], times[1][1], statistics.median(t[1] for t in times[1:])))
+    print("image file: %.1f MiB" % size)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "image":
+        image(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        return
     boots = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     execs = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     snaps = int(sys.argv[3]) if len(sys.argv) > 3 else 3

@@ -79,10 +79,10 @@ fi
 # The microVM engine (docs/vm.md, `--isolation vm`): QEMU, and a guest
 # kernel unpacked from Debian's cloud kernel package into the VM directory,
 # never installed on the host. The cloud flavour is small and has ext4,
-# tmpfs and seccomp built in; its virtio transport and console drivers are
+# tmpfs and seccomp built in; its virtio transport, console and block drivers are
 # modules, which the daemon packs into the guest's initramfs with busybox.
 vm_dir=/usr/local/lib/sbx/vm
-vm_pkgs=(qemu-system-x86 busybox-static)
+vm_pkgs=(qemu-system-x86 busybox-static e2fsprogs)  # e2fsprogs: mke2fs -d makes the root image
 vm_missing=()
 for p in "${vm_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || vm_missing+=("$p")

@@ -848,7 +848,9 @@ build (const char *key, struct pkgs *p, sbx_error_t **err)
   cleanup_close int img = -1;
   uint64_t rnd;
   int rc = -1;
+  struct timespec t0, t1;
 
+  clock_gettime (CLOCK_MONOTONIC, &t0);
   if (getrandom (&rnd, sizeof rnd, 0) != (ssize_t) sizeof rnd)
     return sbx_err_sys (err, errno, "getrandom");
   snprintf (tag, sizeof tag, "%016llx", (unsigned long long) rnd);
@@ -904,8 +906,11 @@ build (const char *key, struct pkgs *p, sbx_error_t **err)
       goto out;
     }
   fsync (images_dir);
-  sbx_info ("built VM root image %s/%s (%llu files, %llu MiB of content)", images_path, name,
-            (unsigned long long) s.entries, (unsigned long long) (s.bytes >> 20));
+  clock_gettime (CLOCK_MONOTONIC, &t1);
+  sbx_info ("built VM root image %s/%s (%llu files, %llu MiB of content) in %lld ms",
+            images_path, name, (unsigned long long) s.entries,
+            (unsigned long long) (s.bytes >> 20),
+            (long long) ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
   rc = 0;
 out:
   if (s.root >= 0)
