@@ -1,4 +1,4 @@
-/* sbx: which root image a VM gets (docs/vm.md "The root filesystem"):
+/* sbx: the root image of a VM (docs/vm.md "The root filesystem"):
  * template base's for a new VM, and for a restore the very image its
  * snapshot recorded (the guest's memory holds the page cache and ext4's
  * view of those bytes: any other image would corrupt it). */
