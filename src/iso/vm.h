@@ -40,6 +40,9 @@ int sbx_vm_root_open (const struct sbx_iso_spec *spec, struct sbx_iso_box *box,
                       sbx_error_t **err);
 /* iso/vm_root.c: record box's image in a snapshot's directory. */
 int sbx_vm_root_record (int dir, const struct sbx_iso_box *box, sbx_error_t **err);
+/* iso/vm_confine.c: in QEMU's process, just before its exec: a Landlock
+   domain that reads what QEMU needs and writes nothing by path. */
+int sbx_vm_confine_qemu (const char *kernel, sbx_error_t **err);
 
 /* The relay's main (sbxd argv[1] == SBX_VM_RELAY_ARG): never returns. */
 int sbx_vm_relay_main (int argc, char **argv);
