@@ -128,6 +128,7 @@ def image(boots):
             py = d.exec(sid, cmd="python3 -c 'print(2+2)' 2>&1 || echo none")["stdout"].strip()
             times[-1] = (times[-1], time.monotonic() - t, py)
             d.kill(sid)
+        built = [l for l in d.read_log().splitlines() if "built VM root image" in l]
         imgs = glob.glob(os.path.join(d.state, "vm-images", "*.img"))
         size = os.stat(imgs[0]).st_size / 1048576.0 if imgs else 0
     finally:
@@ -140,6 +141,8 @@ def image(boots):
     print("first python3 -c 'print(2+2)': %s, %.3f s (median over warm VMs %.3f s)"
           % (times[1][2], times[1][1], statistics.median(t[1] for t in times[1:])))
     print("image file: %.1f MiB" % size)
+    for line in built:
+        print("daemon: " + line.split("built ", 1)[1])
 
 
 def main():

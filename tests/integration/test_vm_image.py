@@ -68,6 +68,12 @@ class VMImage(DaemonTest):
         res = self.d.exec(self.sid, argv=["/usr/bin/python3", "-c",
                                           "import os; print(2+2, os.getuid(), os.getgid())"])
         self.assertEqual((res["exit_code"], res["stdout"]), (0, "4 1000 1000\n"), res)
+        # The standard library, with its compiled modules (nothing to write).
+        res = self.d.exec(self.sid, argv=[
+            "/usr/bin/python3", "-c",
+            "import json, ssl, sqlite3, hashlib, subprocess, urllib.request, os.path as p\n"
+            "print(p.exists(json.__cached__), hashlib.sha256(b'').hexdigest()[:8])"])
+        self.assertEqual((res["exit_code"], res["stdout"]), (0, "True e3b0c442\n"), res)
         # The API's cmd runs the image's bash, not busybox's sh.
         res = self.sh("echo $BASH_VERSION; readlink -f /bin/sh; "
                       "test -e /bin/busybox && echo busybox")
