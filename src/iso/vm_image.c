@@ -94,6 +94,8 @@ struct checked
 static struct checked checked[16];
 static unsigned nchecked;
 
+static void remove_tree (int dir, const char *name, unsigned depth);
+
 int
 sbx_vm_image_init (const char *state_dir, sbx_error_t **err)
 {
@@ -111,6 +113,19 @@ sbx_vm_image_init (const char *state_dir, sbx_error_t **err)
     if (fchown (images_dir, 0, 0) < 0 || fchmod (images_dir, 0700) < 0)
       return sbx_err_sys (err, errno, "make %s/%s root-only", state_dir, SBX_VM_IMAGE_DIR);
   snprintf (images_path, sizeof images_path, "%s/%s", state_dir, SBX_VM_IMAGE_DIR);
+  {
+    /* What a build cut short by a crash left (.stage-*, .build-*). */
+    int fd = openat (images_dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir (fd) : NULL;
+    struct dirent *de;
+    if (d == NULL && fd >= 0)
+      close (fd);
+    while (d != NULL && (de = readdir (d)) != NULL)
+      if (strncmp (de->d_name, ".stage-", 7) == 0 || strncmp (de->d_name, ".build-", 7) == 0)
+        remove_tree (images_dir, de->d_name, 0);
+    if (d != NULL)
+      closedir (d);
+  }
   return 0;
 }
 
