@@ -212,6 +212,10 @@ struct sbx_create_opts
   const char *isolation;     /* "namespace" or "vm"; NULL: the daemon's default */
   uint32_t lifecycle;        /* SBX_LIFECYCLE_* (store.h) */
   const char *snapshot;      /* NULL, or the tenant's snapshot to start from */
+  /* The daemon's own VM memory image to start from (a fork's, core/fork.c;
+     its name is not in the catalog, so this record stands in for it):
+     NULL for every request from a client. */
+  const struct sbx_snapshot_record *internal_snapshot;
 };
 
 struct sbx_exec_opts
@@ -301,7 +305,8 @@ int sbx_sandbox_is_paused (struct sbx_sandbox *sb);
    tenant with the source's settings (template, limits, env, metadata,
    user, network policy, lifecycle; timeout_ms 0: the source's lifetime)
    and a copy of its disk (/home/user, /tmp, /dev/shm), taken while it is
-   frozen. Its running processes are not carried. All or nothing: on
+   frozen. Its running processes are not carried, but for a VM, whose
+   whole memory is (core/vm_fork.c). All or nothing: on
    success out->sb holds count new sandboxes (a reference each, released by
    sbx_fork_result_release). */
 #define SBX_FORK_MAX 16
@@ -310,6 +315,10 @@ struct sbx_fork_result
   struct sbx_sandbox *sb[SBX_FORK_MAX];
   unsigned n;
   uint64_t files, dirs, symlinks, bytes, skipped; /* per copy */
+  /* A VM's fork: its memory was carried (processes included); the size of
+     the one memory image all copies were restored from. */
+  int vm;
+  uint64_t memory_image_bytes;
 };
 int sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
                       struct sbx_fork_result *out, sbx_error_t **err);

@@ -286,10 +286,8 @@ class VM(DaemonTest):
         finally:
             self.d.api("POST", "%s/processes/%d/signal" % (base, pid), {"signal": "SIGKILL"})
 
-    def test_fork_template_network_501(self):
-        base = "/v1/sandboxes/" + self.sid
-        r = self.d.api("POST", base + "/fork", {"count": 1})
-        self.assertIn("fork", self.assertError(r, 501, "not_implemented")["message"])
+    def test_template_network_501(self):
+        # Fork is built (test_vm_life.py).
         for body, what in (({"isolation": "vm", "template": "code-interpreter-v1"}, "templates"),
                            ({"isolation": "vm", "network": {"allow": ["*"]}}, "network egress")):
             r = self.d.api("POST", "/v1/sandboxes", body)
