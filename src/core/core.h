@@ -190,6 +190,9 @@ struct sbx_sandbox
   char snapshot[65]; /* the snapshot under its disk (a layer), "" when none */
   uint32_t lifecycle;
   int paused;
+  /* Paused to disk (core/vm_hibernate.c): a VM whose QEMU ended, its
+     memory in the store; its box is empty (no relay, no control socket). */
+  int hibernated;
   int transition;
   int pause_queued;
   int64_t remaining_ms;
@@ -301,6 +304,10 @@ int sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **
 int sbx_sandbox_pause (struct sbx_sandbox *sb, sbx_error_t **err);
 int sbx_sandbox_resume (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err);
 int sbx_sandbox_is_paused (struct sbx_sandbox *sb);
+/* Pause to disk (core/vm_hibernate.c): a VM's memory saved in the store,
+   its QEMU ended; resumed as any paused sandbox. NOT_IMPLEMENTED for a
+   namespace sandbox, CONFLICT when it is paused already. */
+int sbx_sandbox_hibernate (struct sbx_sandbox *sb, sbx_error_t **err);
 /* Fork (core/fork.c): `count` (1..SBX_FORK_MAX) new sandboxes of the same
    tenant with the source's settings (template, limits, env, metadata,
    user, network policy, lifecycle; timeout_ms 0: the source's lifetime)

@@ -825,12 +825,15 @@ handle_snapshot (struct chan *c, const struct sbx_priv_snapshot *m)
     sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
   else if (m->snap_op == SBX_PRIV_SNAP_REMOVE)
     sbx_snapstore_remove (P.snapstore, m->tenant, m->name, &err);
-  else if (m->snap_op != SBX_PRIV_SNAP_SAVE && m->snap_op != SBX_PRIV_SNAP_LOAD)
+  else if (m->snap_op != SBX_PRIV_SNAP_SAVE && m->snap_op != SBX_PRIV_SNAP_LOAD
+           && m->snap_op != SBX_PRIV_SNAP_HIBERNATE)
     sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
   else if ((s = slot_get (m->slot, &err)) != NULL)
     {
       have_res = 1;
-      if (m->snap_op == SBX_PRIV_SNAP_SAVE && s->box.qmp >= 0)
+      if (m->snap_op == SBX_PRIV_SNAP_HIBERNATE)
+        sbx_vm_hibernate_save (&s->box, P.snapstore, m->tenant, m->name, &res.bytes, &err);
+      else if (m->snap_op == SBX_PRIV_SNAP_SAVE && s->box.qmp >= 0)
         /* A VM: its memory, disk included, through QEMU's migration. */
         sbx_vm_snapshot_save (&s->box, P.snapstore, m->tenant, m->name, &res.bytes, &err);
       else if (m->snap_op == SBX_PRIV_SNAP_SAVE)

@@ -6,7 +6,7 @@ module (TCG: a boot takes seconds, a restore about one).
 import os
 import time
 
-from harness import DaemonTest
+from harness import DaemonTest, cgroup_hierarchies
 from test_vm import alive, qemu_pids
 
 
@@ -23,6 +23,33 @@ def qemu_of(sid):
     return out
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/vmcount; sleep 0.05; done")
+
+
+def procs_under(cgroup_parent):
+    """Pids of the processes in a daemon's cgroups (its uid range may be
+    another test daemon's too on a shared host; its cgroup parent is not)."""
+    out = []
+    needle = "/%s/" % cgroup_parent
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cgroup" % name) as f:
+                if needle in f.read():
+                    out.append(int(name))
+        except OSError:
+            pass
+    return out
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
 
 
 def internal_entries(state):
@@ -125,8 +152,106 @@ class VMLife(DaemonTest):
         for c in copies:
             self.assertEqual(self.d.kill(c).status, 204)
 
+    def has_cgroup(self, sid):
+        return any(os.path.isdir(os.path.join(h, self.d.cgroup_parent, sid))
+                   for h in cgroup_hierarchies())
+
+    def hib_file(self, sid):
+        return os.path.join(self.d.state, "snapshots", b"default".hex(), ".sbx-hib-" + sid,
+                            "vm.mig")
+
+    def test_c_hibernate_bad_input(self):
+        r = self.d.api("POST", "/v1/sandboxes", {"isolation": "namespace"})
+        self.assertEqual(r.status, 201, r)
+        ns = r.json()["id"]
+        r = self.d.api("POST", "/v1/sandboxes/%s/pause" % ns, {"to_disk": True})
+        self.assertIn("VM", self.assertError(r, 501, "not_implemented")["message"])
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + ns).json()["state"], "running")
+        for bad in ("yes", 1):
+            r = self.d.api("POST", "/v1/sandboxes/%s/pause" % self.sid, {"to_disk": bad})
+            self.assertError(r, 400, "invalid_argument")
+        self.assertEqual(self.d.kill(ns).status, 204)
+
+    def test_d_hibernate_and_resume(self):
+        base = "/v1/sandboxes/" + self.sid
+        before = self.wait_count_above(self.sid, 2)
+        (qemu,) = qemu_of(self.sid)
+        self.assertGreater(rss_kib([qemu]), 16 << 10)
+        r = self.d.api("POST", base + "/pause", {"to_disk": True})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual((r.json()["state"], r.json()["hibernated"]), ("paused", True))
+        got = self.d.api("GET", base).json()
+        self.assertEqual((got["state"], got["hibernated"]), ("paused", True))
+        # No QEMU, no relay, no cgroup: its host memory is freed.
+        self.assertFalse(alive(qemu))
+        self.assertEqual(qemu_of(self.sid), set())
+        self.assertEqual(procs_under(self.d.cgroup_parent), [])
+        self.assertFalse(self.has_cgroup(self.sid))
+        # Its memory is in a file only root reads.
+        st = os.stat(self.hib_file(self.sid))
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600))
+        self.assertGreater(st.st_size, 1 << 20)
+        self.assertEqual(self.d.api("GET", "/v1/snapshots").json()["snapshots"], [])
+        # Paused: again is a 409, as is work in it (no auto_resume), a
+        # fork or a snapshot; its commands' streams ended.
+        for body in ({"to_disk": True}, {}):
+            self.assertError(self.d.api("POST", base + "/pause", body), 409, "conflict")
+        self.assertError(self.d.api("POST", base + "/exec", {"cmd": "true"}), 409, "conflict")
+        self.assertError(self.d.api("POST", base + "/fork", {"count": 1}), 409, "conflict")
+        self.assertError(self.d.api("POST", base + "/snapshots", {"name": "h"}), 409, "conflict")
+        self.assertError(self.d.api("GET", base + "/metrics"), 409, "conflict")
+        r = self.d.api("GET", "%s/processes/%d" % (base, self.counter_pid))
+        self.assertIn(r.status, (200, 404), r)
+        if r.status == 200:
+            self.assertNotEqual(r.json().get("state"), "running", r.json())
+        # Resume: the same VM from the file, the counter goes on from where
+        # it was, the file is gone.
+        r = self.d.api("POST", base + "/resume", {})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["state"], "running")
+        self.assertNotIn("hibernated", r.json())
+        self.assertEqual(len(qemu_of(self.sid)), 1)
+        self.assertTrue(self.has_cgroup(self.sid))
+        self.assertFalse(os.path.exists(os.path.dirname(self.hib_file(self.sid))))
+        got = self.vcount(self.sid)
+        self.assertGreaterEqual(got, before)
+        self.wait_count_above(self.sid, got)
+        self.assertEqual(self.d.sh(self.sid, "echo again")["stdout"], "again\n")
+        self.assertEqual(self.d.api("GET", base + "/metrics").status, 200)
+
+    def test_e_hibernate_auto_resume_and_kill(self):
+        """A VM made with auto_resume wakes on a command; a kill of a
+        hibernated one leaves no file, process or cgroup."""
+        r = self.d.api("POST", "/v1/sandboxes/%s/snapshots" % self.sid, {"name": "life"})
+        self.assertEqual(r.status, 201, r)
+        r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "life",
+                                                 "auto_resume": True})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["id"]
+        self.assertEqual(self.d.api("DELETE", "/v1/snapshots/life").status, 204)
+        before = self.wait_count_above(sid, 0)
+        r = self.d.api("POST", "/v1/sandboxes/%s/pause" % sid, {"to_disk": True})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(qemu_of(sid), set())
+        # A command wakes it.
+        got = self.vcount(sid)
+        self.assertGreaterEqual(got, before)
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).json()["state"], "running")
+        self.assertEqual(len(qemu_of(sid)), 1)
+        # Hibernated again, then killed: nothing is left of it.
+        r = self.d.api("POST", "/v1/sandboxes/%s/pause" % sid, {"to_disk": True})
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(os.path.exists(self.hib_file(sid)))
+        self.assertEqual(self.d.kill(sid).status, 204)
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).status, 404)
+        self.assertFalse(os.path.exists(os.path.dirname(self.hib_file(sid))))
+        self.assertEqual(qemu_of(sid), set())
+        self.assertFalse(self.has_cgroup(sid))
+        self.assertEqual(internal_entries(self.d.state), [])
+
     def test_z_kill_leaves_nothing(self):
         self.assertEqual(self.d.kill(self.sid).status, 204)
         for pid in self.qemu:
             self.assertFalse(alive(pid), "QEMU %d survived the kill" % pid)
         self.assertEqual(internal_entries(self.d.state), [])
+        self.assertEqual(procs_under(self.d.cgroup_parent), [])
