@@ -239,9 +239,14 @@ class VMLife(DaemonTest):
         self.assertGreaterEqual(got, before)
         self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).json()["state"], "running")
         self.assertEqual(len(qemu_of(sid)), 1)
-        # Hibernated again, then killed: nothing is left of it.
-        r = self.d.api("POST", "/v1/sandboxes/%s/pause" % sid, {"to_disk": True})
-        self.assertEqual(r.status, 200, r)
+        # Hibernated again (by the CLI), then killed: nothing is left of it.
+        res = self.d.sbx("pause", "--to-disk", sid)
+        self.assertEqual((res.returncode, res.stderr), (0, b""))
+        got = self.d.api("GET", "/v1/sandboxes/" + sid).json()
+        self.assertEqual((got["state"], got.get("hibernated")), ("paused", True))
+        res = self.d.sbx("pause", "--to-disk", sid)
+        self.assertEqual(res.returncode, 1)
+        self.assertIn(b"already paused", res.stderr)
         self.assertTrue(os.path.exists(self.hib_file(sid)))
         self.assertEqual(self.d.kill(sid).status, 204)
         self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).status, 404)
