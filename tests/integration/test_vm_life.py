@@ -4,24 +4,10 @@ has no QEMU and holds no host memory until it resumes. One VM for the
 module (TCG: a boot takes seconds, a restore about one).
 """
 import os
-import time
 import unittest
 
 from harness import Daemon, DaemonTest, cgroup_hierarchies
-from test_vm import alive, qemu_pids
-
-
-def qemu_of(sid):
-    """Pids of the QEMUs in sandbox sid's cgroup (not another daemon's)."""
-    out = set()
-    for pid in qemu_pids():
-        try:
-            with open("/proc/%d/cgroup" % pid) as f:
-                if sid in f.read():
-                    out.add(pid)
-        except OSError:
-            pass
-    return out
+from test_vm import alive, qemu_of
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/vmcount; sleep 0.05; done")
 
