@@ -129,7 +129,7 @@ int sbx__vm_fork (struct sbx_sandbox *src, const char *tenant,
 /* vm_hibernate.c: the resume of a hibernated VM (a restore into its
    slot, in the resume's transition), and its kill (its file goes). */
 int sbx__vm_wake (struct sbx_sandbox *sb, sbx_error_t **err);
-void sbx__vm_forget_hibernated (struct sbx_sandbox *sb);
+void sbx__vm_forget_hibernated (const char *tenant, const char *id);
 void *sbx__janitor_main (void *arg);
 int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);

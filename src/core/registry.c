@@ -399,7 +399,7 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
   /* Hibernated: no VM runs (the parent holds nothing in its slot); its
      memory's file goes. */
   if (hibernated)
-    sbx__vm_forget_hibernated (sb);
+    sbx__vm_forget_hibernated (sb->tenant, sb->id);
   else if (sbx_host_destroy (sb->slot, &sb->box, &local) < 0)
     {
       sbx_error ("destroying sandbox %s: %s", sb->id, local->msg);

@@ -35,9 +35,9 @@
   "no longer followed"
 
 static void
-image_name (const struct sbx_sandbox *sb, char *out, size_t cap)
+image_name (const char *id, char *out, size_t cap)
 {
-  snprintf (out, cap, SBX_SNAPSHOT_INTERNAL_PREFIX "hib-%s", sb->id);
+  snprintf (out, cap, SBX_SNAPSHOT_INTERNAL_PREFIX "hib-%s", id);
 }
 
 int
@@ -69,7 +69,7 @@ sbx_sandbox_hibernate (struct sbx_sandbox *sb, sbx_error_t **err)
     remaining = 0;
   expires_ms = sb->expires_ms;
   pthread_mutex_unlock (&sbx_core.lock);
-  image_name (sb, name, sizeof name);
+  image_name (sb->id, name, sizeof name);
 
   /* The vCPUs stop and stay stopped when the save worked; on failure the
      guest runs on and nothing changed. */
@@ -86,7 +86,7 @@ sbx_sandbox_hibernate (struct sbx_sandbox *sb, sbx_error_t **err)
     {
       /* Killed during the save: the kill ended its VM; the file goes. */
       pthread_mutex_unlock (&sbx_core.lock);
-      sbx__vm_forget_hibernated (sb);
+      sbx__vm_forget_hibernated (sb->tenant, sb->id);
       sbx__transition_end (sb);
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id);
     }
@@ -136,7 +136,7 @@ sbx__vm_wake (struct sbx_sandbox *sb, sbx_error_t **err)
   char name[SBX_SNAPSHOT_NAME_MAX + 1];
   sbx_error_t *local = NULL;
 
-  image_name (sb, name, sizeof name);
+  image_name (sb->id, name, sizeof name);
   memset (&req, 0, sizeof req);
   req.slot = sb->slot;
   req.id = sb->id;
@@ -177,17 +177,21 @@ sbx__vm_wake (struct sbx_sandbox *sb, sbx_error_t **err)
   return 0;
 }
 
-/* The kill of a hibernated VM: no VM to end, its file to remove. */
+/* The kill of a hibernated VM: no VM to end, its file to remove (none:
+   nothing to say). */
 void
-sbx__vm_forget_hibernated (struct sbx_sandbox *sb)
+sbx__vm_forget_hibernated (const char *tenant, const char *id)
 {
   char name[SBX_SNAPSHOT_NAME_MAX + 1];
   sbx_error_t *local = NULL;
 
-  image_name (sb, name, sizeof name);
-  if (sbx_host_snapshot (SBX_PRIV_SNAP_REMOVE, 0, sb->tenant, name, NULL, &local) < 0)
+  image_name (id, name, sizeof name);
+  if (sbx_host_snapshot (SBX_PRIV_SNAP_REMOVE, 0, tenant, name, NULL, &local) < 0
+      && local->kind == SBX_E_NOT_FOUND)
+    sbx_error_free (local);
+  else if (local)
     {
-      sbx_warn ("sandbox %s: removing its hibernation file: %s", sb->id, local->msg);
+      sbx_warn ("sandbox %s: removing its hibernation file: %s", id, local->msg);
       sbx_error_free (local);
     }
 }
