@@ -144,6 +144,15 @@ sbx__build_vm (const struct sbx_limits *limits, int background, sbx_error_t **er
   return build (limits, background, NULL, NULL, NULL, SBX_ISOLATION_VM, err);
 }
 
+/* A VM of a stored template: its root image is made from the template's
+   layers (iso/vm_image.c). */
+static struct sbx_sandbox *
+sbx__build_vm_template (const struct sbx_limits *limits, const char *template_name,
+                        sbx_error_t **err)
+{
+  return build (limits, 0, template_name, NULL, NULL, SBX_ISOLATION_VM, err);
+}
+
 struct sbx_sandbox *
 sbx__build_vm_restore (const struct sbx_limits *limits, const char *tenant, const char *snapshot,
                        sbx_error_t **err)
@@ -336,9 +345,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       const char *missing = NULL;
       if (opts->snapshot && !vm_snapshot)
         missing = "starting from a namespace sandbox's snapshot";
-      else if (opts->template_name && strcmp (opts->template_name, "base") != 0)
-        missing = "templates other than base (a VM's root is an image built from the "
-                  "template, and only base's is built so far)";
+      else if (code)
+        missing = "template " SBX_CODE_TEMPLATE " (its code server is not in a VM's image)";
       else if (opts->network)
         missing = "network egress (a VM has no network device)";
       if (missing)
@@ -430,7 +438,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (sb == NULL)
     {
       sb = isolation == SBX_ISOLATION_VM
-               ? sbx__build_vm (&limits, 0, err)
+               ? (stored ? sbx__build_vm_template (&limits, opts->template_name, err)
+                         : sbx__build_vm (&limits, 0, err))
                : sbx__build (&limits, 0, stored || code ? opts->template_name : NULL, err);
       if (sb == NULL)
         goto fail_unreserve;

@@ -720,7 +720,7 @@ mke2fs_path (void)
 /* mke2fs -d stage img size: a child with a fixed argv and environment,
    stdout and stderr to a memfd whose end becomes the error. */
 static int
-run_mke2fs (const char *stage, const char *img, uint64_t size_kib, uint64_t inodes,
+run_mke2fs (const char *stage, int stage_fd, const char *img, uint64_t size_kib, uint64_t inodes,
             sbx_error_t **err)
 {
   char a_size[32], a_inodes[32];
@@ -757,6 +757,8 @@ run_mke2fs (const char *stage, const char *img, uint64_t size_kib, uint64_t inod
                               (char *) (uintptr_t) "E2FSPROGS_FAKE_TIME=1700000000", NULL};
   cleanup_close int log = memfd_create ("sbx-mke2fs", MFD_CLOEXEC);
   cleanup_close int null = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+  /* A tree given as an fd (a template's mount) is the child's fd 3. */
+  cleanup_close int src = stage_fd >= 0 ? fcntl (stage_fd, F_DUPFD_CLOEXEC, 64) : -1;
   time_t end = time (NULL) + MKE2FS_TIMEOUT_S;
   int status;
   pid_t pid;
@@ -772,7 +774,9 @@ run_mke2fs (const char *stage, const char *img, uint64_t size_kib, uint64_t inod
     {
       if (dup2 (null, 0) < 0 || dup2 (log, 1) < 0 || dup2 (log, 2) < 0)
         _exit (127);
-      syscall (SYS_close_range, 3, ~0U, 0);
+      if (src >= 0 && dup2 (src, 3) < 0)
+        _exit (127);
+      syscall (SYS_close_range, src >= 0 ? 4 : 3, ~0U, 0);
       execve (argv[0], argv, env);
       _exit (127);
     }
@@ -929,7 +933,7 @@ build (const char *key, struct pkgs *p, sbx_error_t **err)
       goto out;
     }
   /* Room for the files, an inode and a block per entry, 10 % slack. */
-  if (run_mke2fs (stage_path, img_path,
+  if (run_mke2fs (stage_path, -1, img_path,
                   (s.bytes + s.entries * 4096) / 1024 * 11 / 10 + 16384, s.entries + 1024, err)
       < 0)
     goto out;
@@ -970,6 +974,172 @@ out:
       unlinkat (images_dir, sum_name, 0);
     }
   return rc;
+}
+
+/* ---- an image of a tree (a stored template's read-only mount) ------------- */
+
+struct walk
+{
+  EVP_MD_CTX *h;
+  uint64_t bytes, entries;
+};
+
+/* Hash every entry's name, type, mode, owner, size, time and link target
+   (the layers are immutable; this is the template's identity as the guest
+   sees it), and count what the image must hold. */
+static int
+walk_tree (struct walk *w, int dir, const char *rel, unsigned depth)
+{
+  DIR *d;
+  struct dirent *de;
+  int fd = openat (dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+  if (fd < 0 || depth > 256)
+    {
+      if (fd >= 0)
+        close (fd);
+      errno = fd < 0 ? errno : ELOOP;
+      return -1;
+    }
+  d = fdopendir (fd);
+  if (d == NULL)
+    {
+      close (fd);
+      return -1;
+    }
+  while ((de = readdir (d)) != NULL)
+    {
+      struct stat st;
+      char line[PATH_MAX + 200], target[PATH_MAX] = "";
+      int n;
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+        continue;
+      if (fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        continue;
+      if (S_ISLNK (st.st_mode))
+        {
+          ssize_t t = readlinkat (dirfd (d), de->d_name, target, sizeof target - 1);
+          target[t > 0 ? t : 0] = '\0';
+        }
+      n = snprintf (line, sizeof line, "%s/%s %o %u %u %lld %lld.%09ld %s\n", rel, de->d_name,
+                    (unsigned) st.st_mode, (unsigned) st.st_uid, (unsigned) st.st_gid,
+                    (long long) st.st_size, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                    target);
+      EVP_DigestUpdate (w->h, line, n > 0 && (size_t) n < sizeof line ? (size_t) n : 0);
+      w->entries++;
+      w->bytes += ((uint64_t) st.st_size + 4095) & ~4095ull;
+      if (S_ISDIR (st.st_mode))
+        {
+          char sub[PATH_MAX];
+          int sfd = openat (dirfd (d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sfd < 0 || (size_t) snprintf (sub, sizeof sub, "%s/%s", rel, de->d_name) >= sizeof sub)
+            {
+              if (sfd >= 0)
+                close (sfd);
+              closedir (d);
+              errno = sfd < 0 ? errno : ENAMETOOLONG;
+              return -1;
+            }
+          n = walk_tree (w, sfd, sub, depth + 1);
+          close (sfd);
+          if (n < 0)
+            {
+              closedir (d);
+              return -1;
+            }
+        }
+    }
+  closedir (d);
+  return 0;
+}
+
+static int
+build_tree (const char *key, int tree, const struct walk *w, sbx_error_t **err)
+{
+  char tag[17], img_name[64], sum_name[64], name[80], img_path[PATH_MAX + 80], sum[65];
+  cleanup_close int img = -1;
+  uint64_t rnd;
+  int rc = -1;
+
+  if (getrandom (&rnd, sizeof rnd, 0) != (ssize_t) sizeof rnd)
+    return sbx_err_sys (err, errno, "getrandom");
+  snprintf (tag, sizeof tag, "%016llx", (unsigned long long) rnd);
+  snprintf (img_name, sizeof img_name, ".build-%s.img", tag);
+  snprintf (sum_name, sizeof sum_name, ".build-%s.sum", tag);
+  snprintf (img_path, sizeof img_path, "%s/%s", images_path, img_name);
+  img = openat (images_dir, img_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (img < 0)
+    return sbx_err_sys (err, errno, "make %s", img_path);
+  if (run_mke2fs ("/proc/self/fd/3", tree, img_path,
+                  (w->bytes + w->entries * 4096) / 1024 * 11 / 10 + 16384, w->entries + 1024, err)
+          < 0
+      || fsync (img) < 0 || sha256_fd (img, sum, err) < 0)
+    goto out;
+  sum[64] = '\n';
+  snprintf (name, sizeof name, "%s.sum", key);
+  if (write_at (images_dir, sum_name, sum, 65, 0600) < 0
+      || renameat (images_dir, sum_name, images_dir, name) < 0)
+    {
+      sbx_err_sys (err, errno, "write %s", name);
+      goto out;
+    }
+  snprintf (name, sizeof name, "%s.img", key);
+  if (renameat (images_dir, img_name, images_dir, name) < 0)
+    {
+      sbx_err_sys (err, errno, "rename %s", img_name);
+      goto out;
+    }
+  fsync (images_dir);
+  sbx_info ("built VM root image %s/%s from a template (%llu entries)", images_path, name,
+            (unsigned long long) w->entries);
+  rc = 0;
+out:
+  if (rc < 0)
+    {
+      unlinkat (images_dir, img_name, 0);
+      unlinkat (images_dir, sum_name, 0);
+    }
+  return rc;
+}
+
+int
+sbx_vm_image_tree (int tree, struct sbx_vm_image *img, sbx_error_t **err)
+{
+  struct walk w = {EVP_MD_CTX_new (), 0, 0};
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned mdlen = 0;
+  int fd = -1, why = 0;
+
+  if (images_dir < 0)
+    return sbx_err (err, SBX_E_UNAVAILABLE, "isolation vm: no image cache (state directory)");
+  if (w.h == NULL || EVP_DigestInit_ex (w.h, EVP_sha256 (), NULL) != 1)
+    {
+      EVP_MD_CTX_free (w.h);
+      return sbx_err (err, SBX_E_SYSTEM, "sha256 unavailable");
+    }
+  EVP_DigestUpdate (w.h, IMAGE_FORMAT " tree\n", strlen (IMAGE_FORMAT " tree\n"));
+  if (walk_tree (&w, tree, "", 0) < 0)
+    {
+      EVP_MD_CTX_free (w.h);
+      return sbx_err_sys (err, errno, "isolation vm: read the template's tree");
+    }
+  EVP_DigestFinal_ex (w.h, md, &mdlen);
+  EVP_MD_CTX_free (w.h);
+  hex (md, mdlen, img->key);
+  pthread_mutex_lock (&lock);
+  fd = open_cached (img->key, img->sum, &why, err);
+  if (fd < 0 && why != EIO)
+    {
+      if (build_tree (img->key, tree, &w, err) == 0)
+        {
+          fd = open_cached (img->key, img->sum, &why, err);
+          if (fd < 0 && why != EIO)
+            sbx_err (err, SBX_E_UNAVAILABLE, "isolation vm: the new root image %s/%s.img: %s",
+                     images_path, img->key, strerror (why));
+        }
+    }
+  pthread_mutex_unlock (&lock);
+  return fd;
 }
 
 /* KEY of base: the format, the packages in the image with their

@@ -25,6 +25,10 @@ int sbx_vm_image_init (const char *state_dir, sbx_error_t **err);
    rebuilt. Returns an O_RDONLY fd of it and fills *img. */
 int sbx_vm_image_base (struct sbx_vm_image *img, sbx_error_t **err);
 
+/* The image of a tree: a stored template's read-only mount (its layers
+   under sbx's top layer), keyed by every entry's metadata. */
+int sbx_vm_image_tree (int tree, struct sbx_vm_image *img, sbx_error_t **err);
+
 /* A restore: the image a snapshot recorded, with the same bytes, or a
    CONFLICT that says why not. */
 int sbx_vm_image_open (const struct sbx_vm_image *want, sbx_error_t **err);

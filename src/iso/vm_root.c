@@ -56,6 +56,8 @@ sbx_vm_root_open (const struct sbx_iso_spec *spec, struct sbx_iso_box *box, sbx_
       img.sum[64] = '\0';
       fd = sbx_vm_image_open (&img, err);
     }
+  else if (spec->root_mnt >= 0)
+    fd = sbx_vm_image_tree (spec->root_mnt, &img, err); /* a stored template */
   else
     fd = sbx_vm_image_base (&img, err);
   if (fd < 0)

@@ -211,13 +211,19 @@ setup (void)
 
   /* One tmpfs of --disk holds everything writable. */
   snprintf (opts, sizeof opts, "size=%llu,mode=0755", (unsigned long long) s.disk_bytes);
-  if (mount ("disk", "/disk", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+  /* Where it is mounted: /disk, or a directory of /dev on an image
+     without one (a stored template's). */
+  char d_home[64], d_tmp[64];
+  const char *disk = sbx_agent_disk_dir ();
+  snprintf (d_home, sizeof d_home, "%s/home", disk);
+  snprintf (d_tmp, sizeof d_tmp, "%s/tmp", disk);
+  if (mount ("disk", disk, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
     die ("mount the disk tmpfs");
-  if (mkdir ("/disk/home", 0755) < 0 || mkdir ("/disk/tmp", 01777) < 0
-      || chmod ("/disk/tmp", 01777) < 0 || chown ("/disk/home", user_uid, user_gid) < 0)
+  if (mkdir (d_home, 0755) < 0 || mkdir (d_tmp, 01777) < 0
+      || chmod (d_tmp, 01777) < 0 || chown (d_home, user_uid, user_gid) < 0)
     die ("make the disk's directories");
-  if (mount ("/disk/home", "/home/user", NULL, MS_BIND, NULL) < 0
-      || mount ("/disk/tmp", "/tmp", NULL, MS_BIND, NULL) < 0)
+  if (mount (d_home, "/home/user", NULL, MS_BIND, NULL) < 0
+      || mount (d_tmp, "/tmp", NULL, MS_BIND, NULL) < 0)
     die ("bind the disk");
   sethostname ("sandbox", 7);
   /* The root (the image, or the initramfs) is read-only from here on. */

@@ -92,6 +92,18 @@ sbx_agent_root_switch (void)
   return NULL;
 }
 
+const char *
+sbx_agent_disk_dir (void)
+{
+  struct stat st;
+  if (stat ("/disk", &st) == 0 && S_ISDIR (st.st_mode))
+    return "/disk";
+  /* devtmpfs is writable by the agent; the directory is root's, 0755. */
+  if (mkdir ("/dev/.sbx-disk", 0755) < 0 && errno != EEXIST)
+    return "/disk"; /* the mount then fails with a clear message */
+  return "/dev/.sbx-disk";
+}
+
 int
 sbx_agent_root_seal (void)
 {

@@ -10,6 +10,10 @@ extern int sbx_agent_self_fd;
    (errno set). */
 const char *sbx_agent_root_switch (void);
 
+/* Where to mount the --disk tmpfs (/disk; on an image without it, a
+   directory of /dev). */
+const char *sbx_agent_disk_dir (void);
+
 /* Make the root read-only (the initramfs), or keep it so (the image). */
 int sbx_agent_root_seal (void);
 
