@@ -301,7 +301,8 @@ class VM(DaemonTest):
 
     def test_template_network_501(self):
         # Fork is built (test_vm_life.py).
-        for body, what in (({"isolation": "vm", "template": "code-interpreter-v1"}, "templates"),
+        for body, what in (({"isolation": "vm", "template": "code-interpreter-v1"},
+                            "code-interpreter-v1"),
                            ({"isolation": "vm", "network": {"allow": ["*"]}}, "network egress")):
             r = self.d.api("POST", "/v1/sandboxes", body)
             self.assertIn(what, self.assertError(r, 501, "not_implemented")["message"])
