@@ -129,6 +129,10 @@ void sbx__handle_init_death (struct sbx_sandbox *sb);
 /* pump.c */
 int sbx__pump_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 void sbx__pump_cancel_all (struct sbx_sandbox *sb);
+/* isolation vm: the files API's context runs in the guest (core/vm_fs.c). */
+int sbx__vm_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx *ctx,
+                     sbx_error_t **err);
+void sbx__vm_fs_close (struct sbx_fs_ctx *ctx);
 
 /* watch.c: a watch's pipe is readable; init reported on its helper (1 when
    req_id was a watch's); the sandbox is going away (every watch ends). */
