@@ -529,6 +529,13 @@ vm_read (void *arg, const char *path, size_t max, char **data, size_t *len, sbx_
   return 0;
 }
 
+/* An upload: the operation, until its answer is taken. */
+struct vm_upload
+{
+  struct sbx_process *p; /* NULL once finished */
+  sbx_error_t *err;      /* the operation's own error, once finished */
+};
+
 static int
 vm_upload_begin (void *arg, const char *path, uint32_t mode, int parents, void **job,
                  sbx_error_t **err)
@@ -536,52 +543,92 @@ vm_upload_begin (void *arg, const char *path, uint32_t mode, int parents, void *
   static char a0[] = SBX_VM_FS_ARGV0, a1[] = "upload";
   cleanup_free char *p = strdup (path);
   char a_mode[16], a_parents[2] = {parents ? '1' : '0', '\0'};
-  struct sbx_process *proc;
+  struct vm_upload *u = calloc (1, sizeof *u);
 
-  if (p == NULL)
-    return sbx_err_oom (err);
+  if (p == NULL || u == NULL)
+    {
+      free (u);
+      return sbx_err_oom (err);
+    }
   snprintf (a_mode, sizeof a_mode, "%o", (unsigned) (mode & 07777));
   char *argv[] = {a0, a1, p, a_mode, a_parents, NULL};
-  proc = op_start (arg, argv, OUT_CAP, 1, err);
-  if (proc == NULL)
-    return -1;
-  *job = proc;
+  u->p = op_start (arg, argv, OUT_CAP, 1, err);
+  if (u->p == NULL)
+    {
+      free (u);
+      return -1;
+    }
+  *job = u;
   return 0;
+}
+
+/* Wait for the operation's answer (its stdin is at its end, or it stopped
+   reading it): 0, or in u->err what the guest said. */
+static int
+upload_answer (struct vm_upload *u)
+{
+  struct answer a;
+  int rc;
+
+  rc = op_finish (u->p, OUT_CAP, &a, &u->err);
+  u->p = NULL;
+  if (rc == 0)
+    rc = parse (&a, 0, no_entries, NULL, NULL, 0, &u->err);
+  free (a.data);
+  return rc;
 }
 
 static int
 vm_upload_write (void *job, const void *data, size_t len, sbx_error_t **err)
 {
-  return sbx_process_write_stdin (job, data, len, 0, NULL, NULL, err);
+  struct vm_upload *u = job;
+  sbx_error_t *e = NULL;
+
+  if (u->p == NULL)
+    return sbx_err (err, SBX_E_SYSTEM, "upload interrupted");
+  if (sbx_process_write_stdin (u->p, data, len, 0, NULL, NULL, &e) == 0)
+    return 0;
+  /* It stopped reading: it failed at its start (no such directory,
+     permission denied) or the disk is full; its own answer says which. */
+  sbx_process_signal (u->p, SIGKILL, NULL);
+  if (upload_answer (u) < 0 && u->err)
+    {
+      sbx_error_free (e);
+      sbx_error_move (err, &u->err);
+      return -1;
+    }
+  sbx_error_move (err, &e);
+  return -1;
 }
 
 static int
 vm_upload_end (void *job, int commit, sbx_error_t **err)
 {
-  struct sbx_process *p = job;
-  struct answer a;
-  int rc;
+  struct vm_upload *u = job;
+  int rc = 0;
 
-  if (!commit)
+  if (u->p && !commit)
     {
       /* Killed, its unnamed temporary goes with it: nothing is written. */
-      sbx_process_signal (p, SIGKILL, NULL);
-      sbx_process_wait (p, -1);
-      sbx_process_collect (p);
-      sbx_process_unref (p);
-      return 0;
+      sbx_process_signal (u->p, SIGKILL, NULL);
+      sbx_process_wait (u->p, -1);
+      sbx_process_collect (u->p);
+      sbx_process_unref (u->p);
+      u->p = NULL;
     }
-  if (sbx_process_write_stdin (p, NULL, 0, 1, NULL, NULL, err) < 0)
+  else if (u->p)
     {
-      sbx_process_signal (p, SIGKILL, NULL);
-      op_finish (p, OUT_CAP, &a, NULL);
-      free (a.data);
-      return -1;
+      /* The end of its stdin; an operation that already ended has its
+         answer anyway. */
+      sbx_process_write_stdin (u->p, NULL, 0, 1, NULL, NULL, NULL);
+      rc = upload_answer (u);
+      if (rc < 0)
+        hand_over (err, &u->err);
     }
-  if (op_finish (p, OUT_CAP, &a, err) < 0)
-    return -1;
-  rc = parse (&a, 0, no_entries, NULL, NULL, 0, err);
-  free (a.data);
+  else if (commit)
+    rc = sbx_err (err, SBX_E_SYSTEM, "upload interrupted");
+  sbx_error_free (u->err);
+  free (u);
   return rc;
 }
 
