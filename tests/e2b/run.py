@@ -55,8 +55,14 @@ def main():
     port = harness.free_port()
     # --egress-allow-private: credentials.test.mjs's upstream is the host's
     # loopback.
-    d = harness.Daemon(pool=2, listen="127.0.0.1:%d" % port,
-                       extra=("--domain", "sbx.test", "--egress-allow-private"))
+    # SBX_E2B_ISOLATION=vm: every sandbox the SDK creates is a microVM
+    # (the daemon's default engine; docs/vm.md says what a VM lacks).
+    isolation = os.environ.get("SBX_E2B_ISOLATION")
+    extra = ("--domain", "sbx.test", "--egress-allow-private")
+    if isolation:
+        extra += ("--isolation", isolation)
+    d = harness.Daemon(pool=0 if isolation == "vm" else 2, listen="127.0.0.1:%d" % port,
+                       extra=extra)
     d.start()
     rc = 1
     try:

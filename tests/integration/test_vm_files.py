@@ -316,6 +316,13 @@ class VMFiles(DaemonTest):
             st, body = self.rpc("Stat", {"path": p})
             self.assertEqual((st, body["code"]), (404, "not_found"), body)
 
+    def test_watches_answer_501(self):
+        st, body = self.rpc("CreateWatcher", {"path": "/home/user"})
+        self.assertEqual((st, body["code"]), (501, "unimplemented"), body)
+        self.assertIn("isolation vm", body["message"])
+        r = self.call(self.vm, "GET", "files/watch", {"path": "/home/user"})
+        self.assertIn("isolation vm", self.assertError(r, 501, "not_implemented")["message"])
+
     def test_e2b_files_get_post(self):
         boundary = "XyZ"
         body = (b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/e.txt\""
