@@ -44,6 +44,10 @@ struct sbx_core_state
      (SBX_CODE_POOL) once one was asked for, so that the next is ready. */
   unsigned code_pooled;
   int code_wanted;
+  /* And VMs (isolation vm) with the default limits, booted ahead
+     (SBX_VM_POOL) once one was asked for: a boot takes seconds. */
+  unsigned vm_pooled;
+  int vm_wanted;
   unsigned char *slots;
   unsigned nslots;
   int epfd, wakefd;
@@ -86,7 +90,8 @@ struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background,
                                 const char *template_name /* NULL: base */,
                                 sbx_error_t **err);
 /* A microVM sandbox (docs/vm.md; never pooled). */
-struct sbx_sandbox *sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err);
+struct sbx_sandbox *sbx__build_vm (const struct sbx_limits *limits, int background,
+                                   sbx_error_t **err);
 /* A VM restored from tenant's snapshot (its memory: QEMU -incoming). */
 struct sbx_sandbox *sbx__build_vm_restore (const struct sbx_limits *limits, const char *tenant,
                                            const char *snapshot, sbx_error_t **err);
@@ -98,6 +103,9 @@ struct sbx_sandbox *sbx__build_layered (const struct sbx_limits *limits,
 /* 1 for a sandbox of the code interpreter's template. */
 int sbx__is_code (const struct sbx_sandbox *sb);
 #define SBX_CODE_POOL 1
+#define SBX_VM_POOL 1
+/* Which of the pool's counters a pooled sandbox is in. */
+void sbx__pool_uncount (const struct sbx_sandbox *sb);
 /* Kill a sandbox that never became visible; drops both references. */
 void sbx__discard (struct sbx_sandbox *sb);
 

@@ -371,9 +371,7 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
         {
           list_remove (&sbx_core.pool, sb);
           sb->in_pool = 0;
-          sbx_core.pool_count--;
-          if (sbx__is_code (sb))
-            sbx_core.code_pooled--;
+          sbx__pool_uncount (sb);
           pthread_cond_signal (&sbx_core.pool_cond);
         }
     }

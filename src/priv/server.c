@@ -291,7 +291,6 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   if (memchr (m->id, '\0', sizeof m->id) == NULL
       || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1
       || m->isolation > SBX_ISOLATION_VM || m->reserved != 0
-      || (m->isolation == SBX_ISOLATION_VM && m->background)
       || memchr (m->snapshot_tenant, '\0', sizeof m->snapshot_tenant) == NULL
       || memchr (m->snapshot, '\0', sizeof m->snapshot) == NULL)
     {
