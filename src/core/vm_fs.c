@@ -245,8 +245,10 @@ vm_list (void *arg, const char *path, int depth, size_t max_entries,
   *truncated = 0;
   if (w == NULL || p == NULL)
     return sbx_err_oom (err);
-  if (depth < 1 || depth > 16 || max_entries > 1000000)
+  if (depth < 1 || depth > 16)
     return sbx_err (err, SBX_E_INVALID, "depth must be 1 to 16");
+  if (max_entries > 1000000) /* the agent's bound; the routes ask for 10000 */
+    return sbx_err (err, SBX_E_INVALID, "at most 1000000 entries");
   if (sbx_fs_normalize (path, w->root, sizeof w->root, err) < 0)
     return -1;
   n = strlen (w->root);
