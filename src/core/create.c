@@ -261,7 +261,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (opts->snapshot)
     {
       /* Its template, and by default its source's disk size (it fits). */
-      if (sbx__snapshot_lookup (tenant ? tenant : "default", opts->snapshot, &snap, err) < 0)
+      if (opts->internal_snapshot)
+        snap = *opts->internal_snapshot;
+      else if (sbx__snapshot_lookup (tenant ? tenant : "default", opts->snapshot, &snap, err) < 0)
         return NULL;
       if (opts->template_name && strcmp (opts->template_name, snap.template_name) != 0)
         return sbx_err (err, SBX_E_INVALID,

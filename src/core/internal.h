@@ -128,6 +128,16 @@ int sbx__snapshot_lookup (const char *tenant, const char *name, struct sbx_snaps
 int sbx__snapshot_load (struct sbx_sandbox *sb, const char *name, sbx_error_t **err);
 int sbx__transition_begin (struct sbx_sandbox *sb, int *was_paused, sbx_error_t **err);
 void sbx__transition_end (struct sbx_sandbox *sb);
+/* vm_fork.c: count restores of one save of the VM src's memory, with the
+   settings fork.c took from it; out holds what was made (fork.c undoes it
+   on failure). */
+int sbx__vm_fork (struct sbx_sandbox *src, const char *tenant,
+                  const struct sbx_create_opts *settings, unsigned count,
+                  struct sbx_fork_result *out, sbx_error_t **err);
+/* vm_hibernate.c: the resume of a hibernated VM (a restore into its
+   slot, in the resume's transition), and its kill (its file goes). */
+int sbx__vm_wake (struct sbx_sandbox *sb, sbx_error_t **err);
+void sbx__vm_forget_hibernated (const char *tenant, const char *id);
 void *sbx__janitor_main (void *arg);
 int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);
