@@ -102,10 +102,10 @@ $(BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
 
 # The microVM guest agent (docs/vm.md): static, packed by the daemon into
 # the guest's initramfs (iso/vm.c), never run on the host.
-$(BUILD)/sbx-vm-agent: src/vm/agent.c src/vm/wire.h src/iso/proto.h
+$(BUILD)/sbx-vm-agent: $(wildcard src/vm/*.c) $(wildcard src/vm/*.h) src/iso/proto.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@ (static)"
-	$(Q)$(CC) $(INIT_CFLAGS) $< -o $@
+	$(Q)$(CC) $(INIT_CFLAGS) $(wildcard src/vm/*.c) -o $@
 
 $(BUILD)/obj/vmblob.o: src/vm/vmblob.S $(BUILD)/sbx-vm-agent
 	@mkdir -p $(dir $@)
