@@ -291,7 +291,10 @@ class VM(DaemonTest):
         r = self.d.api("POST", base + "/fork", {"count": 1})
         self.assertIn("fork", self.assertError(r, 501, "not_implemented")["message"])
         for body, what in (({"isolation": "vm", "template": "code-interpreter-v1"}, "templates"),
-                           ({"isolation": "vm", "network": {"allow": ["*"]}}, "network egress")):
+                           ({"isolation": "vm",
+                             "network": {"allow": ["a.com"],
+                                         "rules": {"a.com": [{"headers": {"X": "y"}}]}}},
+                            "network.rules")):
             r = self.d.api("POST", "/v1/sandboxes", body)
             self.assertIn(what, self.assertError(r, 501, "not_implemented")["message"])
 
