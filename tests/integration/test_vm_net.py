@@ -9,6 +9,7 @@ on the host's loopback, which the proxy may reach only with
 """
 import hashlib
 import http.server
+import json
 import os
 import socket
 import socketserver
@@ -128,6 +129,23 @@ class VMNet(DaemonTest):
         self.assertIn("sbx: egress to 127.0.0.2:%d is not allowed by this sandbox's policy"
                       % self.port, out)
 
+    def test_audit_records_the_vms_connections(self):
+        self.proxy_get("127.0.0.1", self.port, "/audited")
+        self.proxy_get("127.0.0.2", self.port, "/refused")
+        want = {("127.0.0.1", "allow"), ("127.0.0.2", "deny")}
+        seen = set()
+        for _ in range(100):
+            with open(os.path.join(self.d.state, "audit", "audit.log")) as f:
+                for line in f:
+                    r = json.loads(line)
+                    if r.get("kind") == "egress" and r.get("sandbox") == self.sid \
+                            and r.get("port") == self.port:
+                        seen.add((r["host"], r["decision"]))
+            if want <= seen:
+                break
+            time.sleep(0.1)
+        self.assertLessEqual(want, seen)
+
     def test_big_download_and_upload_intact(self):
         n = 3 * 1024 * 1024
         res = self.sh("busybox wget -q -O - http://127.0.0.1:%d/big/%d | sha256sum"
@@ -204,6 +222,43 @@ class VMNet(DaemonTest):
         # The policy in place is unchanged.
         got = self.d.api("GET", "/v1/sandboxes/" + self.sid).json()
         self.assertEqual(got["network"]["allow"], ["127.0.0.1"])
+
+    def test_restored_copy_has_egress_and_no_old_streams(self):
+        # A stream open during the save belongs to the source: in the copy
+        # the agent ends it when the new relay says PING; new ones work.
+        base = "/v1/sandboxes/" + self.sid
+        r = self.d.api("POST", base + "/processes",
+                       {"cmd": "{ printf 'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n'; "
+                               "sleep 600; } | nc 127.0.0.1 3128 > /tmp/held" % self.echo_port})
+        self.assertEqual(r.status, 201, r)
+        pid = r.json()["pid"]
+        copy = None
+        try:
+            time.sleep(1)
+            r = self.d.api("POST", base + "/snapshots", {"name": "net1"})
+            self.assertEqual(r.status, 201, r)
+            r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "net1", "timeout": "5m",
+                                                    "network": {"allow": ["127.0.0.1"]}})
+            self.assertEqual(r.status, 201, r)
+            copy = r.json()["id"]
+            req = "GET http://127.0.0.1:%d/in-copy HTTP/1.1\\r\\n\\r\\n" % self.port
+            res = self.d.sh(copy, "printf '%s' | nc 127.0.0.1 3128" % req, timeout="60s")
+            self.assertTrue(res["stdout"].endswith("hello from the host: /in-copy"), res)
+            # The held connection's client (it runs on in the copy) saw its
+            # stream end when the agent answered the new relay's PING.
+            res = self.d.sh(copy, "for i in $(seq 100); do pidof nc >/dev/null || "
+                                  "{ echo gone; exit 0; }; sleep 0.1; done; echo held",
+                            timeout="60s")
+            self.assertEqual(res["stdout"], "gone\n", res)
+            # The source's held stream still works in the source.
+            out = self.proxy_get("127.0.0.1", self.port, "/in-source")
+            self.assertTrue(out.endswith("hello from the host: /in-source"), out)
+        finally:
+            self.d.api("POST", "%s/processes/%d/signal" % (base, pid), {"signal": "SIGKILL"})
+            self.sh("kill -9 $(pidof nc sleep) 2>/dev/null; true")
+            if copy:
+                self.d.api("DELETE", "/v1/sandboxes/" + copy)
+            self.d.api("DELETE", "/v1/snapshots/net1")
 
     def test_many_connections_at_once(self):
         # 80 clients at once, over the 64 streams: the rest wait in the
