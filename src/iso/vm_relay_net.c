@@ -107,6 +107,15 @@ forget (struct stream *s)
   s->fd = -1;
 }
 
+void
+sbx_vm_net_forget_all (void)
+{
+  for (int i = 0; i < SBX_VM_CONN_MAX; i++)
+    if (streams[i].id != 0)
+      forget (&streams[i]);
+  last_id = 0;
+}
+
 /* Ends a stream both ways: the guest's client sees its connection end. */
 static int
 reset (struct stream *s)

@@ -28,5 +28,8 @@ int sbx_vm_net_pollfds (struct pollfd *pf, size_t serial_pending);
 int sbx_vm_net_after_poll (const struct pollfd *pf, int n, const char **why);
 /* Streams open now (tests). */
 int sbx_vm_net_open_count (void);
+/* Close every stream and forget every id, as at the relay's start (the
+   fuzz harness, between inputs). */
+void sbx_vm_net_forget_all (void);
 
 #endif
