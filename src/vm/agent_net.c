@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -61,7 +62,7 @@ agent_net_setup (void)
   if (s < 0)
     agent_die ("socket");
   memset (&ifr, 0, sizeof ifr);
-  strcpy (ifr.ifr_name, "lo");
+  snprintf (ifr.ifr_name, sizeof ifr.ifr_name, "lo");
   if (ioctl (s, SIOCGIFFLAGS, &ifr) < 0)
     agent_die ("lo's flags");
   ifr.ifr_flags |= IFF_UP | IFF_RUNNING; /* the kernel gives it 127.0.0.1/8 */
