@@ -33,6 +33,14 @@ def qemu_pids():
     return out
 
 
+def in_cgroup_of(pid, sid):
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            return sid in f.read()
+    except OSError:
+        return False
+
+
 def alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -55,7 +63,8 @@ class VM(DaemonTest):
         assert r.status == 201, r
         cls.sb = r.json()
         cls.sid = cls.sb["id"]
-        cls.qemu = qemu_pids() - before
+        # Only this VM's: other daemons on the host may boot VMs meanwhile.
+        cls.qemu = {p for p in qemu_pids() - before if in_cgroup_of(p, cls.sid)}
 
     def tearDown(self):
         pass  # the module's VM lives until test_zz_kill
@@ -356,7 +365,7 @@ class VM(DaemonTest):
             self.assertEqual(r.status, 201, r)
             copy = r.json()["id"]
             self.assertEqual(r.json()["isolation"], "vm")
-            copy_qemu = qemu_pids() - qemu_before
+            copy_qemu = {p for p in qemu_pids() - qemu_before if in_cgroup_of(p, copy)}
             self.assertEqual(len(copy_qemu), 1, copy_qemu)
             # The counter continues from the saved value, not from 0.
             got = self.vcount(copy)
