@@ -150,22 +150,6 @@ out:
   return rc;
 }
 
-/* Read-only rules; a path that does not exist on this host is skipped. */
-static int
-landlock_rule (int ruleset, const char *path, uint64_t access, sbx_error_t **err)
-{
-  struct sbx_landlock_path_beneath rule;
-  cleanup_close int fd = open (path, O_PATH | O_CLOEXEC);
-
-  if (fd < 0)
-    return errno == ENOENT ? 0 : sbx_err_sys (err, errno, "open `%s`", path);
-  rule.allowed_access = access;
-  rule.parent_fd = fd;
-  if (syscall (SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) < 0)
-    return sbx_err_sys (err, errno, "landlock rule for `%s`", path);
-  return 0;
-}
-
 static long
 apply_landlock (sbx_error_t **err)
 {
@@ -173,47 +157,28 @@ apply_landlock (sbx_error_t **err)
      NSS modules themselves are loaded before this (a warm-up lookup). */
   static const char *const files[] = {"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf",
                                       "/etc/gai.conf", "/etc/host.conf", "/dev/null"};
-  struct sbx_landlock_ruleset_attr attr = {0};
   cleanup_close int ruleset = -1;
-  size_t attr_size, i;
-  long abi = syscall (SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+  size_t i;
+  long abi = sbx_landlock_abi ();
 
   if (abi < 1)
     return 0;
-  if (abi > LL_MAX_ABI)
-    abi = LL_MAX_ABI;
-  attr.handled_access_fs = (LL_FS_MAKE_SYM << 1) - 1;
-  if (abi >= 2)
-    attr.handled_access_fs |= LL_FS_REFER;
-  if (abi >= 3)
-    attr.handled_access_fs |= LL_FS_TRUNCATE;
-  if (abi >= 5)
-    attr.handled_access_fs |= LL_FS_IOCTL_DEV;
-  attr_size = offsetof (struct sbx_landlock_ruleset_attr, handled_access_net);
-  if (abi >= 4)
-    {
-      /* Bind: never. Connect is the point of this process (any port the
-         policy allows), so it is not handled. */
-      attr.handled_access_net = LL_NET_BIND_TCP;
-      attr_size = offsetof (struct sbx_landlock_ruleset_attr, scoped);
-    }
-  if (abi >= 6)
-    {
-      attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL;
-      attr_size = sizeof attr;
-    }
-  ruleset = (int) syscall (SYS_landlock_create_ruleset, &attr, attr_size, 0);
+  /* Bind: never. Connect is the point of this process (any port the
+     policy allows), so it is not handled. */
+  ruleset = sbx_landlock_ruleset (abi, LL_NET_BIND_TCP,
+                                  LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL, err);
   if (ruleset < 0)
-    return sbx_err_sys (err, errno, "landlock_create_ruleset");
+    return -1;
+  /* Read-only rules; a path that does not exist on this host is skipped. */
   for (i = 0; i < sizeof files / sizeof *files; i++)
-    if (landlock_rule (ruleset, files[i], LL_FS_READ_FILE, err) < 0)
+    if (sbx_landlock_allow (ruleset, abi, files[i], LL_FS_READ_FILE, 1, err) < 0)
       return -1;
 #if defined(__SANITIZE_ADDRESS__)
-  if (landlock_rule (ruleset, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, err) < 0)
+  if (sbx_landlock_allow (ruleset, abi, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, 1, err) < 0)
     return -1;
 #endif
-  if (syscall (SYS_landlock_restrict_self, ruleset, 0) < 0)
-    return sbx_err_sys (err, errno, "landlock_restrict_self");
+  if (sbx_landlock_enforce (ruleset, err) < 0)
+    return -1;
   return abi;
 }
 

@@ -284,39 +284,26 @@ sbx_tmpl_store_open (const char *state_dir, const char *mirror, const char *cach
 static int
 confine_child (int build)
 {
-  struct sbx_landlock_ruleset_attr attr = {0};
-  struct sbx_landlock_path_beneath rule;
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2];
-  long abi = syscall (SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
-  uint64_t all;
+  long abi = sbx_landlock_abi ();
   int ruleset;
 
   if (abi < 1)
     return -1; /* the daemon refuses to start without Landlock */
-  all = (LL_FS_MAKE_SYM << 1) - 1;
-  if (abi >= 2)
-    all |= LL_FS_REFER;
-  if (abi >= 3)
-    all |= LL_FS_TRUNCATE;
-  if (abi >= 5)
-    all |= LL_FS_IOCTL_DEV;
-  attr.handled_access_fs = all;
-  ruleset = (int) syscall (SYS_landlock_create_ruleset, &attr,
-                           offsetof (struct sbx_landlock_ruleset_attr, handled_access_net), 0);
-  if (ruleset < 0)
-    return -1;
-  memset (&rule, 0, sizeof rule);
-  rule.allowed_access = all & ~(LL_FS_EXECUTE | LL_FS_MAKE_BLOCK | LL_FS_MAKE_SOCK
-                                | LL_FS_MAKE_FIFO | LL_FS_IOCTL_DEV);
-  rule.parent_fd = build;
-  if (syscall (SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) < 0)
+  ruleset = sbx_landlock_ruleset (abi, 0, 0, NULL);
+  if (ruleset < 0
+      || sbx_landlock_allow_fd (ruleset, abi, build,
+                                sbx_landlock_fs_rights (abi)
+                                    & ~(LL_FS_EXECUTE | LL_FS_MAKE_BLOCK | LL_FS_MAKE_SOCK
+                                        | LL_FS_MAKE_FIFO | LL_FS_IOCTL_DEV),
+                                NULL) < 0)
     return -1;
   if (setgroups (0, NULL) < 0 || setresgid (0, 0, 0) < 0)
     return -1;
   if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     return -1;
-  if (syscall (SYS_landlock_restrict_self, ruleset, 0) < 0)
+  if (sbx_landlock_enforce (ruleset, NULL) < 0)
     return -1;
   close (ruleset);
   for (int cap = 0; cap <= 63; cap++)

@@ -32,6 +32,10 @@ int sbx_vm_restore_go (int qmp, sbx_error_t **err);
 int sbx_vm_snapshot_save (const struct sbx_iso_box *box, int store, const char *tenant,
                           const char *name, uint64_t *bytes, sbx_error_t **err);
 
+/* iso/vm_confine.c: in QEMU's process, just before its exec: a Landlock
+   domain that reads what QEMU needs and writes nothing by path. */
+int sbx_vm_confine_qemu (const char *kernel, sbx_error_t **err);
+
 /* The relay's main (sbxd argv[1] == SBX_VM_RELAY_ARG): never returns. */
 int sbx_vm_relay_main (int argc, char **argv);
 

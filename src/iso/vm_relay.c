@@ -562,6 +562,8 @@ sbx_vm_relay_main (int argc, char **argv)
       if (dup2 (sv[1], SBX_VM_SERIAL_FD) < 0 || dup2 (2, 1) < 0)
         _exit (127);
       prctl (PR_SET_PDEATHSIG, SIGKILL);
+      if (sbx_vm_confine_qemu (argv[3], NULL) < 0)
+        _exit (127);
       execv (argv[2], qargv);
       _exit (127);
     }

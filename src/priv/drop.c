@@ -159,75 +159,40 @@ out:
   return rc;
 }
 
-static int
-landlock_rule (int ruleset, const char *path, uint64_t access, sbx_error_t **err)
-{
-  struct sbx_landlock_path_beneath rule;
-  cleanup_close int fd = open (path, O_PATH | O_CLOEXEC);
-
-  if (fd < 0)
-    return sbx_err_sys (err, errno, "open `%s`", path);
-  rule.allowed_access = access;
-  rule.parent_fd = fd;
-  if (syscall (SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) < 0)
-    return sbx_err_sys (err, errno, "landlock rule for `%s`", path);
-  return 0;
-}
-
 /* Returns the ABI enforced, 0 when the kernel has no Landlock. */
 static long
 apply_landlock (const char *state_dir, sbx_error_t **err)
 {
-  struct sbx_landlock_ruleset_attr attr = {0};
   cleanup_close int ruleset = -1;
-  uint64_t fs_all, state_rights;
-  size_t attr_size;
-  long abi = syscall (SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+  uint64_t state_rights;
+  long abi = sbx_landlock_abi ();
 
   if (abi < 1)
     return 0;
-  if (abi > LL_MAX_ABI)
-    abi = LL_MAX_ABI;
-  fs_all = (LL_FS_MAKE_SYM << 1) - 1;
-  if (abi >= 2)
-    fs_all |= LL_FS_REFER;
-  if (abi >= 3)
-    fs_all |= LL_FS_TRUNCATE;
-  if (abi >= 5)
-    fs_all |= LL_FS_IOCTL_DEV;
-  attr.handled_access_fs = fs_all;
-  attr_size = offsetof (struct sbx_landlock_ruleset_attr, handled_access_net);
-  if (abi >= 4)
-    {
-      /* No rule grants either: the front end neither binds nor connects. */
-      attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-      attr_size = offsetof (struct sbx_landlock_ruleset_attr, scoped);
-    }
-  if (abi >= 6)
-    {
-      attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL;
-      attr_size = sizeof attr;
-    }
-  ruleset = (int) syscall (SYS_landlock_create_ruleset, &attr, attr_size, 0);
+  /* No rule grants either TCP right: the front end neither binds nor
+     connects. */
+  ruleset = sbx_landlock_ruleset (abi, LL_NET_BIND_TCP | LL_NET_CONNECT_TCP,
+                                  LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL, err);
   if (ruleset < 0)
-    return sbx_err_sys (err, errno, "landlock_create_ruleset");
+    return -1;
   state_rights = LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_READ_DIR | LL_FS_REMOVE_FILE
-                 | LL_FS_MAKE_REG | (abi >= 3 ? LL_FS_TRUNCATE : 0);
+                 | LL_FS_MAKE_REG | LL_FS_TRUNCATE;
   if (access (state_dir, X_OK) < 0)
     return sbx_err_sys (err, errno,
                         "the state directory `%s` is out of the front end's reach (its account"
                         " must be able to search every directory above it)",
                         state_dir);
-  if (landlock_rule (ruleset, state_dir, state_rights, err) < 0
-      || landlock_rule (ruleset, "/dev/null", LL_FS_READ_FILE | LL_FS_WRITE_FILE, err) < 0)
+  if (sbx_landlock_allow (ruleset, abi, state_dir, state_rights, 0, err) < 0
+      || sbx_landlock_allow (ruleset, abi, "/dev/null", LL_FS_READ_FILE | LL_FS_WRITE_FILE, 0,
+                             err) < 0)
     return -1;
 #if defined(__SANITIZE_ADDRESS__)
   /* Sanitizer reports read /proc/self/maps. */
-  if (landlock_rule (ruleset, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, err) < 0)
+  if (sbx_landlock_allow (ruleset, abi, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, 0, err) < 0)
     return -1;
 #endif
-  if (syscall (SYS_landlock_restrict_self, ruleset, 0) < 0)
-    return sbx_err_sys (err, errno, "landlock_restrict_self");
+  if (sbx_landlock_enforce (ruleset, err) < 0)
+    return -1;
   return abi;
 }
 

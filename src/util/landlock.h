@@ -6,6 +6,7 @@
 #define SBX_UTIL_LANDLOCK_H
 
 #include <stdint.h>
+#include "util/error.h"
 
 struct sbx_landlock_ruleset_attr
 {
@@ -41,5 +42,20 @@ struct sbx_landlock_path_beneath
 #define LL_MAX_ABI 6 /* the newest ABI whose rights sbx knows */
 #define LL_NET_BIND_TCP (1ULL << 0)    /* ABI 4 */
 #define LL_NET_CONNECT_TCP (1ULL << 1) /* ABI 4 */
+
+
+/* The running kernel's ABI, capped at LL_MAX_ABI; 0 when it has none. */
+long sbx_landlock_abi (void);
+/* Every filesystem right `abi` knows. */
+uint64_t sbx_landlock_fs_rights (long abi);
+/* A ruleset (an fd) handling all of those, plus the TCP rights `net`
+   (ABI 4) and the scopes `scoped` (ABI 6) where the ABI has them. */
+int sbx_landlock_ruleset (long abi, uint64_t net, uint64_t scoped, sbx_error_t **err);
+/* Grant `access` (masked to what abi handles) beneath path, or beneath
+   the file fd is open on; a missing path is skipped when `optional`. */
+int sbx_landlock_allow (int ruleset, long abi, const char *path, uint64_t access, int optional,
+                        sbx_error_t **err);
+int sbx_landlock_allow_fd (int ruleset, long abi, int fd, uint64_t access, sbx_error_t **err);
+int sbx_landlock_enforce (int ruleset, sbx_error_t **err);
 
 #endif
