@@ -21,6 +21,9 @@
  *   or both sides closed it): dropped, it crossed the end on the wire;
  * - an OPEN beyond SBX_VM_CONN_MAX streams, or one the daemon's socket has
  *   no room for right now: that stream is reset, nothing else happens.
+ * ACKs for the guest's bytes go back in steps of 16 KiB (the guest's
+ * window never waits on them), so what we queue for a guest that does not
+ * read the port grows by 28 bytes per 16 KiB it sends, not per frame.
  * Memory: per stream at most SBX_VM_CONN_WINDOW bytes from the guest wait
  * for the daemon's side to read them (the window), so 64 streams hold at
  * most 16 MiB, charged to the sandbox's cgroup.
@@ -37,6 +40,11 @@
 /* The relay stops reading the streams' sockets while this much waits for
    the port (as it does for commands' stdin). */
 #define SERIAL_HIGH (1u << 20)
+/* ACKs go back in steps of this much: a guest that sends its bytes one by
+   one (and never reads the port) must not make us queue a 28-byte ACK per
+   byte for it. It is well under the window, so the guest never waits for
+   an ACK we hold back. */
+#define ACK_STEP (16u * 1024)
 
 struct stream
 {
@@ -45,6 +53,7 @@ struct stream
   struct sbx_buf out; /* from the guest, not yet written to fd */
   size_t out_off;
   uint32_t in_flight; /* DATA sent to the guest and not yet ACKed */
+  uint32_t ack_owed;  /* guest bytes written to fd and not yet ACKed */
   int guest_closed;   /* the guest sent CLOSE: no more DATA from it */
   int host_closed;    /* we read EOF on fd and sent CLOSE */
   int shut;           /* fd's write side is shut (after guest_closed, drained) */
@@ -148,9 +157,13 @@ drain (struct stream *s)
       if (w <= 0) /* the egress side is gone */
         return reset (s);
       s->out_off += (size_t) w;
-      uint32_t n = (uint32_t) w;
-      if (emit (SBX_VMF_CONN_ACK, s->id, &n, sizeof n) < 0)
-        return -1;
+      s->ack_owed += (uint32_t) w;
+      if (s->ack_owed >= ACK_STEP)
+        {
+          if (emit (SBX_VMF_CONN_ACK, s->id, &s->ack_owed, sizeof s->ack_owed) < 0)
+            return -1;
+          s->ack_owed = 0;
+        }
     }
   s->out.len = s->out_off = 0;
   if (s->guest_closed && !s->shut)

@@ -47,7 +47,10 @@ enum sbx_vm_frame_type
 /* Flow control per stream and direction: at most this many DATA bytes not
    yet ACKed. A receiver holds at most this much for a stream that does not
    drain, so one stuck connection never holds up the port (commands' output,
-   other streams). A peer that sends past it is broken. */
+   other streams). A peer that sends past it is broken. A receiver may
+   hold back the ACK of less than 16 KiB (the relay does, so that 1-byte
+   frames do not cost an ACK each): a sender never waits for it, having
+   the rest of the window. */
 #define SBX_VM_CONN_WINDOW (256 * 1024)
 /* Streams open at once (the egress proxy's own limit per sandbox). */
 #define SBX_VM_CONN_MAX 64
