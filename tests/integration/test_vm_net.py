@@ -194,6 +194,8 @@ class VMNet(DaemonTest):
             self.assertNotIn("proxy", self.sh("env")["stdout"].lower())
             res = self.sh("busybox wget -q -T 5 -O - http://127.0.0.1:%d/direct" % self.port)
             self.assertNotEqual(res["exit_code"], 0, res)
+            self.assertIn("can't connect to remote host (127.0.0.1): Connection refused",
+                          res["stderr"])
         finally:
             r = self.put_network({"allow": ["127.0.0.1"]})
             self.assertEqual(r.status, 200, r)
