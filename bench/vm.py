@@ -12,7 +12,16 @@
     engine: its disk), and restore: POST /v1/sandboxes {"snapshot"} until
     the first exec in the copy answers; the snapshot's size.
 
+  - fork and hibernate (`lifecycle`): POST .../fork {"count": N} of a
+    sandbox with a 10 MB file and a running process, until the first exec
+    in every copy answered (a VM: one save of its memory, N restores; the
+    namespace engine: N creates and copies of its disk); a VM's pause to
+    disk (its memory saved, QEMU ended) with the host memory of its
+    cgroup before and after, and its resume until the first exec answers
+    (the namespace engine: its freezer pause and resume, for scale).
+
     SBX_BUILD=build /usr/bin/python3 bench/vm.py [BOOTS] [EXECS] [SNAPS]
+    SBX_BUILD=build /usr/bin/python3 bench/vm.py lifecycle [ROUNDS]
 
 Under TCG on this machine; KVM figures are QEMU's own, in docs/benchmarks.md.
 """
@@ -106,7 +115,69 @@ def snapshots(d, isolation, n):
     return save, restore, size
 
 
+def lifecycle(d, isolation, rounds):
+    body = {"memory": "256M", "disk": "64M"}
+    if isolation:
+        body["isolation"] = isolation
+    r = d.api("POST", "/v1/sandboxes", body)
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    assert d.sh(sid, "head -c 10000000 /dev/urandom > /home/user/blob")["exit_code"] == 0
+    d.api("POST", "/v1/sandboxes/%s/processes" % sid, {"cmd": "sleep 1000"})
+    out = {"fork1": [], "fork3": [], "pause": [], "resume": [], "rss_before": [],
+           "rss_after": []}
+    for _ in range(rounds):
+        for count, key in ((1, "fork1"), (3, "fork3")):
+            t = time.monotonic()
+            r = d.api("POST", "/v1/sandboxes/%s/fork" % sid, {"count": count})
+            assert r.status == 201, r
+            copies = [sb["id"] for sb in r.json()["sandboxes"]]
+            for c in copies:
+                assert d.exec(c, argv=["true"])["exit_code"] == 0
+            out[key].append(time.monotonic() - t)
+            for c in copies:
+                d.kill(c)
+        time.sleep(1)
+        out["rss_before"].append(memory(cgroup_pids(sid))[0])
+        t = time.monotonic()
+        r = d.api("POST", "/v1/sandboxes/%s/pause" % sid, {"to_disk": True} if isolation else {})
+        assert r.status == 200, r
+        out["pause"].append(time.monotonic() - t)
+        out["rss_after"].append(memory(cgroup_pids(sid))[0])
+        t = time.monotonic()
+        r = d.api("POST", "/v1/sandboxes/%s/resume" % sid, {})
+        assert r.status == 200, r
+        assert d.exec(sid, argv=["true"])["exit_code"] == 0
+        out["resume"].append(time.monotonic() - t)
+    d.kill(sid)
+    return out
+
+
+def main_lifecycle(rounds):
+    d = Daemon(pool=0).start()
+    try:
+        res = [(name, lifecycle(d, iso, rounds)) for name, iso in
+               (("namespace", None), ("vm (TCG)", "vm"))]
+    finally:
+        d.stop()
+        d.cleanup()
+
+    def fmt(v):
+        return "%.3f s (%.3f .. %.3f)" % (statistics.median(v), min(v), max(v))
+    print("figure, median (min .. max) of %d        namespace                    vm (TCG)"
+          % rounds)
+    for key, label in (("fork1", "fork count 1 + first exec"), ("fork3", "fork count 3 + exec each"),
+                       ("pause", "pause (vm: to disk)"), ("resume", "resume + first exec")):
+        print("%-36s %-28s %s" % (label, fmt(res[0][1][key]), fmt(res[1][1][key])))
+    for key, label in (("rss_before", "host RSS before the pause, MiB"),
+                       ("rss_after", "host RSS while paused, MiB")):
+        print("%-36s %-28.1f %.1f" % (label, statistics.median(res[0][1][key]),
+                                      statistics.median(res[1][1][key])))
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "lifecycle":
+        return main_lifecycle(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
     boots = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     execs = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     snaps = int(sys.argv[3]) if len(sys.argv) > 3 else 3

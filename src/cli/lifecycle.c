@@ -1,4 +1,4 @@
-/* sbx CLI: `sbx pause ID...`, `sbx resume [--timeout D] ID...` and
+/* sbx CLI: `sbx pause [--to-disk] ID...`, `sbx resume [--timeout D] ID...` and
  * `sbx fork ID [--count N]`. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +46,12 @@ each_sandbox (const char *action, int argc, char **argv)
             }
           json_object_set_new (body, "timeout", sbx_cli_json_duration (timeout_ms));
           argv[i - 1] = argv[i] = NULL;
+        }
+      else if (!opts_done && strcmp (action, "pause") == 0 && strcmp (argv[i], "--to-disk") == 0)
+        {
+          /* A VM's memory to the store, its QEMU ended (docs/vm.md). */
+          json_object_set_new (body, "to_disk", json_true ());
+          argv[i] = NULL;
         }
       else if (!opts_done && argv[i][0] == '-')
         {

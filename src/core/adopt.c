@@ -271,6 +271,11 @@ adopt_one (const struct sbx_sandbox_record *r)
     sbx_oom ();
   if (sbx_host_adopt (r->slot, r->id, (pid_t) r->init_pid, &sb->box, &err) < 0)
     {
+      /* A hibernated VM's relay is gone (and no VM outlives its front
+         end): its memory's file goes too, which the parent removes by
+         itself only when it starts. */
+      if (r->paused)
+        sbx__vm_forget_hibernated (r->tenant, r->id);
       end_record (r, err->msg);
       sbx_error_free (err);
       free (sb);

@@ -190,6 +190,9 @@ struct sbx_sandbox
   char snapshot[65]; /* the snapshot under its disk (a layer), "" when none */
   uint32_t lifecycle;
   int paused;
+  /* Paused to disk (core/vm_hibernate.c): a VM whose QEMU ended, its
+     memory in the store; its box is empty (no relay, no control socket). */
+  int hibernated;
   int transition;
   int pause_queued;
   int64_t remaining_ms;
@@ -212,6 +215,10 @@ struct sbx_create_opts
   const char *isolation;     /* "namespace" or "vm"; NULL: the daemon's default */
   uint32_t lifecycle;        /* SBX_LIFECYCLE_* (store.h) */
   const char *snapshot;      /* NULL, or the tenant's snapshot to start from */
+  /* The daemon's own VM memory image to start from (a fork's, core/fork.c;
+     its name is not in the catalog, so this record stands in for it):
+     NULL for every request from a client. */
+  const struct sbx_snapshot_record *internal_snapshot;
 };
 
 struct sbx_exec_opts
@@ -297,11 +304,16 @@ int sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **
 int sbx_sandbox_pause (struct sbx_sandbox *sb, sbx_error_t **err);
 int sbx_sandbox_resume (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_t **err);
 int sbx_sandbox_is_paused (struct sbx_sandbox *sb);
+/* Pause to disk (core/vm_hibernate.c): a VM's memory saved in the store,
+   its QEMU ended; resumed as any paused sandbox. NOT_IMPLEMENTED for a
+   namespace sandbox, CONFLICT when it is paused already. */
+int sbx_sandbox_hibernate (struct sbx_sandbox *sb, sbx_error_t **err);
 /* Fork (core/fork.c): `count` (1..SBX_FORK_MAX) new sandboxes of the same
    tenant with the source's settings (template, limits, env, metadata,
    user, network policy, lifecycle; timeout_ms 0: the source's lifetime)
    and a copy of its disk (/home/user, /tmp, /dev/shm), taken while it is
-   frozen. Its running processes are not carried. All or nothing: on
+   frozen. Its running processes are not carried, but for a VM, whose
+   whole memory is (core/vm_fork.c). All or nothing: on
    success out->sb holds count new sandboxes (a reference each, released by
    sbx_fork_result_release). */
 #define SBX_FORK_MAX 16
@@ -310,6 +322,10 @@ struct sbx_fork_result
   struct sbx_sandbox *sb[SBX_FORK_MAX];
   unsigned n;
   uint64_t files, dirs, symlinks, bytes, skipped; /* per copy */
+  /* A VM's fork: its memory was carried (processes included); the size of
+     the one memory image all copies were restored from. */
+  int vm;
+  uint64_t memory_image_bytes;
 };
 int sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
                       struct sbx_fork_result *out, sbx_error_t **err);

@@ -139,9 +139,9 @@ sbx__build_layered (const struct sbx_limits *limits, const char *template_name,
 }
 
 struct sbx_sandbox *
-sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err)
+sbx__build_vm (const struct sbx_limits *limits, int background, sbx_error_t **err)
 {
-  return build (limits, 0, NULL, NULL, NULL, SBX_ISOLATION_VM, err);
+  return build (limits, background, NULL, NULL, NULL, SBX_ISOLATION_VM, err);
 }
 
 struct sbx_sandbox *
@@ -261,7 +261,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (opts->snapshot)
     {
       /* Its template, and by default its source's disk size (it fits). */
-      if (sbx__snapshot_lookup (tenant ? tenant : "default", opts->snapshot, &snap, err) < 0)
+      if (opts->internal_snapshot)
+        snap = *opts->internal_snapshot;
+      else if (sbx__snapshot_lookup (tenant ? tenant : "default", opts->snapshot, &snap, err) < 0)
         return NULL;
       if (opts->template_name && strcmp (opts->template_name, snap.template_name) != 0)
         return sbx_err (err, SBX_E_INVALID,
@@ -375,20 +377,25 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       sbx_core.code_wanted = 1;
       pthread_cond_signal (&sbx_core.pool_cond);
     }
-  /* The pool holds base and code-interpreter sandboxes only. */
-  for (link = &sbx_core.pool;
-       *link && !stored && !opts->snapshot && isolation == SBX_ISOLATION_NS;
-       link = &(*link)->next)
-    if (sbx__is_code (*link) == code)
+  if (isolation == SBX_ISOLATION_VM && !sbx_core.vm_wanted)
+    {
+      sbx_core.vm_wanted = 1; /* and one booted VM, likewise */
+      pthread_cond_signal (&sbx_core.pool_cond);
+    }
+  /* The pool holds base and code-interpreter sandboxes, and VMs of the
+     default limits (a guest's RAM, vCPUs and disk are fixed at its boot). */
+  for (link = &sbx_core.pool; *link && !stored && !opts->snapshot; link = &(*link)->next)
+    if (isolation == SBX_ISOLATION_VM
+            ? (*link)->isolation == SBX_ISOLATION_VM && limits_equal (&limits, &(*link)->limits)
+                  && limits.disk_bytes == (*link)->limits.disk_bytes
+            : (*link)->isolation == SBX_ISOLATION_NS && sbx__is_code (*link) == code)
       {
         sb = *link;
         *link = sb->next;
         sb->next = NULL;
         sb->in_pool = 0;
         sb->refs++; /* the caller's; the pool's becomes the registry's */
-        sbx_core.pool_count--;
-        if (code)
-          sbx_core.code_pooled--;
+        sbx__pool_uncount (sb);
         pthread_cond_signal (&sbx_core.pool_cond);
         break;
       }
@@ -422,7 +429,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (sb == NULL)
     {
       sb = isolation == SBX_ISOLATION_VM
-               ? sbx__build_vm (&limits, err)
+               ? sbx__build_vm (&limits, 0, err)
                : sbx__build (&limits, 0, stored || code ? opts->template_name : NULL, err);
       if (sb == NULL)
         goto fail_unreserve;

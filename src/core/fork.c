@@ -6,6 +6,7 @@
  * parent while the source is frozen (iso/copy.c: the tree is hostile).
  * Processes are not carried: the engine cannot checkpoint them (no CRIU
  * on the kernels we target), so a fork starts with only init running.
+ * A VM's are: its fork is a restore of its memory (core/vm_fork.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -47,8 +48,6 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
   unsigned i;
 
   memset (out, 0, sizeof *out);
-  if (src->isolation == SBX_ISOLATION_VM)
-    return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: fork");
   if (count < 1 || count > SBX_FORK_MAX)
     return sbx_err (err, SBX_E_INVALID, "count must be 1 to %d, not %u", SBX_FORK_MAX, count);
   if (timeout_ms && sbx__check_timeout (timeout_ms, err) < 0)
@@ -81,6 +80,17 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
   opts.metadata = metadata;
   opts.network = network;
 
+  if (src->isolation == SBX_ISOLATION_VM)
+    {
+      out->vm = 1;
+      rc = sbx__vm_fork (src, tenant, &opts, count, out, err);
+      if (rc < 0)
+        undo (out);
+      else
+        for (i = 0; i < out->n; i++)
+          sbx_audit_lifecycle ("forked", out->sb[i]->id, out->sb[i]->tenant, src->id);
+      goto out;
+    }
   for (i = 0; i < count; i++)
     {
       struct sbx_sandbox *sb = sbx_sandbox_create (tenant, &opts, err);
@@ -146,6 +156,12 @@ sbx_fork_result_json (const struct sbx_fork_result *out)
 
   for (i = 0; i < out->n; i++)
     json_array_append_new (arr, sbx_sandbox_json (out->sb[i]));
+  if (out->vm)
+    return json_pack ("{s:o, s:b, s:s, s:I}", "sandboxes", arr, "processes_not_carried", 0,
+                      "note",
+                      "a VM's memory is carried: its processes, files and disk go on in each"
+                      " copy from the moment of the save",
+                      "memory_image_bytes", (json_int_t) out->memory_image_bytes);
   return json_pack ("{s:o, s:b, s:s, s:{s:I, s:I, s:I, s:I, s:I}}", "sandboxes", arr,
                     "processes_not_carried", 1, "note",
                     "the files of /home/user, /tmp and /dev/shm and the settings are copied;"

@@ -44,6 +44,10 @@ struct sbx_core_state
      (SBX_CODE_POOL) once one was asked for, so that the next is ready. */
   unsigned code_pooled;
   int code_wanted;
+  /* And VMs (isolation vm) with the default limits, booted ahead
+     (SBX_VM_POOL) once one was asked for: a boot takes seconds. */
+  unsigned vm_pooled;
+  int vm_wanted;
   unsigned char *slots;
   unsigned nslots;
   int epfd, wakefd;
@@ -86,7 +90,8 @@ struct sbx_sandbox *sbx__build (const struct sbx_limits *limits, int background,
                                 const char *template_name /* NULL: base */,
                                 sbx_error_t **err);
 /* A microVM sandbox (docs/vm.md; never pooled). */
-struct sbx_sandbox *sbx__build_vm (const struct sbx_limits *limits, sbx_error_t **err);
+struct sbx_sandbox *sbx__build_vm (const struct sbx_limits *limits, int background,
+                                   sbx_error_t **err);
 /* A VM restored from tenant's snapshot (its memory: QEMU -incoming). */
 struct sbx_sandbox *sbx__build_vm_restore (const struct sbx_limits *limits, const char *tenant,
                                            const char *snapshot, sbx_error_t **err);
@@ -98,6 +103,9 @@ struct sbx_sandbox *sbx__build_layered (const struct sbx_limits *limits,
 /* 1 for a sandbox of the code interpreter's template. */
 int sbx__is_code (const struct sbx_sandbox *sb);
 #define SBX_CODE_POOL 1
+#define SBX_VM_POOL 1
+/* Which of the pool's counters a pooled sandbox is in. */
+void sbx__pool_uncount (const struct sbx_sandbox *sb);
 /* Kill a sandbox that never became visible; drops both references. */
 void sbx__discard (struct sbx_sandbox *sb);
 
@@ -120,6 +128,16 @@ int sbx__snapshot_lookup (const char *tenant, const char *name, struct sbx_snaps
 int sbx__snapshot_load (struct sbx_sandbox *sb, const char *name, sbx_error_t **err);
 int sbx__transition_begin (struct sbx_sandbox *sb, int *was_paused, sbx_error_t **err);
 void sbx__transition_end (struct sbx_sandbox *sb);
+/* vm_fork.c: count restores of one save of the VM src's memory, with the
+   settings fork.c took from it; out holds what was made (fork.c undoes it
+   on failure). */
+int sbx__vm_fork (struct sbx_sandbox *src, const char *tenant,
+                  const struct sbx_create_opts *settings, unsigned count,
+                  struct sbx_fork_result *out, sbx_error_t **err);
+/* vm_hibernate.c: the resume of a hibernated VM (a restore into its
+   slot, in the resume's transition), and its kill (its file goes). */
+int sbx__vm_wake (struct sbx_sandbox *sb, sbx_error_t **err);
+void sbx__vm_forget_hibernated (const char *tenant, const char *id);
 void *sbx__janitor_main (void *arg);
 int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);

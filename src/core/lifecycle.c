@@ -144,6 +144,7 @@ resume_sandbox (struct sbx_sandbox *sb, uint64_t timeout_ms, int quiet_if_runnin
 {
   int64_t remaining, now, now_mono, shift;
   struct sbx_process *p;
+  int hibernated;
   sbx_error_t *local = NULL;
 
   if (timeout_ms && sbx__check_timeout (timeout_ms, err) < 0)
@@ -167,9 +168,11 @@ resume_sandbox (struct sbx_sandbox *sb, uint64_t timeout_ms, int quiet_if_runnin
     }
   sb->transition = 1;
   remaining = timeout_ms ? (int64_t) timeout_ms : sb->remaining_ms;
+  hibernated = sb->hibernated;
   pthread_mutex_unlock (&sbx_core.lock);
 
-  if (sbx_host_freeze (sb->slot, 0, err) < 0)
+  /* Hibernated: its VM is made again from the file (core/vm_hibernate.c). */
+  if ((hibernated ? sbx__vm_wake (sb, err) : sbx_host_freeze (sb->slot, 0, err)) < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
       end_transition_locked (sb);

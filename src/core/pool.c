@@ -19,6 +19,46 @@
 
 /* ---- the pool ---------------------------------------------------------- */
 
+enum pool_kind
+{
+  POOL_NONE,
+  POOL_BASE,
+  POOL_CODE,
+  POOL_VM,
+};
+
+/* What to build next, under the lock. Base first: most creates want it.
+   A code-interpreter sandbox once one was asked for (its server costs
+   ~100 MB and seconds of CPU), a VM once one was (a boot costs seconds of
+   CPU, and an idle VM ~240 MiB and a few % of a CPU under TCG). `--pool 0`
+   keeps none of them. */
+static enum pool_kind
+pool_next (void)
+{
+  unsigned base = sbx_core.pool_count - sbx_core.code_pooled - sbx_core.vm_pooled;
+
+  if (sbx_core.cfg.pool_size == 0
+      || sbx_core.running + sbx_core.pool_count >= sbx_core.cfg.max_sandboxes)
+    return POOL_NONE;
+  if (base < sbx_core.cfg.pool_size)
+    return POOL_BASE;
+  if (sbx_core.code_wanted && sbx_core.code_pooled < SBX_CODE_POOL)
+    return POOL_CODE;
+  if (sbx_core.vm_wanted && sbx_core.vm_pooled < SBX_VM_POOL)
+    return POOL_VM;
+  return POOL_NONE;
+}
+
+void
+sbx__pool_uncount (const struct sbx_sandbox *sb)
+{
+  sbx_core.pool_count--;
+  if (sb->isolation == SBX_ISOLATION_VM)
+    sbx_core.vm_pooled--;
+  else if (sbx__is_code (sb))
+    sbx_core.code_pooled--;
+}
+
 void *
 sbx__pool_main (void *arg)
 {
@@ -32,23 +72,21 @@ sbx__pool_main (void *arg)
     {
       struct sbx_sandbox *sb;
       sbx_error_t *err = NULL;
-      unsigned base = sbx_core.pool_count - sbx_core.code_pooled;
-      /* Base first: most creates want it. A code-interpreter sandbox once
-         one was asked for (its server costs ~100 MB and seconds of CPU). */
-      int code = base >= sbx_core.cfg.pool_size;
+      enum pool_kind kind = pool_next ();
 
-      if ((code
-           && (!sbx_core.code_wanted || sbx_core.cfg.pool_size == 0
-               || sbx_core.code_pooled >= SBX_CODE_POOL))
-          || sbx_core.running + sbx_core.pool_count >= sbx_core.cfg.max_sandboxes)
+      if (kind == POOL_NONE)
         {
           pthread_cond_wait (&sbx_core.pool_cond, &sbx_core.lock);
           continue;
         }
       sbx_core.pool_building++;
       pthread_mutex_unlock (&sbx_core.lock);
-      sb = sbx__build (&sbx_core.cfg.defaults, 1, code ? SBX_CODE_TEMPLATE : "base", &err);
-      if (sb != NULL && code && sbx__code_start (sb, &err) < 0)
+      if (kind == POOL_VM)
+        sb = sbx__build_vm (&sbx_core.cfg.defaults, 1, &err);
+      else
+        sb = sbx__build (&sbx_core.cfg.defaults, 1, kind == POOL_CODE ? SBX_CODE_TEMPLATE : "base",
+                         &err);
+      if (sb != NULL && kind == POOL_CODE && sbx__code_start (sb, &err) < 0)
         {
           sbx__discard (sb);
           sb = NULL;
@@ -60,6 +98,10 @@ sbx__pool_main (void *arg)
           struct timespec ts;
           sbx_warn ("building a pooled sandbox: %s", err->msg);
           sbx_error_free (err);
+          /* No retry loop on a host that cannot boot one: the next VM
+             create asks again. */
+          if (kind == POOL_VM)
+            sbx_core.vm_wanted = 0;
           sbx__abstime (&ts, 1000);
           pthread_cond_timedwait (&sbx_core.pool_cond, &sbx_core.lock, &ts);
           continue;
@@ -77,8 +119,10 @@ sbx__pool_main (void *arg)
       sbx_core.pool = sb;
       sb->in_pool = 1;
       sbx_core.pool_count++;
-      if (code)
+      if (kind == POOL_CODE)
         sbx_core.code_pooled++;
+      if (kind == POOL_VM)
+        sbx_core.vm_pooled++;
     }
   pthread_mutex_unlock (&sbx_core.lock);
   return NULL;

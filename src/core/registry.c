@@ -154,6 +154,9 @@ sandbox_json_locked (struct sbx_sandbox *sb)
   /* Paused: its clock stands; expires_at is when it would end if resumed now. */
   if (sb->paused)
     {
+      /* Paused to disk: no QEMU runs (docs/vm.md). */
+      if (sb->hibernated)
+        json_object_set_new (o, "hibernated", json_true ());
       json_object_set_new (o, "expires_at", sbx_json_time (sbx_now_ms () + sb->remaining_ms));
       json_object_set_new (o, "remaining", json_real ((double) sb->remaining_ms / 1000.0));
     }
@@ -316,6 +319,13 @@ sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err)
       pthread_mutex_unlock (&sbx_core.lock);
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id), NULL;
     }
+  if (sb->hibernated)
+    {
+      /* No VM, no cgroup: it holds no host memory nor CPU. */
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_CONFLICT, "sandbox `%s` is hibernated: it has no metrics until"
+                                           " it resumes", sb->id), NULL;
+    }
   if (sbx_host_stats (sb->slot, &st, err) < 0)
     {
       pthread_mutex_unlock (&sbx_core.lock);
@@ -347,7 +357,7 @@ int
 sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
 {
   sbx_error_t *local = NULL;
-  int was_running, expired = reason && strcmp (reason, "sandbox expired") == 0;
+  int was_running, hibernated, expired = reason && strcmp (reason, "sandbox expired") == 0;
   /* Its init died on its own (reaper.c): recorded as such, not as a kill. */
   int died = reason && strncmp (reason, "sandbox init", 12) == 0;
 
@@ -371,9 +381,7 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
         {
           list_remove (&sbx_core.pool, sb);
           sb->in_pool = 0;
-          sbx_core.pool_count--;
-          if (sbx__is_code (sb))
-            sbx_core.code_pooled--;
+          sbx__pool_uncount (sb);
           pthread_cond_signal (&sbx_core.pool_cond);
         }
     }
@@ -382,10 +390,15 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
   sbx__watch_del (&sb->ctl_watch);
   sbx__watch_del (&sb->pidfd_watch);
   sbx__process_kill_all (sb, sb->end_reason);
+  hibernated = sb->hibernated;
   pthread_cond_broadcast (&sb->cond);
   pthread_mutex_unlock (&sbx_core.lock);
 
-  if (sbx_host_destroy (sb->slot, &sb->box, &local) < 0)
+  /* Hibernated: no VM runs (the parent holds nothing in its slot); its
+     memory's file goes. */
+  if (hibernated)
+    sbx__vm_forget_hibernated (sb->tenant, sb->id);
+  else if (sbx_host_destroy (sb->slot, &sb->box, &local) < 0)
     {
       sbx_error ("destroying sandbox %s: %s", sb->id, local->msg);
       sbx_error_free (local);

@@ -11,6 +11,7 @@
  * A save is written under a hidden temporary name and renamed into place
  * (no half snapshot is ever visible); the source is frozen meanwhile.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
@@ -32,6 +33,47 @@
 #include "util/cleanup.h"
 
 static const char *const parts[] = {"home", "tmp", "shm"};
+
+static void remove_tree (int dir, const char *name, unsigned depth);
+
+/* What a daemon that ended left half done or kept for itself: saves under
+   their temporary names, a fork's memory, a hibernated VM's (no VM
+   outlives the daemon that ran it, docs/vm.md). Only at the parent's
+   start, when nothing of ours runs yet. */
+static void
+sweep_internal (int store)
+{
+  cleanup_close int walk = openat (store, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = walk >= 0 ? fdopendir (walk) : NULL;
+  struct dirent *t;
+
+  if (d == NULL)
+    return;
+  walk = -1; /* the DIR has it */
+  while ((t = readdir (d)) != NULL)
+    {
+      cleanup_close int tdir = -1, twalk = -1;
+      DIR *td;
+      struct dirent *e;
+
+      if (t->d_name[0] == '.')
+        continue;
+      tdir = openat (store, t->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      twalk = tdir >= 0 ? openat (tdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+      td = twalk >= 0 ? fdopendir (twalk) : NULL;
+      if (td == NULL)
+        continue;
+      twalk = -1;
+      while ((e = readdir (td)) != NULL)
+        if (strncmp (e->d_name, SBX_SNAPSHOT_INTERNAL_PREFIX,
+                     strlen (SBX_SNAPSHOT_INTERNAL_PREFIX))
+                == 0
+            || strncmp (e->d_name, ".tmp-", 5) == 0)
+          remove_tree (tdir, e->d_name, 0);
+      closedir (td);
+    }
+  closedir (d);
+}
 
 int
 sbx_snapstore_open (const char *state_dir, int *out, sbx_error_t **err)
@@ -56,6 +98,7 @@ sbx_snapstore_open (const char *state_dir, int *out, sbx_error_t **err)
       return sbx_err (err, SBX_E_SYSTEM,
                       "`%s/snapshots` must be root's and mode 0700 (move it away)", state_dir);
     }
+  sweep_internal (fd);
   *out = fd;
   return 0;
 }
@@ -74,6 +117,22 @@ sbx_snapshot_name_valid (const char *name)
             || c == '_' || c == '-'))
         return 0;
     }
+  return 1;
+}
+
+int
+sbx_snapstore_name_valid (const char *name)
+{
+  size_t i, n = strlen (name), p = strlen (SBX_SNAPSHOT_INTERNAL_PREFIX);
+
+  if (sbx_snapshot_name_valid (name))
+    return 1;
+  if (n <= p || n > SBX_SNAPSHOT_NAME_MAX || strncmp (name, SBX_SNAPSHOT_INTERNAL_PREFIX, p) != 0)
+    return 0;
+  for (i = p; i < n; i++)
+    if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9')
+          || name[i] == '-'))
+      return 0;
   return 1;
 }
 
@@ -187,7 +246,7 @@ sbx_snapstore_save (int store, const struct sbx_iso_box *src, const char *tenant
   memset (res, 0, sizeof *res);
   if (store < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
-  if (!sbx_snapshot_name_valid (name))
+  if (!sbx_snapstore_name_valid (name))
     return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
   tdir = tenant_dir (store, tenant, 1);
   if (tdir < 0)
@@ -239,7 +298,7 @@ sbx_snapstore_load (int store, const char *tenant, const char *name, int dst_dis
   memset (res, 0, sizeof *res);
   if (store < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
-  if (!sbx_snapshot_name_valid (name))
+  if (!sbx_snapstore_name_valid (name))
     return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
   tdir = tenant_dir (store, tenant, 0);
   if (tdir >= 0)
@@ -265,7 +324,7 @@ sbx_snapstore_save_with (int store, const char *tenant, const char *name,
 
   if (store < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
-  if (!sbx_snapshot_name_valid (name))
+  if (!sbx_snapstore_name_valid (name))
     return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
   tdir = tenant_dir (store, tenant, 1);
   if (tdir < 0)
@@ -295,7 +354,7 @@ sbx_snapstore_open_file (int store, const char *tenant, const char *name, const 
 
   if (store < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
-  if (!sbx_snapshot_name_valid (name))
+  if (!sbx_snapstore_name_valid (name))
     return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
   tdir = tenant_dir (store, tenant, 0);
   if (tdir >= 0)
@@ -315,7 +374,7 @@ sbx_snapstore_remove (int store, const char *tenant, const char *name, sbx_error
 
   if (store < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
-  if (!sbx_snapshot_name_valid (name))
+  if (!sbx_snapstore_name_valid (name))
     return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
   tdir = tenant_dir (store, tenant, 0);
   if (tdir < 0 || fstatat (tdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -349,7 +408,7 @@ sbx_snapstore_stage (int store, const char *tenant, const char *name, int pidfd,
 
   if (store < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "the snapshot store is not available");
-  if (!sbx_snapshot_name_valid (name))
+  if (!sbx_snapstore_name_valid (name))
     return sbx_err (err, SBX_E_INVALID, "bad snapshot name");
   tdir = tenant_dir (store, tenant, 0);
   if (tdir >= 0)

@@ -13,6 +13,12 @@
 
 /* 1 when name is 1..64 of [A-Za-z0-9._-], not starting with . or -. */
 int sbx_snapshot_name_valid (const char *name);
+/* The daemon's own entries (a fork's memory, core/fork.c; a hibernated
+   VM's, core/hibernate.c): this prefix and [a-z0-9-]. A client's name
+   cannot start with a dot, so no client can name, list or use one. */
+#define SBX_SNAPSHOT_INTERNAL_PREFIX ".sbx-"
+/* 1 for a client's name or one of the daemon's own. */
+int sbx_snapstore_name_valid (const char *name);
 /* Make or open STATE/snapshots (root, 0700). */
 int sbx_snapstore_open (const char *state_dir, int *out, sbx_error_t **err);
 /* Save a (frozen) sandbox's disk as tenant's snapshot `name` (CONFLICT

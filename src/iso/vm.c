@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -390,6 +391,10 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
             || dup2 (qmp_end, SBX_VM_QMP_FD) < 0 || dup2 (devnull, 0) < 0)
           _exit (127);
         if (incoming >= 0 && dup2 (incoming, SBX_VM_INCOMING_FD) < 0)
+          _exit (127);
+        /* A pooled VM boots at low priority, QEMU's threads inherit it;
+           a create that takes it renices the cgroup's tasks back. */
+        if (spec->background && setpriority (PRIO_PROCESS, 0, 10) < 0)
           _exit (127);
         if (setgroups (kvm_gid != (gid_t) -1 ? 1 : 0, &kvm_gid) < 0
             || setresgid (uid, uid, uid) < 0 || setresuid (uid, uid, uid) < 0

@@ -31,6 +31,10 @@ void sbx_vm_qmp_explain (int qmp, char *out, size_t len);
 int sbx_vm_restore_go (int qmp, sbx_error_t **err);
 int sbx_vm_snapshot_save (const struct sbx_iso_box *box, int store, const char *tenant,
                           const char *name, uint64_t *bytes, sbx_error_t **err);
+/* The same save, but the vCPUs stay stopped when it worked: the VM is
+   about to end (a hibernation, core/vm_hibernate.c). */
+int sbx_vm_hibernate_save (const struct sbx_iso_box *box, int store, const char *tenant,
+                           const char *name, uint64_t *bytes, sbx_error_t **err);
 
 /* iso/vm_confine.c: in QEMU's process, just before its exec: a Landlock
    domain that reads what QEMU needs and writes nothing by path. */

@@ -243,9 +243,9 @@ fill_vm (int dir, void *arg)
   return rc;
 }
 
-int
-sbx_vm_snapshot_save (const struct sbx_iso_box *box, int store, const char *tenant,
-                      const char *name, uint64_t *bytes, sbx_error_t **err)
+static int
+save (const struct sbx_iso_box *box, int store, const char *tenant, const char *name,
+      int stay_stopped, uint64_t *bytes, sbx_error_t **err)
 {
   struct save s = {box->qmp, 0, err};
   int rc;
@@ -253,14 +253,30 @@ sbx_vm_snapshot_save (const struct sbx_iso_box *box, int store, const char *tena
   if (box->qmp < 0)
     return sbx_err (err, SBX_E_INVALID, "not a VM sandbox");
   /* The vCPUs stop for a consistent image; they go on afterwards
-     whatever happened. */
+     whatever happened (but after a hibernation's save that worked: the
+     guest ends then, as it was saved). */
   if (simple (box->qmp, "{\"execute\":\"stop\"}", err) < 0)
     return -1;
   rc = sbx_snapstore_save_with (store, tenant, name, fill_vm, &s, err);
-  if (simple (box->qmp, "{\"execute\":\"cont\"}", rc < 0 ? NULL : err) < 0 && rc == 0)
+  if (!(stay_stopped && rc == 0)
+      && simple (box->qmp, "{\"execute\":\"cont\"}", rc < 0 ? NULL : err) < 0 && rc == 0)
     rc = -1;
   *bytes = s.bytes;
   return rc;
+}
+
+int
+sbx_vm_snapshot_save (const struct sbx_iso_box *box, int store, const char *tenant,
+                      const char *name, uint64_t *bytes, sbx_error_t **err)
+{
+  return save (box, store, tenant, name, 0, bytes, err);
+}
+
+int
+sbx_vm_hibernate_save (const struct sbx_iso_box *box, int store, const char *tenant,
+                       const char *name, uint64_t *bytes, sbx_error_t **err)
+{
+  return save (box, store, tenant, name, 1, bytes, err);
 }
 
 void

@@ -146,6 +146,7 @@ enum sbx_priv_snapshot_op
   SBX_PRIV_SNAP_SAVE = 1,   /* slot (frozen) -> the store */
   SBX_PRIV_SNAP_LOAD = 2,   /* the store -> slot (just made) */
   SBX_PRIV_SNAP_REMOVE = 3, /* slot unused */
+  SBX_PRIV_SNAP_HIBERNATE = 4, /* a VM's slot -> the store; its vCPUs stay stopped */
 };
 
 struct sbx_priv_snapshot

@@ -291,7 +291,6 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   if (memchr (m->id, '\0', sizeof m->id) == NULL
       || memchr (m->template_name, '\0', sizeof m->template_name) == NULL || m->background > 1
       || m->isolation > SBX_ISOLATION_VM || m->reserved != 0
-      || (m->isolation == SBX_ISOLATION_VM && m->background)
       || memchr (m->snapshot_tenant, '\0', sizeof m->snapshot_tenant) == NULL
       || memchr (m->snapshot, '\0', sizeof m->snapshot) == NULL)
     {
@@ -305,7 +304,7 @@ handle_create (struct chan *c, const struct sbx_priv_create *m)
   else if (tmpl == NULL && !stored)
     sbx_err (&err, SBX_E_INVALID, "unknown template");
   else if (m->snapshot[0] != '\0'
-           && (!sbx_snapshot_name_valid (m->snapshot) || m->snapshot_tenant[0] == '\0'))
+           && (!sbx_snapstore_name_valid (m->snapshot) || m->snapshot_tenant[0] == '\0'))
     sbx_err (&err, SBX_E_INVALID, "bad snapshot");
   else if (check_limits (m->memory_bytes, m->cpu_milli, m->pids, &err) == 0)
     check_disk (m->disk_bytes, &err);
@@ -821,16 +820,19 @@ handle_snapshot (struct chan *c, const struct sbx_priv_snapshot *m)
   memset (&res, 0, sizeof res);
   if (memchr (m->tenant, '\0', sizeof m->tenant) == NULL
       || memchr (m->name, '\0', sizeof m->name) == NULL || m->tenant[0] == '\0'
-      || !sbx_snapshot_name_valid (m->name))
+      || !sbx_snapstore_name_valid (m->name))
     sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
   else if (m->snap_op == SBX_PRIV_SNAP_REMOVE)
     sbx_snapstore_remove (P.snapstore, m->tenant, m->name, &err);
-  else if (m->snap_op != SBX_PRIV_SNAP_SAVE && m->snap_op != SBX_PRIV_SNAP_LOAD)
+  else if (m->snap_op != SBX_PRIV_SNAP_SAVE && m->snap_op != SBX_PRIV_SNAP_LOAD
+           && m->snap_op != SBX_PRIV_SNAP_HIBERNATE)
     sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
   else if ((s = slot_get (m->slot, &err)) != NULL)
     {
       have_res = 1;
-      if (m->snap_op == SBX_PRIV_SNAP_SAVE && s->box.qmp >= 0)
+      if (m->snap_op == SBX_PRIV_SNAP_HIBERNATE)
+        sbx_vm_hibernate_save (&s->box, P.snapstore, m->tenant, m->name, &res.bytes, &err);
+      else if (m->snap_op == SBX_PRIV_SNAP_SAVE && s->box.qmp >= 0)
         /* A VM: its memory, disk included, through QEMU's migration. */
         sbx_vm_snapshot_save (&s->box, P.snapstore, m->tenant, m->name, &res.bytes, &err);
       else if (m->snap_op == SBX_PRIV_SNAP_SAVE)

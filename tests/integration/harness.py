@@ -331,6 +331,16 @@ class DaemonTest(unittest.TestCase):
     def setUpClass(cls):
         listen = "127.0.0.1:%d" % free_port() if cls.listen else None
         cls.d = Daemon(pool=cls.pool, listen=listen, extra=cls.extra_args).start()
+        # A subclass's setUpClass that fails after this line skips
+        # tearDownClass, but class cleanups still run: its daemon (and the
+        # sandboxes it would otherwise leave) never outlive the module.
+        cls.addClassCleanup(cls._stop_if_running, cls.d)
+
+    @staticmethod
+    def _stop_if_running(d):
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+            d.cleanup()
 
     @classmethod
     def tearDownClass(cls):
