@@ -274,3 +274,26 @@ class VMNet(DaemonTest):
                   "for f in /tmp/c*; do grep -q hello $f || { echo $f; cat $f; }; done" % self.port)
         res = self.sh(script, timeout="120s")
         self.assertEqual(res["stdout"].split("\n")[0], "80", res)
+
+
+class VMNetHostileGuest(DaemonTest):
+    """The guest's root (`"user": "root"`, root in the guest only) cannot
+    write into the virtio-serial port beside the agent: the port opens once
+    (virtio_console), and the agent holds it."""
+    pool = 0
+
+    def test_guest_root_cannot_open_the_port(self):
+        r = self.d.api("POST", "/v1/sandboxes", {"isolation": "vm", "memory": "256M",
+                                                 "disk": "64M", "timeout": "5m"})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["id"]
+        # A CONN_DATA (33) of 1 byte for stream 999, which no OPEN named.
+        frame = "\\041\\000\\000\\000\\001\\000\\000\\000\\347\\003\\000\\000\\000\\000\\000\\000x"
+        cmd = ("for d in /sys/class/virtio-ports/*; do "
+               "[ \"$(cat $d/name)\" = sbx ] && printf '%s' > /dev/${d##*/}; done; echo rc=$?"
+               % frame)
+        res = self.d.exec(sid, cmd=cmd, user="root", timeout="60s")
+        self.assertIn("Device or resource busy", res["stderr"], res)
+        self.assertEqual(res["stdout"], "rc=1\n", res)
+        self.assertEqual(self.d.sh(sid, "echo alive")["stdout"], "alive\n")
+        self.d.api("DELETE", "/v1/sandboxes/" + sid)
