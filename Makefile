@@ -102,10 +102,13 @@ $(BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
 
 # The microVM guest agent (docs/vm.md): static, packed by the daemon into
 # the guest's initramfs (iso/vm.c), never run on the host.
-$(BUILD)/sbx-vm-agent: $(wildcard src/vm/*.c) $(wildcard src/vm/*.h) src/iso/proto.h
+# Its file operations are the namespace engine's iso/fs.c (vm/agent_fs.c).
+VM_AGENT_SHARED := src/iso/fs.c src/util/error.c src/util/id.c
+$(BUILD)/sbx-vm-agent: $(wildcard src/vm/*.c) $(wildcard src/vm/*.h) src/iso/proto.h \
+                       $(VM_AGENT_SHARED) src/iso/fs.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@ (static)"
-	$(Q)$(CC) $(INIT_CFLAGS) $(wildcard src/vm/*.c) -o $@
+	$(Q)$(CC) $(INIT_CFLAGS) $(wildcard src/vm/*.c) $(VM_AGENT_SHARED) -o $@
 
 $(BUILD)/obj/vmblob.o: src/vm/vmblob.S $(BUILD)/sbx-vm-agent
 	@mkdir -p $(dir $@)

@@ -241,6 +241,8 @@ struct sbx_exec_opts
   int pty;
   unsigned pty_cols, pty_rows;
   const char *user_tag; /* NULL or a name (<= 63 bytes) to find it by */
+  int file_op; /* isolation vm: a file operation of the agent's (core/vm_fs.c), not an exec;
+                  never set from a request */
 };
 
 /* ---- egress policies (core/egress.c, docs/egress.md) -------------------- */
@@ -369,21 +371,6 @@ void sbx_sandbox_proxy_release (struct sbx_sandbox *sb);
    SBX_E_GATEWAY_TIMEOUT (it did not accept in time), SBX_E_LIMIT or
    SBX_E_UNAVAILABLE (init or the daemon is out of room). */
 int sbx_sandbox_connect_port (struct sbx_sandbox *sb, unsigned port, sbx_error_t **err);
-
-/* isolation vm: read a file in the guest (core/vm_files.c): *data (malloc)
-   and *len, at most max bytes (413 past it); 404, 403, 400 (a directory)
-   as the guest's kernel says. */
-int sbx_vm_file_read (struct sbx_sandbox *sb, const char *user, const char *path, size_t max,
-                      char **data, size_t *len, sbx_error_t **err);
-
-/* An upload into a VM: a command in the guest whose stdin is the body
-   (written beside path, renamed over it at the end); end with commit 0
-   drops it. */
-struct sbx_process *sbx_vm_upload_begin (struct sbx_sandbox *sb, const char *user,
-                                         const char *path, uint32_t mode, int parents,
-                                         sbx_error_t **err);
-int sbx_vm_upload_write (struct sbx_process *p, const void *data, size_t len, sbx_error_t **err);
-int sbx_vm_upload_end (struct sbx_process *p, const char *path, int commit, sbx_error_t **err);
 
 /* Processes. */
 struct sbx_process *sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts,

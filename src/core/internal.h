@@ -147,6 +147,28 @@ void sbx__handle_init_death (struct sbx_sandbox *sb);
 /* pump.c */
 int sbx__pump_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 void sbx__pump_cancel_all (struct sbx_sandbox *sb);
+/* isolation vm: the files API's context runs in the guest (core/vm_fs.c). */
+int sbx__vm_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx *ctx,
+                     sbx_error_t **err);
+void sbx__vm_fs_close (struct sbx_fs_ctx *ctx);
+/* A file operation's answer from a guest (core/vm_fs_parse.c): its stdout
+   and exit code; a read's bytes end up at the start of data (data_len). */
+struct sbx_vm_fs_answer
+{
+  char *data;
+  size_t len;
+  int exit_code; /* 0: END expected, 1: ERROR expected */
+  size_t data_len;
+};
+/* Check every record: ENTRYs (at most max) to fn, DATA when data_ok, then
+   END (exit 0, *truncated) or the guest's ERROR as *err (exit 1); anything
+   else is SBX_E_UNAVAILABLE "out of format". -1 without *err: fn refused. */
+int sbx__vm_fs_parse (struct sbx_vm_fs_answer *a, size_t max,
+                      int (*fn) (struct sbx_fs_entry *e, void *arg), void *arg, int *truncated,
+                      int data_ok, sbx_error_t **err);
+/* A listed entry: a plain name, its path under root at most depth deep. */
+int sbx__vm_fs_listed_ok (const struct sbx_fs_entry *e, const char *root, int depth);
+int sbx__vm_fs_broken (const char *what, sbx_error_t **err);
 
 /* watch.c: a watch's pipe is readable; init reported on its helper (1 when
    req_id was a watch's); the sandbox is going away (every watch ends). */

@@ -862,6 +862,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.pty = pty;
   spawn.pty_cols = (uint16_t) opts->pty_cols;
   spawn.pty_rows = (uint16_t) opts->pty_rows;
+  spawn.file_op = opts->file_op && sb->isolation == SBX_ISOLATION_VM;
   tag = process_tag (p);
   spawn.tag = tag;
   spawn.tag_len = tag ? strlen (tag) : 0;

@@ -146,9 +146,7 @@ sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx
   memset (ctx, 0, sizeof *ctx);
   ctx->root = -1;
   if (sb->isolation == SBX_ISOLATION_VM)
-    return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
-                    "not supported for isolation vm: the files API (use exec with stdin and "
-                    "`cat`)");
+    return sbx__vm_fs_open (sb, user, ctx, err);
   /* Copies run in a helper init forks: not while it is frozen. */
   if (sbx_sandbox_awake (sb, err) < 0)
     return -1;
@@ -195,6 +193,8 @@ sbx_sandbox_fs_open (struct sbx_sandbox *sb, const char *user, struct sbx_fs_ctx
 void
 sbx_sandbox_fs_close (struct sbx_fs_ctx *ctx)
 {
+  if (ctx->remote)
+    sbx__vm_fs_close (ctx);
   if (ctx->copier)
     {
       struct copier *c = ctx->copier->arg;

@@ -170,6 +170,7 @@ struct sbx_iso_spawn
      stdio and keep are then unused, and SPAWNED brings the master. */
   int pty;
   uint16_t pty_cols, pty_rows;
+  int file_op; /* a VM's file operation (SBX_SPAWN_FILE_OP), set by core/vm_fs.c only */
 };
 int sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_error_t **err);
 /* Set the window size of a terminal command (SBX_MSG_RESIZE); init answers

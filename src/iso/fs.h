@@ -33,6 +33,33 @@ struct sbx_fs_copier
   void *arg;
 };
 
+struct sbx_fs_entry;
+
+/* File operations done elsewhere: in a VM's guest (core/vm_fs.c), where
+   no descriptor of the host can resolve a path. The front end's
+   sbx_host_fs_* (priv/client.c) call these instead of the privileged
+   parent when a context has them; same contracts as below. An upload's
+   *job is the remote side's, ended by exactly one upload_end. */
+struct sbx_fs_remote
+{
+  /* A whole file into *data (malloc), at most max bytes (else 413): the
+     front end cannot make a file to hand out (no memfd_create there). */
+  int (*read) (void *arg, const char *path, size_t max, char **data, size_t *len,
+               sbx_error_t **err);
+  int (*stat) (void *arg, const char *path, struct sbx_fs_entry *out, sbx_error_t **err);
+  int (*list) (void *arg, const char *path, int depth, size_t max_entries,
+               int (*fn) (const struct sbx_fs_entry *e, void *fn_arg), void *fn_arg,
+               int *truncated, sbx_error_t **err);
+  int (*mkdir) (void *arg, const char *path, uint32_t mode, int parents, sbx_error_t **err);
+  int (*move) (void *arg, const char *from, const char *to, int overwrite, sbx_error_t **err);
+  int (*remove) (void *arg, const char *path, int recursive, sbx_error_t **err);
+  int (*upload_begin) (void *arg, const char *path, uint32_t mode, int parents, void **job,
+                       sbx_error_t **err);
+  int (*upload_write) (void *job, const void *data, size_t len, sbx_error_t **err);
+  int (*upload_end) (void *job, int commit, sbx_error_t **err);
+  void *arg;
+};
+
 struct sbx_fs_ctx
 {
   int root;       /* borrowed O_PATH fd of the sandbox's "/" */
@@ -40,6 +67,7 @@ struct sbx_fs_ctx
   uint32_t uid, gid; /* the acting user, inside ids */
   const struct sbx_fs_copier *copier; /* may be NULL */
   uint32_t slot;  /* the front end (priv/host.h): which sandbox; root is unset */
+  const struct sbx_fs_remote *remote; /* the front end: a VM's; NULL for the parent */
 };
 
 enum sbx_fs_type
@@ -89,6 +117,7 @@ struct sbx_fs_upload
   uint64_t written;
   struct sbx_fs_ctx ctx;
   uint64_t token; /* the front end: the parent's name for it */
+  void *remote_job; /* the front end: ctx.remote's upload */
 };
 int sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
                          int parents, struct sbx_fs_upload *up, sbx_error_t **err);

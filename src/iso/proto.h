@@ -183,6 +183,10 @@ struct sbx_msg_spawn
    master, which the daemon reads the output from and writes input to. */
 #define SBX_SPAWN_PTY 0x1
 #define SBX_PTY_MAX 1000 /* columns and rows, each 1..SBX_PTY_MAX */
+/* A VM's file operation (core/vm_fs.c): the relay sends it to the agent as
+   SBX_VMF_FILE_OP, not SPAWN (vm/wire.h). Set by the core only, never from
+   a request; a namespace sandbox's init never sees it. */
+#define SBX_SPAWN_FILE_OP 0x2
 
 /* The daemon's ends of a command's pipes, which init keeps (never reads or
    writes) so that a daemon that dies takes neither stdin (EOF) nor stdout

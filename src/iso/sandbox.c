@@ -767,6 +767,8 @@ sbx_iso_spawn (struct sbx_iso_box *box, const struct sbx_iso_spawn *req, sbx_err
             fds[nfds++] = req->keep[i];
           }
     }
+  if (req->file_op)
+    m.flags |= SBX_SPAWN_FILE_OP;
   sbx_buf_append (&packet, &m, sizeof m);
   sbx_buf_append (&packet, req->cwd, strlen (req->cwd) + 1);
   for (uint32_t i = 0; i < argc; i++)

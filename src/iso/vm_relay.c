@@ -226,7 +226,9 @@ from_daemon (void)
         v.envc = s.envc;
         v.rlimit_nofile = s.rlimit_nofile;
         v.rlimit_fsize = s.rlimit_fsize;
-        frame (SBX_VMF_SPAWN, s.req_id, &v, sizeof v, buf + sizeof s, s.strings_len);
+        /* A file operation (core/vm_fs.c) is a frame of its own kind. */
+        frame (s.flags & SBX_SPAWN_FILE_OP ? SBX_VMF_FILE_OP : SBX_VMF_SPAWN, s.req_id, &v,
+               sizeof v, buf + sizeof s, s.strings_len);
         return;
       }
     case SBX_MSG_SIGNAL:

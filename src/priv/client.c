@@ -692,6 +692,16 @@ sbx_host_set_disk (uint32_t slot, uint64_t bytes, sbx_error_t **err)
 
 /* ---- files ------------------------------------------------------------- */
 
+/* The parent's limit, for a remote context too: both engines answer alike. */
+static int
+fs_paths_fit (const char *path, const char *path2, sbx_error_t **err)
+{
+  if (strlen (path) >= sizeof ((struct sbx_priv_fs *) 0)->path
+      || (path2 && strlen (path2) >= sizeof ((struct sbx_priv_fs *) 0)->path2))
+    return sbx_err (err, SBX_E_INVALID, "path too long");
+  return 0;
+}
+
 static struct sbx_priv_fs *
 fs_request (const struct sbx_fs_ctx *ctx, enum sbx_priv_fs_op op, const char *path,
             const char *path2, sbx_error_t **err)
@@ -745,9 +755,12 @@ int
 sbx_host_fs_open_read (const struct sbx_fs_ctx *ctx, const char *path, uint64_t *size,
                        sbx_error_t **err)
 {
-  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_OPEN_READ, path, NULL, err);
+  struct sbx_priv_fs *m;
   struct call cl = {0};
 
+  if (ctx->remote) /* its read gives bytes, not an fd (server/files_reply.c) */
+    return sbx_err (err, SBX_E_SYSTEM, "a remote file is read with its read");
+  m = fs_request (ctx, SBX_PRIV_FS_OPEN_READ, path, NULL, err);
   if (m == NULL || fs_call (m, ctx, &cl, err) < 0)
     return -1;
   if (cl.nfds != 1)
@@ -772,9 +785,13 @@ int
 sbx_host_fs_stat (const struct sbx_fs_ctx *ctx, const char *path, struct sbx_fs_entry *out,
                   sbx_error_t **err)
 {
-  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_STAT, path, NULL, err);
+  struct sbx_priv_fs *m;
   struct call cl = {0};
 
+  memset (out, 0, sizeof *out);
+  if (ctx->remote)
+    return fs_paths_fit (path, NULL, err) < 0 ? -1 : ctx->remote->stat (ctx->remote->arg, path, out, err);
+  m = fs_request (ctx, SBX_PRIV_FS_STAT, path, NULL, err);
   cl.on_entry = keep_entry;
   cl.arg = out;
   memset (out, 0, sizeof *out);
@@ -789,9 +806,15 @@ sbx_host_fs_list (const struct sbx_fs_ctx *ctx, const char *path, int depth, siz
                   int (*fn) (const struct sbx_fs_entry *e, void *arg), void *arg, int *truncated,
                   sbx_error_t **err)
 {
-  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_LIST, path, NULL, err);
+  struct sbx_priv_fs *m;
   struct call cl = {0};
 
+  if (ctx->remote)
+    return fs_paths_fit (path, NULL, err) < 0
+               ? -1
+               : ctx->remote->list (ctx->remote->arg, path, depth, max_entries, fn, arg,
+                                    truncated, err);
+  m = fs_request (ctx, SBX_PRIV_FS_LIST, path, NULL, err);
   if (m == NULL)
     return -1;
   m->depth = depth > 0 ? (uint32_t) depth : 0;
@@ -809,8 +832,11 @@ int
 sbx_host_fs_mkdir (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
                    sbx_error_t **err)
 {
-  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_MKDIR, path, NULL, err);
+  struct sbx_priv_fs *m;
 
+  if (ctx->remote)
+    return fs_paths_fit (path, NULL, err) < 0 ? -1 : ctx->remote->mkdir (ctx->remote->arg, path, mode, parents, err);
+  m = fs_request (ctx, SBX_PRIV_FS_MKDIR, path, NULL, err);
   if (m)
     {
       m->mode = mode;
@@ -823,8 +849,11 @@ int
 sbx_host_fs_move (const struct sbx_fs_ctx *ctx, const char *from, const char *to, int overwrite,
                   sbx_error_t **err)
 {
-  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_MOVE, from, to, err);
+  struct sbx_priv_fs *m;
 
+  if (ctx->remote)
+    return fs_paths_fit (from, to, err) < 0 ? -1 : ctx->remote->move (ctx->remote->arg, from, to, overwrite, err);
+  m = fs_request (ctx, SBX_PRIV_FS_MOVE, from, to, err);
   if (m)
     m->flags = overwrite ? SBX_PRIV_FS_OVERWRITE : 0;
   return fs_simple (m, ctx, err);
@@ -834,8 +863,11 @@ int
 sbx_host_fs_remove (const struct sbx_fs_ctx *ctx, const char *path, int recursive,
                     sbx_error_t **err)
 {
-  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_REMOVE, path, NULL, err);
+  struct sbx_priv_fs *m;
 
+  if (ctx->remote)
+    return fs_paths_fit (path, NULL, err) < 0 ? -1 : ctx->remote->remove (ctx->remote->arg, path, recursive, err);
+  m = fs_request (ctx, SBX_PRIV_FS_REMOVE, path, NULL, err);
   if (m)
     m->flags = recursive ? SBX_PRIV_FS_RECURSIVE : 0;
   return fs_simple (m, ctx, err);
@@ -845,12 +877,18 @@ int
 sbx_host_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
                           int parents, struct sbx_fs_upload *up, sbx_error_t **err)
 {
-  struct sbx_priv_fs *m = fs_request (ctx, SBX_PRIV_FS_UPLOAD, path, NULL, err);
+  struct sbx_priv_fs *m;
   struct call cl = {0};
 
   memset (up, 0, sizeof *up);
   up->dir = up->fd = up->pipe = -1;
   up->ctx = *ctx;
+  if (ctx->remote)
+    return fs_paths_fit (path, NULL, err) < 0
+               ? -1
+               : ctx->remote->upload_begin (ctx->remote->arg, path, mode, parents,
+                                            &up->remote_job, err);
+  m = fs_request (ctx, SBX_PRIV_FS_UPLOAD, path, NULL, err);
   if (m == NULL)
     return -1;
   m->mode = mode;
@@ -873,6 +911,15 @@ sbx_host_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len
 {
   const char *p = data;
 
+  if (up->ctx.remote)
+    {
+      if (up->remote_job == NULL)
+        return sbx_err (err, SBX_E_SYSTEM, "upload interrupted");
+      if (up->ctx.remote->upload_write (up->remote_job, data, len, err) < 0)
+        return -1;
+      up->written += len;
+      return 0;
+    }
   while (len > 0)
     {
       ssize_t w = write (up->pipe, p, len);
@@ -910,6 +957,12 @@ upload_end (struct sbx_fs_upload *up, int commit, sbx_error_t **err)
   struct call cl = {0};
   int rc;
 
+  if (up->ctx.remote)
+    {
+      void *job = up->remote_job;
+      up->remote_job = NULL;
+      return job ? up->ctx.remote->upload_end (job, commit, err) : 0;
+    }
   /* Our end first: the copy in the sandbox sees the end of the body. */
   close_and_reset (&up->pipe);
   if (up->token == 0)
@@ -924,7 +977,7 @@ upload_end (struct sbx_fs_upload *up, int commit, sbx_error_t **err)
 int
 sbx_host_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
 {
-  if (up->token == 0)
+  if (up->token == 0 && up->remote_job == NULL)
     return sbx_err (err, SBX_E_SYSTEM, "upload interrupted");
   return upload_end (up, 1, err);
 }

@@ -124,8 +124,6 @@ sbx_route_envd_files_get (struct sbx_req *r)
   struct MHD_Response *resp;
   sbx_error_t *err = NULL;
   const char *user = NULL, *leaf;
-  uint64_t size = 0;
-  int fd;
 
   ctx.root = -1;
   if (authorize (r, "read", &err) < 0 || files_user (r, &user, &err) < 0
@@ -135,18 +133,11 @@ sbx_route_envd_files_get (struct sbx_req *r)
       sbx_reply_error (r, err);
       return;
     }
-  fd = sbx_host_fs_open_read (&ctx, path, &size, &err);
+  resp = sbx_files_response (&ctx, path, &err);
   sbx_sandbox_fs_close (&ctx);
-  if (fd < 0)
-    {
-      sbx_reply_error (r, err);
-      return;
-    }
-  resp = MHD_create_response_from_fd64 (size, fd);
   if (resp == NULL)
     {
-      close (fd);
-      sbx_reply_error (r, NULL);
+      sbx_reply_error (r, err);
       return;
     }
   leaf = strrchr (path, '/');

@@ -384,8 +384,6 @@ free_request (struct sbx_req *r)
     sbx_e2b_files_free (r);
   if (r->upload_open)
     sbx_host_fs_upload_abort (&r->up);
-  if (r->vm_up)
-    sbx_vm_upload_end (r->vm_up, NULL, 0, NULL);
   if (r->tmpl_spool)
     close (r->tmpl_spool - 1);
   sbx_sandbox_fs_close (&r->fs);
@@ -775,17 +773,7 @@ take_body (struct sbx_req *r, const char *data, size_t len)
       sbx_e2b_files_body (r, data, len);
       break;
     case SBX_BODY_UPLOAD:
-      if (r->vm_up && r->upload_err == NULL)
-        {
-          if (sbx_vm_upload_write (r->vm_up, data, len, &err) < 0)
-            r->upload_err = err;
-          else
-            {
-              EVP_DigestUpdate (r->audit_sha, data, len);
-              r->audit_size += len;
-            }
-        }
-      else if (r->upload_open && r->upload_err == NULL
+      if (r->upload_open && r->upload_err == NULL
           && sbx_host_fs_upload_write (&r->up, data, len, &err) < 0)
         {
           r->upload_err = err;

@@ -89,7 +89,6 @@ struct sbx_req
   struct sbx_fs_upload up;
   int upload_open;
   sbx_error_t *upload_err;
-  struct sbx_process *vm_up; /* an upload into a VM (core/vm_files.c), else NULL */
   /* the port proxy (server/proxy.c) */
   const char *proxy_target; /* native route: what follows PORT in raw_uri */
   struct sbx_proxy *proxy;  /* owned until its response takes it */
@@ -231,6 +230,10 @@ int sbx_move_request_parse (json_t *body, const char **from, const char **to, ch
 
 /* routes_files.c: open the upload on the first body chunk's call. */
 int sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err);
+/* A download's response (server/files_reply.c): the file, from the
+   namespace engine's parent or a VM's guest. */
+struct MHD_Response *sbx_files_response (const struct sbx_fs_ctx *ctx, const char *path,
+                                         sbx_error_t **err);
 
 /* routes_watch.c: one NDJSON line for a watch event (appended to out). */
 void sbx_watch_event_line (struct sbx_buf *out, const struct sbx_watch_event *ev);

@@ -14,45 +14,6 @@
 #include "util/cleanup.h"
 
 #define LIST_MAX_ENTRIES 10000
-#define VM_READ_MAX (64u << 20) /* a VM's file comes through memory (core/vm_files.c) */
-
-/* isolation vm: the file read in the guest; 1 when the request was one. */
-static int
-vm_file_get (struct sbx_req *r, const char *path)
-{
-  sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, &err);
-  struct MHD_Response *resp;
-  char *data = NULL;
-  size_t len = 0;
-
-  if (sb == NULL || sb->isolation != SBX_ISOLATION_VM)
-    {
-      if (sb)
-        sbx_sandbox_unref (sb);
-      sbx_error_free (err);
-      return 0;
-    }
-  if (sbx_vm_file_read (sb, sbx_req_query (r, "user"), path, VM_READ_MAX, &data, &len, &err) < 0)
-    {
-      sbx_sandbox_unref (sb);
-      sbx_reply_error (r, err);
-      return 1;
-    }
-  sbx_sandbox_unref (sb);
-  resp = MHD_create_response_from_buffer (len, data, MHD_RESPMEM_MUST_FREE);
-  if (resp == NULL)
-    {
-      free (data);
-      sbx_err_oom (&err);
-      sbx_reply_error (r, err);
-      return 1;
-    }
-  MHD_add_response_header (resp, "Content-Type", "application/octet-stream");
-  sbx_reply_response (r, 200, resp);
-  return 1;
-}
-
 
 /* Resolve sandbox (segment 2) and the acting user. */
 static struct sbx_sandbox *
@@ -144,35 +105,21 @@ sbx_route_file_get (struct sbx_req *r)
   struct sbx_sandbox *sb = NULL;
   struct MHD_Response *resp;
   const char *path = NULL;
-  uint64_t size = 0;
-  int fd;
 
   if (query_path (r, "path", &path, &err) < 0)
     {
       sbx_reply_error (r, err);
       return;
     }
-  if (vm_file_get (r, path))
-    return;
   if ((sb = open_ctx (r, &ctx, &err)) == NULL)
     {
       sbx_reply_error (r, err);
       return;
     }
-  fd = sbx_host_fs_open_read (&ctx, path, &size, &err);
+  resp = sbx_files_response (&ctx, path, &err);
   close_ctx (sb, &ctx);
-  if (fd < 0)
-    {
-      sbx_reply_error (r, err);
-      return;
-    }
-  /* MHD owns fd now and sends it with sendfile. */
-  resp = MHD_create_response_from_fd64 (size, fd);
   if (resp == NULL)
     {
-      /* The size and fd are good: it found no memory. */
-      close (fd);
-      sbx_err_oom (&err);
       sbx_reply_error (r, err);
       return;
     }
@@ -190,25 +137,6 @@ sbx_files_upload_begin (struct sbx_req *r, sbx_error_t **err)
   if (query_path (r, "path", &path, err) < 0 || parse_mode (sbx_req_query (r, "mode"), &mode, err) < 0
       || sbx_query_bool (r, "parents", &parents, err) < 0)
     return -1;
-  {
-    /* A VM: written in the guest by a command whose stdin is the body. */
-    sbx_error_t *e = NULL;
-    struct sbx_sandbox *sb = sbx_req_sandbox (r, 2, &e);
-    sbx_error_free (e);
-    if (sb && sb->isolation == SBX_ISOLATION_VM)
-      {
-        r->sb = sb;
-        if (r->content_length != UINT64_MAX && r->content_length > sbx_sandbox_disk_limit (sb))
-          return sbx_err (err, SBX_E_TOO_LARGE, "the file is larger than the sandbox's disk");
-        r->audit_sha = EVP_MD_CTX_new ();
-        if (r->audit_sha == NULL || EVP_DigestInit_ex (r->audit_sha, EVP_sha256 (), NULL) != 1)
-          return sbx_err_oom (err);
-        r->vm_up = sbx_vm_upload_begin (sb, sbx_req_query (r, "user"), path, mode, parents, err);
-        return r->vm_up ? 0 : -1;
-      }
-    if (sb)
-      sbx_sandbox_unref (sb);
-  }
   r->sb = open_ctx (r, &r->fs, err);
   if (r->sb == NULL)
     return -1;
@@ -239,32 +167,6 @@ audit_upload (struct sbx_req *r, const char *abs)
   sbx_audit_file_write (r->sb->id, abs, r->audit_size, hexd, "native");
 }
 
-/* The end of an upload into a VM: the guest has no stat route (501), so
-   the answer says what was written. */
-static void
-vm_file_put (struct sbx_req *r)
-{
-  sbx_error_t *err = NULL;
-  struct sbx_process *p = r->vm_up;
-  const char *path = sbx_req_query (r, "path");
-  char abs[SBX_FS_PATH_MAX];
-
-  r->vm_up = NULL;
-  if (sbx_vm_upload_end (p, path, 1, &err) < 0
-      || sbx_fs_normalize (path, abs, sizeof abs, &err) < 0)
-    {
-      sbx_reply_error (r, err);
-      return;
-    }
-  audit_upload (r, abs);
-  {
-    const char *slash = strrchr (abs, '/');
-    sbx_reply_json (r, 201,
-                    json_pack ("{s:s, s:s, s:s, s:I}", "name", slash ? slash + 1 : abs, "path",
-                               abs, "type", "file", "size", (json_int_t) r->audit_size));
-  }
-}
-
 void
 sbx_route_file_put (struct sbx_req *r)
 {
@@ -275,11 +177,6 @@ sbx_route_file_put (struct sbx_req *r)
     {
       sbx_reply_error (r, r->upload_err);
       r->upload_err = NULL;
-      return;
-    }
-  if (r->vm_up)
-    {
-      vm_file_put (r);
       return;
     }
   if (!r->upload_open)
@@ -298,16 +195,7 @@ sbx_route_file_put (struct sbx_req *r)
       sbx_reply_error (r, err);
       return;
     }
-  {
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned dn = 0, i;
-    char hexd[65];
-    EVP_DigestFinal_ex (r->audit_sha, d, &dn);
-    for (i = 0; i < dn && i < 32; i++)
-      snprintf (hexd + 2 * i, 3, "%02x", d[i]);
-    hexd[64] = '\0';
-    sbx_audit_file_write (r->sb->id, abs, r->audit_size, hexd, "native");
-  }
+  audit_upload (r, abs);
   reply_stat (r, &r->fs, abs, 201);
 }
 

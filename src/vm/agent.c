@@ -37,6 +37,7 @@
 
 #include "iso/proto.h"
 #include "vm/agent.h"
+#include "vm/agent_fs.h"
 #include "vm/wire.h"
 
 #define MAX_PROCS 256
@@ -260,7 +261,8 @@ fail_spawn (uint64_t id, int err, uint32_t stage)
 /* In the child: the command's walls, then exec. Reports errno and stage
    on `st` (close-on-exec) when something fails. */
 static void
-child (int st, const struct sbx_vm_spawn *s, const char *cwd, char **argv, char **envp)
+child (int st, const struct sbx_vm_spawn *s, const char *cwd, char **argv, char **envp,
+       int file_op)
 {
   uint32_t stage = SBX_STAGE_SETUP;
   int fd;
@@ -303,6 +305,11 @@ child (int st, const struct sbx_vm_spawn *s, const char *cwd, char **argv, char 
   if (syscall (SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter) < 0)
     goto fail;
   stage = SBX_STAGE_EXEC;
+  if (file_op) /* behind the same walls, in our code (vm/agent_fs.c) */
+    {
+      close (st);
+      sbx_agent_fs_run ((int) s->argc, argv);
+    }
   execvpe (argv[0], argv, envp); /* PATH: the agent's own, /bin */
 fail:
   {
@@ -313,7 +320,7 @@ fail:
 }
 
 static void
-spawn (uint64_t id, char *payload, size_t len)
+spawn (uint64_t id, char *payload, size_t len, int file_op)
 {
   struct sbx_vm_spawn s;
   struct proc *p = NULL;
@@ -373,7 +380,7 @@ spawn (uint64_t id, char *payload, size_t len)
       sigprocmask (SIG_SETMASK, &none, NULL);
       if (dup2 (in[0], 0) < 0 || dup2 (out[1], 1) < 0 || dup2 (err[1], 2) < 0)
         _exit (127);
-      child (st[1], &s, cwd, argv, envp);
+      child (st[1], &s, cwd, argv, envp, file_op);
     }
   close (in[0]), close (out[1]), close (err[1]), close (st[1]);
   {
@@ -465,7 +472,8 @@ host_frame (void)
   switch (f.type)
     {
     case SBX_VMF_SPAWN:
-      spawn (f.id, buf, f.len);
+    case SBX_VMF_FILE_OP:
+      spawn (f.id, buf, f.len, f.type == SBX_VMF_FILE_OP);
       break;
     case SBX_VMF_STDIN:
       p = find (f.id);

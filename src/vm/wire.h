@@ -26,6 +26,9 @@ enum sbx_vm_frame_type
   SBX_VMF_PING = 5,   /* empty: answered by a HELLO with the same id (a relay
                          that takes over a restored guest finds the start of
                          a frame in the stream by it) */
+  /* host -> guest, the files API (48-63) */
+  SBX_VMF_FILE_OP = 48, /* as SPAWN, argv[0] SBX_VM_FS_ARGV0: the child runs a file
+                           operation itself (vm/agent_fs.c, vm/fs_wire.h), no exec */
   /* guest -> host */
   SBX_VMF_HELLO = 16,       /* empty: the agent is up and set up */
   SBX_VMF_SPAWNED = 17,     /* int32 pid */

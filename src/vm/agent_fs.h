@@ -1,0 +1,11 @@
+/* sbx: the agent's file operations (vm/agent_fs.c, vm/fs_wire.h). */
+#ifndef SBX_VM_AGENT_FS_H
+#define SBX_VM_AGENT_FS_H
+
+/* In a command's child, after every wall is up (user, capabilities,
+   no_new_privs, seccomp): run argv (SBX_VM_FS_ARGV0, operation, its
+   arguments), write the records to stdout, and exit: 0 after END, 1 after
+   ERROR, 2 when argv is not a file operation. */
+__attribute__ ((noreturn)) void sbx_agent_fs_run (int argc, char **argv);
+
+#endif
