@@ -807,8 +807,11 @@ done:
             c->bytes_in);
   if (c->upstream >= 0)
     close (c->upstream);
-  close (c->client);
+  /* The place is free before the client sees the end: a client (or a VM's
+     agent, which opens its next stream only then) that connects again at
+     once is not refused for a connection that is over. */
   release (c->sb);
+  close (c->client);
   sbx_net_policy_free (&c->policy);
   sbx_egress_creds_free (&c->creds);
   if (c->head)

@@ -870,6 +870,30 @@ is_connected_tcp (int fd)
   return 1;
 }
 
+/* An egress connection: a connected TCP socket (a namespace init's
+   accept), or one end of a unix stream socketpair (a VM relay's stream,
+   iso/vm_relay_net.c). The egress process only reads, writes and shuts
+   it down, and a peer's SCM_RIGHTS are dropped by its plain recv: a unix
+   stream from the sandbox gives it no more than a TCP one would. */
+static int
+is_egress_stream (int fd)
+{
+  int v = 0;
+  socklen_t len = sizeof v;
+
+  if (is_connected_tcp (fd))
+    return 1;
+  if (getsockopt (fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM)
+    return 0;
+  len = sizeof v;
+  if (getsockopt (fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX)
+    return 0;
+  len = sizeof v;
+  if (getsockopt (fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != 0)
+    return 0;
+  return 1;
+}
+
 int
 sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err)
 {
@@ -953,7 +977,7 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
       return 1;
     case SBX_MSG_EGRESS:
       if ((size_t) n != sizeof m.egress || m.egress.reserved[0] != 0
-          || m.egress.reserved[1] != 0 || nfds != 1 || !is_connected_tcp (fds[0]))
+          || m.egress.reserved[1] != 0 || nfds != 1 || !is_egress_stream (fds[0]))
         goto bad;
       ev->type = SBX_ISO_EGRESS;
       ev->fd = fds[0];

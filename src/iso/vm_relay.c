@@ -9,7 +9,7 @@
  * sees it: SPAWN, SIGNAL, RELEASE, KEEP and DEADLINE from iso/proto.h; the
  * daemon's pipes it copies to and from the guest's frames (vm/wire.h).
  * What a VM cannot do yet (terminals, PUMP, WATCH, CONNECT) is refused per
- * request. When the daemon's end closes, or QEMU or the guest breaks the
+ * request. Egress streams (SBX_VMF_CONN_*) are iso/vm_relay_net.c's. When the daemon's end closes, or QEMU or the guest breaks the
  * protocol, it kills QEMU and exits; the daemon sees its pidfd.
  *
  * A restored guest (argv "restore": QEMU -incoming from a snapshot, docs/vm.md
@@ -40,6 +40,7 @@
 #include "iso/proto.h"
 #include "iso/seccomp.h"
 #include "iso/vm.h"
+#include "iso/vm_relay_net.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "vm/wire.h"
@@ -362,6 +363,14 @@ from_guest (void)
         break;
       p = rb.data + off + sizeof f;
       off += sizeof f + f.len;
+      if (sbx_vm_net_is_frame (f.type))
+        {
+          /* Stream ids are the agent's, not xor'ed. */
+          const char *why;
+          if (sbx_vm_net_frame (&f, p, &why) < 0)
+            quit (why, EPROTO);
+          continue;
+        }
       c = find (f.id ^ key);
       if (restored && c == NULL && f.type >= SBX_VMF_SPAWNED && f.type <= SBX_VMF_EXITED)
         {
@@ -591,6 +600,7 @@ sbx_vm_relay_main (int argc, char **argv)
   ser = sv[0];
   fcntl (ser, F_SETFL, O_NONBLOCK);
   fcntl (ctl, F_SETFL, O_NONBLOCK);
+  sbx_vm_net_init (ctl, &sq);
   close (SBX_VM_INITRD_FD);
   close (SBX_VM_QMP_FD);
   if (restored)
@@ -619,9 +629,10 @@ sbx_vm_relay_main (int argc, char **argv)
 
   for (;;)
     {
-      struct pollfd pf[2 + 3 * MAX_CMDS];
+      struct pollfd pf[2 + 3 * MAX_CMDS + SBX_VM_CONN_MAX];
       struct cmd *who[2 + 3 * MAX_CMDS];
-      int nf = 0, status;
+      int nf = 0, status, net0, nnet;
+      const char *why;
 
       pf[nf++] = (struct pollfd){ctl, POLLIN, 0};
       pf[nf++] = (struct pollfd){ser, (short) (POLLIN | (sq.len > sq_off ? POLLOUT : 0)), 0};
@@ -636,6 +647,9 @@ sbx_vm_relay_main (int argc, char **argv)
             if (c->q[k].len > c->qoff[k])
               who[nf] = c, pf[nf++] = (struct pollfd){c->out[k], POLLOUT, 0};
         }
+      net0 = nf;
+      nnet = sbx_vm_net_pollfds (pf + net0, sq.len - sq_off);
+      nf += nnet;
       if (poll (pf, (nfds_t) nf, 1000) < 0 && errno != EINTR)
         quit ("poll", errno);
       if (waitpid (qemu, &status, WNOHANG) == qemu)
@@ -649,7 +663,7 @@ sbx_vm_relay_main (int argc, char **argv)
         from_guest ();
       if (pf[1].revents & POLLOUT)
         flush_serial ();
-      for (int k = 2; k < nf; k++)
+      for (int k = 2; k < net0; k++)
         {
           struct cmd *c = who[k];
           if (pf[k].revents == 0 || c->pid <= 0)
@@ -661,6 +675,8 @@ sbx_vm_relay_main (int argc, char **argv)
           else if (pf[k].fd == c->out[1])
             flush_out (c, 1);
         }
+      if (sbx_vm_net_after_poll (pf + net0, nnet, &why) < 0)
+        quit (why, ENOMEM);
       flush_serial ();
     }
 }

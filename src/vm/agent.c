@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "iso/proto.h"
+#include "vm/agent.h"
 #include "vm/agent_fs.h"
 #include "vm/agent_root.h"
 #include "vm/wire.h"
@@ -96,6 +97,21 @@ send_frame (uint32_t type, uint64_t id, const void *a, size_t alen, const void *
     write_all (port, a, alen);
   if (blen)
     write_all (port, b, blen);
+}
+
+/* For the agent's other parts (vm/agent.h). */
+void
+agent_die (const char *what)
+{
+  die (what);
+  __builtin_unreachable ();
+}
+
+void
+agent_send_frame (uint32_t type, uint64_t id, const void *a, size_t alen, const void *b,
+                  size_t blen)
+{
+  send_frame (type, id, a, alen, b, blen);
 }
 
 static void
@@ -230,6 +246,7 @@ setup (void)
   /* The root (the image, or the initramfs) is read-only from here on. */
   if (sbx_agent_root_seal () < 0)
     die ("remount / read-only");
+  agent_net_setup (); /* lo and the egress listener, before any command */
   send_frame (SBX_VMF_HELLO, 0, NULL, 0, NULL, 0);
 }
 
@@ -501,7 +518,15 @@ host_frame (void)
     case SBX_VMF_PING:
       /* A relay for this guest restored from a snapshot: the answer marks
          where its stream starts (the old relay may have got half a frame). */
+      agent_net_reset_all ();
       send_frame (SBX_VMF_HELLO, f.id, NULL, 0, NULL, 0);
+      break;
+    case SBX_VMF_CONN_OPEN:
+    case SBX_VMF_CONN_DATA:
+    case SBX_VMF_CONN_CLOSE:
+    case SBX_VMF_CONN_RESET:
+    case SBX_VMF_CONN_ACK:
+      agent_net_frame (&f, buf);
       break;
     default:
       goto broken;
@@ -547,9 +572,9 @@ main (void)
 
   for (;;)
     {
-      struct pollfd pf[2 + 3 * MAX_PROCS];
+      struct pollfd pf[2 + 3 * MAX_PROCS + AGENT_NET_MAX_POLLFDS];
       struct proc *who[2 + 3 * MAX_PROCS];
-      int n = 0;
+      int n = 0, net0, nnet;
 
       pf[n++] = (struct pollfd){port, POLLIN, 0};
       pf[n++] = (struct pollfd){sfd, POLLIN, 0};
@@ -565,6 +590,9 @@ main (void)
           if (p->in >= 0 && p->pend_len > 0)
             who[n] = p, pf[n++] = (struct pollfd){p->in, POLLOUT, 0};
         }
+      net0 = n;
+      nnet = agent_net_pollfds (pf + net0);
+      n += nnet;
       if (poll (pf, (nfds_t) n, -1) < 0)
         {
           if (errno == EINTR)
@@ -594,7 +622,7 @@ main (void)
             }
         }
       /* The fds polled may have been closed by a frame above: recheck. */
-      for (int k = 2; k < n; k++)
+      for (int k = 2; k < net0; k++)
         {
           struct proc *p = who[k];
           if (pf[k].revents == 0 || p->pid == 0)
@@ -606,5 +634,6 @@ main (void)
           else if (pf[k].fd == p->in && p->in >= 0)
             flush_stdin (p);
         }
+      agent_net_after_poll (pf + net0, nnet);
     }
 }

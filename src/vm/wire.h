@@ -37,7 +37,26 @@ enum sbx_vm_frame_type
   SBX_VMF_STDERR = 20,      /* bytes */
   SBX_VMF_EXITED = 21,      /* int32 wait status; after all its output */
   SBX_VMF_SETUP_FAILED = 22, /* int32 errno, then a message */
+  /* Egress streams (32-47; vm/agent_net.c, iso/vm_relay_net.c): one per
+     connection a command opens to the guest's 127.0.0.1:3128. The id is
+     the stream's, chosen by the agent, each new one above the last. */
+  SBX_VMF_CONN_OPEN = 32,  /* guest -> host, empty: a new stream */
+  SBX_VMF_CONN_DATA = 33,  /* both ways: 1..SBX_VM_CHUNK bytes, within the window */
+  SBX_VMF_CONN_CLOSE = 34, /* both ways, empty: the sender sends no more (half-close) */
+  SBX_VMF_CONN_RESET = 35, /* both ways, empty: the stream is gone, both directions */
+  SBX_VMF_CONN_ACK = 36,   /* both ways: uint32 bytes of DATA the sender consumed */
 };
+
+/* Flow control per stream and direction: at most this many DATA bytes not
+   yet ACKed. A receiver holds at most this much for a stream that does not
+   drain, so one stuck connection never holds up the port (commands' output,
+   other streams). A peer that sends past it is broken. A receiver may
+   hold back the ACK of less than 16 KiB (the relay does, so that 1-byte
+   frames do not cost an ACK each): a sender never waits for it, having
+   the rest of the window. */
+#define SBX_VM_CONN_WINDOW (256 * 1024)
+/* Streams open at once (the egress proxy's own limit per sandbox). */
+#define SBX_VM_CONN_MAX 64
 
 struct sbx_vm_frame
 {

@@ -304,7 +304,10 @@ class VM(DaemonTest):
         # Fork is built (test_vm_life.py).
         for body, what in (({"isolation": "vm", "template": "code-interpreter-v1"},
                             "code-interpreter-v1"),
-                           ({"isolation": "vm", "network": {"allow": ["*"]}}, "network egress")):
+                           ({"isolation": "vm",
+                             "network": {"allow": ["a.com"],
+                                         "rules": {"a.com": [{"headers": {"X": "y"}}]}}},
+                            "network.rules")):
             r = self.d.api("POST", "/v1/sandboxes", body)
             self.assertIn(what, self.assertError(r, 501, "not_implemented")["message"])
 
