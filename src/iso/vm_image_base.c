@@ -48,7 +48,12 @@ sha256_buf (const struct sbx_buf *b, char out[65])
 static const char *const base_packages[]
     = {"bash",  "coreutils", "findutils", "grep",  "sed",        "tar",          "gzip",
        "procps", "mawk",     "diffutils", "python3", "python3-minimal", "ca-certificates",
-       "curl",  "libc-bin",  "dash",      "hostname", NULL};
+       "curl",  "libc-bin",  "dash",      "hostname", "busybox-static", NULL};
+
+/* Tools no package above brings, from busybox (links made only where the
+   image has no command of that name: the packages' own come first). */
+static const char *const busybox_applets[]
+    = {"nc", "wget", "pidof", "unzip", "xxd", "less", "vi", NULL};
 
 /* Host files the namespace engine's base binds under /etc (public). */
 static const char *const etc_files[] = {"ld.so.cache", "services", "protocols", NULL};
@@ -636,6 +641,21 @@ sbx_vm_base_key (struct sbx_vm_pkgs *p, char key[65], sbx_error_t **err)
 
 
 
+static int
+stage_busybox_applets (struct stage *s)
+{
+  cleanup_close int bin = openat (s->root, "usr/bin", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+
+  if (bin < 0 || fstatat (bin, "busybox", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG (st.st_mode))
+    return 0;
+  for (int i = 0; busybox_applets[i]; i++)
+    if (fstatat (bin, busybox_applets[i], &st, AT_SYMLINK_NOFOLLOW) < 0
+        && symlinkat ("busybox", bin, busybox_applets[i]) < 0)
+      return sbx_err_sys (s->err, errno, "stage /usr/bin/%s", busybox_applets[i]);
+  return 0;
+}
+
 struct sbx_vm_pkgs *
 sbx_vm_pkgs_load (sbx_error_t **err)
 {
@@ -671,7 +691,7 @@ sbx_vm_base_stage (struct sbx_vm_pkgs *p, int root, uint64_t *bytes, uint64_t *e
   for (size_t i = 0; rc == 0 && i < p->n; i++)
     if (p->v[i].wanted && stage_package (&s, &p->v[i]) < 0)
       rc = -1;
-  if (rc == 0 && stage_alternatives (&s) < 0)
+  if (rc == 0 && (stage_alternatives (&s) < 0 || stage_busybox_applets (&s) < 0))
     rc = -1;
   *bytes = s.bytes;
   *entries = s.entries;

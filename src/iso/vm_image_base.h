@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-#define IMAGE_FORMAT "sbx-vm-image 4" /* bump when what an image holds changes */
+#define IMAGE_FORMAT "sbx-vm-image 5" /* bump when what an image holds changes */
 
 /* The host's installed packages (dpkg's status). */
 struct sbx_vm_pkgs;

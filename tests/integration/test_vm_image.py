@@ -79,9 +79,11 @@ class VMImage(DaemonTest):
             "print(p.exists(json.__cached__), hashlib.sha256(b'').hexdigest()[:8])"])
         self.assertEqual((res["exit_code"], res["stdout"]), (0, "True e3b0c442\n"), res)
         # The API's cmd runs the image's bash, not busybox's sh.
-        res = self.sh("echo $BASH_VERSION; readlink -f /bin/sh; "
-                      "test -e /bin/busybox && echo busybox")
-        self.assertRegex(res["stdout"], r"^5\.\d+\.\d+.*\n/usr/bin/dash\n$")
+        # busybox only fills in what no package brings (nc, wget...).
+        res = self.sh("echo $BASH_VERSION; readlink -f /bin/sh /usr/bin/awk /usr/bin/ls "
+                      "/usr/bin/nc")
+        self.assertRegex(res["stdout"], r"^5\.\d+\.\d+.*\n/usr/bin/dash\n/usr/bin/mawk\n"
+                         r"/usr/bin/ls\n/usr/bin/busybox\n$")
 
     def test_guest_kernel(self):
         with open(VM_DIR + "/KERNEL") as f:
