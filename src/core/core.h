@@ -346,6 +346,10 @@ json_t *sbx_fork_result_json (const struct sbx_fork_result *out);
    else SBX_E_CONFLICT "sandbox `ID` is paused". */
 int sbx_sandbox_awake (struct sbx_sandbox *sb, sbx_error_t **err);
 json_t *sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err);
+/* What a user inside sees, from metrics m: a VM's guest memory and CPU
+   time (its "guest" object) when it has one, else the cgroup's figures. */
+void sbx_metrics_inside (const json_t *m, json_int_t *mem_used, json_int_t *mem_total,
+                         double *cpu_seconds);
 /* What the sandbox's disk can hold (see DISK_HEADROOM in registry.c). */
 uint64_t sbx_sandbox_disk_limit (struct sbx_sandbox *sb);
 /* Files API context for `user` ("user", "root" or NULL for the sandbox's):

@@ -169,6 +169,17 @@ int sbx__vm_fs_parse (struct sbx_vm_fs_answer *a, size_t max,
 /* A listed entry: a plain name, its path under root at most depth deep. */
 int sbx__vm_fs_listed_ok (const struct sbx_fs_entry *e, const char *root, int depth);
 int sbx__vm_fs_broken (const char *what, sbx_error_t **err);
+/* Run argv as a file operation in sb's guest as user and take its stdout
+   (at most out_cap bytes) and exit code; the caller parses it. */
+int sbx__vm_fs_call (struct sbx_sandbox *sb, const char *user, char **argv, size_t out_cap,
+                     struct sbx_vm_fs_answer *a, sbx_error_t **err);
+/* core/vm_metrics.c: the guest's own view of its memory, disk and CPU
+   (docs/vm.md, Metrics), and the check of the bytes it comes in. */
+struct sbx_vm_fs_metrics;
+int sbx__vm_guest_metrics (struct sbx_sandbox *sb, struct sbx_vm_fs_metrics *m,
+                           sbx_error_t **err);
+int sbx__vm_metrics_parse (struct sbx_vm_fs_answer *a, struct sbx_vm_fs_metrics *m,
+                           sbx_error_t **err);
 
 /* watch.c: a watch's pipe is readable; init reported on its helper (1 when
    req_id was a watch's); the sandbox is going away (every watch ends). */

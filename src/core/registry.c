@@ -13,6 +13,7 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/parse.h"
+#include "vm/fs_wire.h"
 
 /* ---- slots: each sandbox's own host id range --------------------------- */
 
@@ -305,11 +306,43 @@ sbx_sandbox_set_timeout (struct sbx_sandbox *sb, uint64_t timeout_ms, sbx_error_
   return 0;
 }
 
+/* A VM's own view, asked of its agent before the lock (it runs a file
+   operation in the guest); NULL when it is paused (its vCPUs stop) or the
+   guest does not answer: the host's figures stand alone then. */
+static json_t *
+guest_metrics (struct sbx_sandbox *sb)
+{
+  struct sbx_vm_fs_metrics m;
+  sbx_error_t *err = NULL;
+  int paused;
+
+  if (sb->isolation != SBX_ISOLATION_VM)
+    return NULL;
+  pthread_mutex_lock (&sbx_core.lock);
+  paused = sb->paused || sb->hibernated;
+  pthread_mutex_unlock (&sbx_core.lock);
+  if (paused)
+    return NULL;
+  if (sbx__vm_guest_metrics (sb, &m, &err) < 0)
+    {
+      sbx_warn ("sandbox %s: the guest's metrics: %s", sb->id, err->msg);
+      sbx_error_free (err);
+      return NULL;
+    }
+  return json_pack ("{s:I, s:I, s:I, s:I, s:f, s:i, s:i}", "memory_total",
+                    (json_int_t) m.mem_total, "memory_used",
+                    (json_int_t) (m.mem_total - m.mem_available), "disk_total",
+                    (json_int_t) m.disk_total, "disk_used",
+                    (json_int_t) (m.disk_total - m.disk_free), "cpu_seconds",
+                    (double) m.cpu_busy_ticks / 100.0 /* USER_HZ */, "cpus", (int) m.cpus,
+                    "processes", (int) m.processes);
+}
+
 json_t *
 sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err)
 {
   struct sbx_iso_stats st;
-  json_t *o;
+  json_t *o, *guest = guest_metrics (sb);
 
   pthread_mutex_lock (&sbx_core.lock);
   /* Under the lock: a concurrent kill closes the cgroup fds only after
@@ -317,24 +350,28 @@ sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err)
   if (sb->state != SBX_SB_RUNNING)
     {
       pthread_mutex_unlock (&sbx_core.lock);
+      json_decref (guest);
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", sb->id), NULL;
     }
   if (sb->hibernated)
     {
       /* No VM, no cgroup: it holds no host memory nor CPU. */
       pthread_mutex_unlock (&sbx_core.lock);
+      json_decref (guest);
       return sbx_err (err, SBX_E_CONFLICT, "sandbox `%s` is hibernated: it has no metrics until"
                                            " it resumes", sb->id), NULL;
     }
   if (sbx_host_stats (sb->slot, &st, err) < 0)
     {
       pthread_mutex_unlock (&sbx_core.lock);
+      json_decref (guest);
       return NULL;
     }
   o = json_object ();
   if (o == NULL)
     {
       pthread_mutex_unlock (&sbx_core.lock);
+      json_decref (guest);
       return sbx_err_oom (err), NULL;
     }
   json_object_set_new (o, "cpu_seconds", json_real ((double) st.cg.cpu_usec / 1e6));
@@ -348,7 +385,26 @@ sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err)
   json_object_set_new (o, "disk_limit", json_integer ((json_int_t) sbx__effective_disk (&sb->limits)));
   json_object_set_new (o, "cpus", json_real (sb->limits.cpu_milli / 1000.0));
   pthread_mutex_unlock (&sbx_core.lock);
+  if (guest)
+    {
+      /* A VM's disk is in its guest: the host has no figure for it. */
+      json_object_set (o, "disk_bytes", json_object_get (guest, "disk_used"));
+      json_object_set (o, "disk_limit", json_object_get (guest, "disk_total"));
+      json_object_set_new (o, "guest", guest);
+    }
   return o;
+}
+
+void
+sbx_metrics_inside (const json_t *m, json_int_t *mem_used, json_int_t *mem_total,
+                    double *cpu_seconds)
+{
+  const json_t *g = json_object_get (m, "guest");
+
+  *mem_used = json_integer_value (json_object_get (g ? g : m, g ? "memory_used" : "memory_bytes"));
+  *mem_total
+      = json_integer_value (json_object_get (g ? g : m, g ? "memory_total" : "memory_limit"));
+  *cpu_seconds = json_real_value (json_object_get (g ? g : m, "cpu_seconds"));
 }
 
 /* ---- killing ----------------------------------------------------------- */

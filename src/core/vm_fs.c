@@ -103,6 +103,18 @@ run (struct vm_fs *v, char **argv, size_t out_cap, struct sbx_vm_fs_answer *a, s
   return p ? op_finish (p, out_cap, a, err) : -1;
 }
 
+int
+sbx__vm_fs_call (struct sbx_sandbox *sb, const char *user, char **argv, size_t out_cap,
+                 struct sbx_vm_fs_answer *a, sbx_error_t **err)
+{
+  struct vm_fs v;
+
+  memset (&v, 0, sizeof v);
+  v.sb = sb;
+  v.user = user;
+  return run (&v, argv, out_cap, a, err);
+}
+
 /* *e to the caller, who may want none (err NULL: E2B's probes). */
 static void
 hand_over (sbx_error_t **err, sbx_error_t **e)

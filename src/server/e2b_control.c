@@ -1040,6 +1040,7 @@ sbx_route_e2b_metrics (struct sbx_req *r)
   sbx_error_t *err = NULL;
   struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
   json_t *m, *native, *o, *arr;
+  json_int_t mem_used, mem_total;
   double cpus, cpu_s, elapsed_s;
   int64_t now = sbx_now_ms ();
   int cpu_count;
@@ -1060,7 +1061,8 @@ sbx_route_e2b_metrics (struct sbx_req *r)
       return;
     }
   cpus = json_real_value (json_object_get (m, "cpus"));
-  cpu_s = json_real_value (json_object_get (m, "cpu_seconds"));
+  /* A VM's figures are its guest's (what the SDK's user means by them). */
+  sbx_metrics_inside (m, &mem_used, &mem_total, &cpu_s);
   cpu_count = (int) (cpus + 0.999);
   if (cpu_count < 1)
     cpu_count = 1;
@@ -1073,8 +1075,8 @@ sbx_route_e2b_metrics (struct sbx_req *r)
   json_object_set_new (o, "cpuUsedPct",
                        json_real (elapsed_s > 0 && cpus > 0 ? 100.0 * cpu_s / (elapsed_s * cpus)
                                                             : 0.0));
-  json_object_set (o, "memUsed", json_object_get (m, "memory_bytes"));
-  json_object_set (o, "memTotal", json_object_get (m, "memory_limit"));
+  json_object_set_new (o, "memUsed", json_integer (mem_used));
+  json_object_set_new (o, "memTotal", json_integer (mem_total));
   json_object_set_new (o, "memCache", json_integer (0));
   json_object_set (o, "diskUsed", json_object_get (m, "disk_bytes"));
   json_object_set (o, "diskTotal", json_object_get (m, "disk_limit"));

@@ -59,7 +59,8 @@ sbx_route_envd_metrics (struct sbx_req *r)
 {
   sbx_error_t *err = NULL;
   json_t *m = sbx_sandbox_metrics (r->sb, &err), *o;
-  double cpus;
+  json_int_t mem_used, mem_total;
+  double cpus, cpu_seconds;
 
   if (m == NULL)
     {
@@ -67,17 +68,14 @@ sbx_route_envd_metrics (struct sbx_req *r)
       return;
     }
   cpus = json_real_value (json_object_get (m, "cpus"));
+  sbx_metrics_inside (m, &mem_used, &mem_total, &cpu_seconds);
   o = json_object ();
   json_object_set_new (o, "ts", json_integer (sbx_now_ms () / 1000));
   json_object_set_new (o, "cpu_count", json_integer (cpus < 1 ? 1 : (json_int_t) (cpus + 0.999)));
-  json_object_set (o, "mem_used", json_object_get (m, "memory_bytes"));
-  json_object_set (o, "mem_total", json_object_get (m, "memory_limit"));
-  json_object_set_new (
-      o, "mem_used_mib",
-      json_integer (json_integer_value (json_object_get (m, "memory_bytes")) / (1024 * 1024)));
-  json_object_set_new (
-      o, "mem_total_mib",
-      json_integer (json_integer_value (json_object_get (m, "memory_limit")) / (1024 * 1024)));
+  json_object_set_new (o, "mem_used", json_integer (mem_used));
+  json_object_set_new (o, "mem_total", json_integer (mem_total));
+  json_object_set_new (o, "mem_used_mib", json_integer (mem_used / (1024 * 1024)));
+  json_object_set_new (o, "mem_total_mib", json_integer (mem_total / (1024 * 1024)));
   json_object_set (o, "disk_used", json_object_get (m, "disk_bytes"));
   json_object_set (o, "disk_total", json_object_get (m, "disk_limit"));
   json_decref (m);

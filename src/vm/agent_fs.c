@@ -241,6 +241,13 @@ sbx_agent_fs_run (int argc, char **argv)
     rc = sbx_fs_remove (&ctx, argv[2], (int) a, &err);
   else if (strcmp (op, "read") == 0 && argc == 4 && number (argv[3], 10, 0, 1L << 40, &a) == 0)
     rc = read_file (&ctx, argv[2], (uint64_t) a, &err);
+  else if (strcmp (op, "metrics") == 0 && argc == 3)
+    {
+      struct sbx_vm_fs_metrics m;
+      rc = sbx_agent_metrics (argv[2], &m, &err);
+      if (rc == 0)
+        record (SBX_VM_FS_METRICS, &m, sizeof m, NULL, 0, NULL, 0, NULL, 0);
+    }
   else if (strcmp (op, "upload") == 0 && argc == 5 && number (argv[3], 8, 0, 07777, &a) == 0
            && number (argv[4], 10, 0, 1, &b) == 0)
     rc = upload (&ctx, argv[2], (uint32_t) a, (int) b, &err);

@@ -19,7 +19,8 @@
      stat PATH | list PATH DEPTH MAX | mkdir PATH MODE(octal) PARENTS(0|1)
      move FROM TO OVERWRITE(0|1) | remove PATH RECURSIVE(0|1)
      read PATH MAX (DATA records, at most MAX + 1 bytes in all)
-     upload PATH MODE(octal) PARENTS(0|1) (the file is the op's stdin) */
+     upload PATH MODE(octal) PARENTS(0|1) (the file is the op's stdin)
+     metrics DISK (one METRICS record) */
 #define SBX_VM_FS_ARGV0 "sbx-fs"
 
 /* The most the host reads back: a listing stops there (truncated). */
@@ -33,6 +34,18 @@ enum sbx_vm_fs_tag
   SBX_VM_FS_END = 2,   /* sbx_vm_fs_end */
   SBX_VM_FS_ERROR = 3, /* sbx_vm_fs_error + message (no NULs) */
   SBX_VM_FS_DATA = 4,  /* a file's bytes (read), at most SBX_VM_FS_DATA_MAX */
+  SBX_VM_FS_METRICS = 5, /* sbx_vm_fs_metrics (metrics), exactly one */
+};
+
+/* `metrics DISK`: what the guest's kernel says of its memory, CPU and the
+   writable disk mounted at DISK (core/vm_metrics.c reads it). */
+struct sbx_vm_fs_metrics
+{
+  uint64_t mem_total, mem_available; /* bytes, /proc/meminfo */
+  uint64_t disk_total, disk_free;    /* bytes, statfs(DISK) */
+  uint64_t cpu_busy_ticks, cpu_total_ticks; /* USER_HZ ticks since boot, /proc/stat */
+  uint32_t cpus;      /* online CPUs */
+  uint32_t processes; /* tasks, /proc/loadavg's fourth field */
 };
 
 struct sbx_vm_fs_rec
