@@ -230,18 +230,25 @@ setup (void)
   snprintf (opts, sizeof opts, "size=%llu,mode=0755", (unsigned long long) s.disk_bytes);
   /* Where it is mounted: /disk, or a directory of /dev on an image
      without one (a stored template's). */
-  char d_home[64], d_tmp[64];
+  char d_home[64], d_tmp[64], d_shm[64];
   const char *disk = sbx_agent_disk_dir ();
   snprintf (d_home, sizeof d_home, "%s/home", disk);
   snprintf (d_tmp, sizeof d_tmp, "%s/tmp", disk);
+  snprintf (d_shm, sizeof d_shm, "%s/shm", disk);
   if (mount ("disk", disk, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
     die ("mount the disk tmpfs");
-  if (mkdir (d_home, 0755) < 0 || mkdir (d_tmp, 01777) < 0
-      || chmod (d_tmp, 01777) < 0 || chown (d_home, user_uid, user_gid) < 0)
+  if (mkdir (d_home, 0755) < 0 || mkdir (d_tmp, 01777) < 0 || mkdir (d_shm, 01777) < 0
+      || chmod (d_tmp, 01777) < 0 || chmod (d_shm, 01777) < 0
+      || chown (d_home, user_uid, user_gid) < 0)
     die ("make the disk's directories");
   if (mount (d_home, "/home/user", NULL, MS_BIND, NULL) < 0
       || mount (d_tmp, "/tmp", NULL, MS_BIND, NULL) < 0)
     die ("bind the disk");
+  {
+    const char *failed = sbx_agent_dev_minimal (d_shm);
+    if (failed)
+      die (failed);
+  }
   sethostname ("sandbox", 7);
   /* The root (the image, or the initramfs) is read-only from here on. */
   if (sbx_agent_root_seal () < 0)

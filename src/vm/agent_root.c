@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -110,4 +111,53 @@ sbx_agent_root_seal (void)
   /* A remount replaces the mount's flags: keep nodev and nosuid. */
   unsigned long flags = MS_REMOUNT | MS_RDONLY | (on_image ? MS_NODEV | MS_NOSUID : 0);
   return mount (NULL, "/", NULL, flags, NULL);
+}
+
+const char *
+sbx_agent_dev_minimal (const char *shm_dir)
+{
+  static const struct
+  {
+    const char *name;
+    unsigned major, minor;
+  } nodes[] = {{"null", 1, 3}, {"zero", 1, 5},    {"full", 1, 7},
+               {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+  static const struct
+  {
+    const char *name, *target;
+  } links[] = {{"fd", "/proc/self/fd"},
+               {"stdin", "/proc/self/fd/0"},
+               {"stdout", "/proc/self/fd/1"},
+               {"stderr", "/proc/self/fd/2"}};
+  char path[64];
+  /* The disk may be under the devtmpfs (a template's image has no /disk):
+     held by an fd, as the tmpfs below hides it. */
+  int shm = open (shm_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+  if (shm < 0)
+    return "open the disk's shm";
+  /* Over the devtmpfs, which stays mounted beneath (the agent's port is an
+     open fd, the root image is mounted): no command can reach it by path. */
+  if (mount ("dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
+    return "mount a tmpfs on /dev";
+  for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
+    {
+      snprintf (path, sizeof path, "/dev/%s", nodes[i].name);
+      if (mknod (path, S_IFCHR | 0666, makedev (nodes[i].major, nodes[i].minor)) < 0
+          || chmod (path, 0666) < 0)
+        return "make /dev's nodes";
+    }
+  for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+    {
+      snprintf (path, sizeof path, "/dev/%s", links[i].name);
+      if (symlink (links[i].target, path) < 0)
+        return "make /dev's links";
+    }
+  snprintf (path, sizeof path, "/proc/self/fd/%d", shm);
+  if (mkdir ("/dev/shm", 01777) < 0 || mount (path, "/dev/shm", NULL, MS_BIND, NULL) < 0)
+    return "bind /dev/shm";
+  close (shm);
+  if (mount (NULL, "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
+    return "remount /dev read-only";
+  return NULL;
 }

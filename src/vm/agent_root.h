@@ -16,5 +16,11 @@ const char *sbx_agent_disk_dir (void);
 
 /* Make the root read-only (the initramfs), or keep it so (the image). */
 int sbx_agent_root_seal (void);
+/* Replace the guest's devtmpfs at /dev (every device of the guest, the
+   root image's and the host port's nodes among them, writable by the
+   guest's root) with the namespace engine's minimal /dev: null, zero,
+   full, random, urandom, tty, the fd links, and /dev/shm bound from
+   shm_dir on the disk; then read-only. NULL, or what failed. */
+const char *sbx_agent_dev_minimal (const char *shm_dir);
 
 #endif

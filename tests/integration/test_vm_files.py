@@ -285,18 +285,24 @@ class VMFiles(DaemonTest):
         self.same("PUT", "files", {"path": "/sbx-ro"}, b"x", raw=True, status=403)
         self.same("PUT", "files", {"path": "/home/user/t"}, b"x", raw=True, status=400)
         self.same("PUT", "files", {"path": "/" + "a/" * 2100 + "x"}, b"x", raw=True, status=400)
-        # The agent's port to the host and its own files: a device is not a
-        # regular file (403), directly or through a link; /proc is refused.
+        # The agent's port to the host has no node in the guest's /dev (the
+        # minimal, read-only one), directly or through a link; a device is
+        # not a regular file (403); /proc is refused.
         r = self.d.sh(self.vm, "ls /dev | grep vport; ln -s /dev/vport0p1 /home/user/port; "
                                "ln -s /proc/1/environ /home/user/env")
-        self.assertIn("vport", r["stdout"], r)
-        for p in ("/dev/vport0p1", "/home/user/port", "/home/user/env", "/proc/1/environ",
-                  "/proc/1/mem"):
+        self.assertNotIn("vport", r["stdout"], r)
+        for p in ("/dev/vport0p1", "/home/user/port"):
+            self.assertError(self.call(self.vm, "GET", "files", {"path": p}), 404)
+            self.assertError(self.call(self.vm, "GET", "files", {"path": p, "user": "root"}), 404)
+        for p in ("/dev/null", "/home/user/env", "/proc/1/environ", "/proc/1/mem"):
             self.assertError(self.call(self.vm, "GET", "files", {"path": p}), 403)
         # An upload replaces a link by a file, as for a namespace sandbox;
-        # the device and procfs are out of reach.
+        # /dev and procfs are out of reach, for root too.
         for p in ("/dev/vport0p1", "/proc/1/environ", "/proc/1/mem"):
             self.assertError(self.call(self.vm, "PUT", "files", {"path": p}, b"x", raw=True), 403)
+            self.assertError(self.call(self.vm, "PUT", "files", {"path": p, "user": "root"}, b"x",
+                                       raw=True), 403)
+        for p in ("/proc/1/environ", "/proc/1/mem"):
             self.assertError(self.call(self.vm, "GET", "files", {"path": p, "user": "root"}), 403)
         # A few MiB through the guest and back.
         big = b"z" * (3 << 20)

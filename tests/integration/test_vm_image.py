@@ -108,10 +108,27 @@ class VMImage(DaemonTest):
         # No setuid or setgid file in the image (they are dropped when it is made).
         res = self.sh("find / -xdev -perm /6000 -type f 2>/dev/null; echo done")
         self.assertEqual(res["stdout"], "done\n", res)
-        # The device is root's in the guest; the user cannot read the image.
+        # The image's device has no node in the guest's /dev.
         res = self.py("import errno\ntry:\n open('/dev/vda','rb')\n"
                       "except OSError as e: print(errno.errorcode[e.errno])")
-        self.assertEqual(res["stdout"], "EACCES\n", res)
+        self.assertEqual(res["stdout"], "ENOENT\n", res)
+
+    def test_dev_is_minimal_and_read_only(self):
+        # The namespace engine's /dev: no disk, port, memory or console node.
+        res = self.sh("ls -A /dev | sort | tr '\\n' ' '")
+        self.assertEqual(res["stdout"], "fd full null random shm stderr stdin stdout tty urandom "
+                         "zero ", res)
+        # Not even the guest's root can add, remove or replace a node there.
+        for cmd in ("touch /dev/x", "rm -f /dev/null", "mknod /dev/vda2 b 254 0",
+                    "mount -t devtmpfs d /tmp"):
+            res = self.d.exec(self.sid, cmd=cmd + "; echo rc=$?", user="root")
+            self.assertRegex(res["stdout"], r"rc=[1-9]", (cmd, res))
+        res = self.d.exec(self.sid, cmd="touch /dev/x", user="root")
+        self.assertIn("Read-only file system", res["stderr"], res)
+        # The devices work; /dev/shm is the disk's (writable, for the user).
+        res = self.sh("head -c 4 /dev/zero | wc -c; echo x > /dev/null; head -c 8 /dev/urandom "
+                      "| wc -c; echo s > /dev/shm/s && cat /dev/shm/s")
+        self.assertEqual(res["stdout"], "4\n8\ns\n", res)
 
     def test_disk_writable_and_limited(self):
         # Files of 1 MiB (one file is also limited by RLIMIT_FSIZE: EFBIG).
