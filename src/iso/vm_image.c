@@ -137,6 +137,26 @@ sha256_fd (int fd, char out[65], sbx_error_t **err)
 /* Remove our own staging tree (never following a link). */
 
 
+/* A built image into place: its sum (sum[0..63], hex) as KEY.sum, then
+   the image as KEY.img, both from their temporary names; *name gets
+   KEY.img. The sum goes first: an image is never without its sum. */
+static int
+publish (const char *key, char *sum, const char *sum_tmp, const char *img_tmp, char *name,
+         size_t name_len, sbx_error_t **err)
+{
+  sum[64] = '\n';
+  if (sbx_write_small_at (images_dir, sum_tmp, sum, 65, 0600) < 0)
+    return sbx_err_sys (err, errno, "write %s", sum_tmp);
+  snprintf (name, name_len, "%s.sum", key);
+  if (renameat (images_dir, sum_tmp, images_dir, name) < 0)
+    return sbx_err_sys (err, errno, "rename %s", sum_tmp);
+  snprintf (name, name_len, "%s.img", key);
+  if (renameat (images_dir, img_tmp, images_dir, name) < 0)
+    return sbx_err_sys (err, errno, "rename %s", img_tmp);
+  fsync (images_dir);
+  return 0;
+}
+
 /* ---- mke2fs ------------------------------------------------------------- */
 
 static const char *
@@ -363,25 +383,8 @@ build (const char *key, struct sbx_vm_pkgs *p, sbx_error_t **err)
     goto out;
   if (fsync (img) < 0 || sha256_fd (img, sum, err) < 0)
     goto out;
-  sum[64] = '\n';
-  if (sbx_write_small_at (images_dir, sum_name, sum, 65, 0600) < 0)
-    {
-      sbx_err_sys (err, errno, "write %s", sum_name);
-      goto out;
-    }
-  snprintf (name, sizeof name, "%s.sum", key);
-  if (renameat (images_dir, sum_name, images_dir, name) < 0)
-    {
-      sbx_err_sys (err, errno, "rename %s", sum_name);
-      goto out;
-    }
-  snprintf (name, sizeof name, "%s.img", key);
-  if (renameat (images_dir, img_name, images_dir, name) < 0)
-    {
-      sbx_err_sys (err, errno, "rename %s", img_name);
-      goto out;
-    }
-  fsync (images_dir);
+  if (publish (key, sum, sum_name, img_name, name, sizeof name, err) < 0)
+    goto out;
   clock_gettime (CLOCK_MONOTONIC, &t1);
   sbx_info ("built VM root image %s/%s (%llu files, %llu MiB of content) in %lld ms",
             images_path, name, (unsigned long long) entries, (unsigned long long) (bytes >> 20),
@@ -497,21 +500,8 @@ build_tree (const char *key, int tree, const struct walk *w, sbx_error_t **err)
           < 0
       || fsync (img) < 0 || sha256_fd (img, sum, err) < 0)
     goto out;
-  sum[64] = '\n';
-  snprintf (name, sizeof name, "%s.sum", key);
-  if (sbx_write_small_at (images_dir, sum_name, sum, 65, 0600) < 0
-      || renameat (images_dir, sum_name, images_dir, name) < 0)
-    {
-      sbx_err_sys (err, errno, "write %s", name);
-      goto out;
-    }
-  snprintf (name, sizeof name, "%s.img", key);
-  if (renameat (images_dir, img_name, images_dir, name) < 0)
-    {
-      sbx_err_sys (err, errno, "rename %s", img_name);
-      goto out;
-    }
-  fsync (images_dir);
+  if (publish (key, sum, sum_name, img_name, name, sizeof name, err) < 0)
+    goto out;
   sbx_info ("built VM root image %s/%s from a template (%llu entries)", images_path, name,
             (unsigned long long) w->entries);
   rc = 0;
