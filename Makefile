@@ -105,7 +105,7 @@ $(BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
 # Its file operations are the namespace engine's iso/fs.c (vm/agent_fs.c).
 VM_AGENT_SHARED := src/iso/fs.c src/util/error.c src/util/id.c
 $(BUILD)/sbx-vm-agent: $(wildcard src/vm/*.c) $(wildcard src/vm/*.h) src/iso/proto.h \
-                       $(VM_AGENT_SHARED) src/iso/fs.h
+                       $(VM_AGENT_SHARED) src/iso/fs.h src/egress/tls.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@ (static)"
 	$(Q)$(CC) $(INIT_CFLAGS) $(wildcard src/vm/*.c) $(VM_AGENT_SHARED) -o $@

@@ -347,8 +347,6 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
         missing = "starting from a namespace sandbox's snapshot";
       else if (code)
         missing = "template " SBX_CODE_TEMPLATE " (its code server is not in a VM's image)";
-      else if (opts->network && json_object_get (opts->network, "rules") != NULL)
-        missing = SBX_VM_NO_RULES;
       if (missing)
         return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: %s", missing),
                NULL;

@@ -109,11 +109,6 @@ sbx_sandbox_set_network (struct sbx_sandbox *sb, json_t *canon, sbx_error_t **er
   json_t *copy, *old, *now;
   int rc;
 
-  /* Credential rules terminate TLS with sbx's CA, which a VM's guest
-     does not have yet (docs/vm.md "Egress"). */
-  if (sb->isolation == SBX_ISOLATION_VM && canon != NULL && json_object_get (canon, "rules") != NULL)
-    return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: %s",
-                    SBX_VM_NO_RULES);
   /* Secrets named must be the sandbox's tenant's; placeholders are kept
      while the same variable names the same secret. */
   pthread_mutex_lock (&sbx_core.lock);

@@ -193,10 +193,6 @@ void sbx__dirwatch_end_all (struct sbx_sandbox *sb);
 void sbx__connect_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
 /* core/egress.c: a connection to the sandbox's proxy address goes to the
    egress process with the sandbox's policy (the fd is taken). */
-/* Why a VM's policy may not have credential rules (create, PUT network). */
-#define SBX_VM_NO_RULES                                                                            \
-  "network.rules (credential rules terminate TLS with sbx's CA, which is not in the guest yet; "  \
-  "allow and deny work)"
 void sbx__egress_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev);
 /* The egress process's reports are readable: into the audit log. */
 void sbx__egress_on_reports (void);

@@ -300,6 +300,7 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   struct sbx_cgroup_limits cl = spec->limits;
   cleanup_close int child_end = -1, exe = -1, devnull = -1, qmp_end = -1, incoming = -1;
   cleanup_close int root_img = -1; /* the read-only root image (iso/vm_root.c) */
+  cleanup_close int ca_cert = -1;  /* sbx's egress CA certificate (iso/vm_ca.c) */
   char a_mem[32], a_cpus[16], a_disk[32], a_uid[16];
   char kernel[600], initrd[64];
   int sv[2], qv[2], go[2] = {-1, -1};
@@ -351,6 +352,7 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   root_img = sbx_vm_root_open (spec, box, err);
   if (root_img < 0 && err != NULL && *err != NULL)
     goto fail;
+  ca_cert = sbx_vm_ca_open (); /* none: the guest trusts its image's roots only */
   cpus = (spec->limits.cpu_milli + 999) / 1000;
   if (cpus < 1)
     cpus = 1;
@@ -362,7 +364,8 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   snprintf (initrd, sizeof initrd, "/proc/self/fd/%d", SBX_VM_INITRD_FD);
   if (above_targets (&exe) < 0 || above_targets (&devnull) < 0 || above_targets (&child_end) < 0
       || above_targets (&qmp_end) < 0 || above_targets (&incoming) < 0
-      || above_targets (&go[0]) < 0 || above_targets (&root_img) < 0)
+      || above_targets (&go[0]) < 0 || above_targets (&root_img) < 0
+      || above_targets (&ca_cert) < 0)
     {
       sbx_err_sys (err, errno, "fcntl");
       goto fail;
@@ -399,6 +402,8 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
           _exit (127);
         if (root_img >= 0 && dup2 (root_img, SBX_VM_ROOT_FD) < 0)
           _exit (127);
+        if (ca_cert >= 0 && dup2 (ca_cert, SBX_VM_CA_FD) < 0)
+          _exit (127);
         /* A pooled VM boots at low priority, QEMU's threads inherit it;
            a create that takes it renices the cgroup's tasks back. */
         if (spec->background && setpriority (PRIO_PROCESS, 0, 10) < 0)
@@ -432,6 +437,7 @@ sbx_vm_create (struct sbx_engine *eng, const struct sbx_iso_spec *spec, struct s
   close_and_reset (&qmp_end);
   close_and_reset (&incoming);
   close_and_reset (&root_img);
+  close_and_reset (&ca_cert);
   if (spec->snapshot != NULL && sbx_vm_restore_go (box->qmp, err) < 0)
     {
       sbx_err_wrap (err, "isolation vm: restoring snapshot `%s`", spec->snapshot);

@@ -14,6 +14,7 @@
 #define SBX_VM_QMP_FD 5               /* QEMU's end of its QMP monitor (relay and QEMU) */
 #define SBX_VM_INCOMING_FD 6          /* a restore: the snapshot's file (relay and QEMU) */
 #define SBX_VM_SNAPSHOT_FILE "vm.mig" /* in the snapshot's directory of the store */
+#define SBX_VM_CA_FD 10               /* the relay: sbx's egress CA certificate (iso/vm_ca.c) */
 #define SBX_VM_ROOT_FD 11             /* the read-only root image (iso/vm_image.c), when any */
 #define SBX_VM_BOOT_TIMEOUT_MS 90000  /* TCG on a busy host boots in seconds */
 
@@ -44,6 +45,11 @@ int sbx_vm_root_open (const struct sbx_iso_spec *spec, struct sbx_iso_box *box,
                       sbx_error_t **err);
 /* iso/vm_root.c: record box's image in a snapshot's directory. */
 int sbx_vm_root_record (int dir, const struct sbx_iso_box *box, sbx_error_t **err);
+/* iso/vm_ca.c: where the parent finds sbx's egress CA certificate (the
+   public copy, egress/tls.h), set once at start; then, for each VM, the
+   certificate opened read-only for its relay (-1: none published). */
+void sbx_vm_ca_init (const char *state_dir);
+int sbx_vm_ca_open (void);
 /* iso/vm_confine.c: in QEMU's process, just before its exec: a Landlock
    domain that reads what QEMU needs and writes nothing by path. */
 int sbx_vm_confine_qemu (const char *kernel, sbx_error_t **err);

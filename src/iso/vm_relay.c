@@ -489,6 +489,22 @@ sbx_vm_relay_main (int argc, char **argv)
   /* The parent passes the read-only root image as fd SBX_VM_ROOT_FD
      (iso/vm_root.c) when the guest has one; checked before we open any. */
   int root = fcntl (SBX_VM_ROOT_FD, F_GETFD) >= 0;
+  /* And sbx's egress CA certificate (iso/vm_ca.c), read before QEMU is
+     started: it is the guest's (SETUP), not QEMU's. */
+  char ca[SBX_VM_CA_MAX];
+  size_t ca_len = 0;
+  if (fcntl (SBX_VM_CA_FD, F_GETFD) >= 0)
+    {
+      ssize_t n;
+      while (ca_len < sizeof ca
+             && ((n = read (SBX_VM_CA_FD, ca + ca_len, sizeof ca - ca_len)) > 0
+                 || (n < 0 && errno == EINTR)))
+        if (n > 0)
+          ca_len += (size_t) n;
+      close (SBX_VM_CA_FD);
+      if (ca_len == sizeof ca) /* the parent checked its size: cut short, not sent */
+        ca_len = 0;
+    }
 
   /* argv: name, SBX_VM_RELAY_ARG, qemu, kernel, initrd, memory MiB, cpus, disk, uid,
      boot|restore */
@@ -622,8 +638,14 @@ sbx_vm_relay_main (int argc, char **argv)
     s.user_uid = 1000;
     s.user_gid = 1000;
     s.seccomp_len = (uint32_t) len;
-    frame (SBX_VMF_SETUP, 0, &s, sizeof s, prog, len);
-    free (prog);
+    s.ca_len = (uint32_t) ca_len;
+    /* The filter and the certificate, one after the other. */
+    char *tail = realloc (prog, len + ca_len);
+    if (tail == NULL)
+      quit ("build SETUP", ENOMEM);
+    memcpy (tail + len, ca, ca_len);
+    frame (SBX_VMF_SETUP, 0, &s, sizeof s, tail, len + ca_len);
+    free (tail);
   }
 
 

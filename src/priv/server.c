@@ -1058,6 +1058,7 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
   }
   {
     sbx_error_t *e = NULL;
+    sbx_vm_ca_init (cfg->state_dir);
     if (sbx_vm_image_init (cfg->state_dir, &e) < 0)
       {
         sbx_warn ("VM root images are unavailable: %s", e->msg);

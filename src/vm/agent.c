@@ -37,6 +37,7 @@
 
 #include "iso/proto.h"
 #include "vm/agent.h"
+#include "vm/agent_ca.h"
 #include "vm/agent_fs.h"
 #include "vm/agent_root.h"
 #include "vm/wire.h"
@@ -212,8 +213,8 @@ setup (void)
       die ("the first frame is not SETUP");
     }
   read_all (port, &s, sizeof s);
-  if (s.seccomp_len != f.len - sizeof s || s.seccomp_len % sizeof (struct sock_filter) != 0
-      || s.seccomp_len == 0)
+  if (s.ca_len > SBX_VM_CA_MAX || s.seccomp_len + s.ca_len != f.len - sizeof s
+      || s.seccomp_len % sizeof (struct sock_filter) != 0 || s.seccomp_len == 0)
     {
       errno = EPROTO;
       die ("SETUP's filter");
@@ -223,6 +224,10 @@ setup (void)
   if (filter.filter == NULL)
     die ("malloc");
   read_all (port, filter.filter, s.seccomp_len);
+  char *ca = malloc (s.ca_len + 1);
+  if (ca == NULL)
+    die ("malloc");
+  read_all (port, ca, s.ca_len);
   user_uid = s.user_uid;
   user_gid = s.user_gid;
 
@@ -250,6 +255,14 @@ setup (void)
       die (failed);
   }
   sethostname ("sandbox", 7);
+  {
+    /* sbx's egress CA where commands' SSL_CERT_FILE... point (vm/agent_ca.c);
+       before the seal, which an initramfs root needs. */
+    const char *failed = sbx_agent_ca_install (ca, s.ca_len);
+    if (failed)
+      die (failed);
+    free (ca);
+  }
   /* The root (the image, or the initramfs) is read-only from here on. */
   if (sbx_agent_root_seal () < 0)
     die ("remount / read-only");

@@ -19,7 +19,8 @@
 enum sbx_vm_frame_type
 {
   /* host -> guest */
-  SBX_VMF_SETUP = 1,  /* sbx_vm_setup + seccomp program (struct sock_filter[]) */
+  SBX_VMF_SETUP = 1,  /* sbx_vm_setup + seccomp program (struct sock_filter[]) + the
+                         egress CA's certificate (PEM, ca_len bytes; vm/agent_ca.c) */
   SBX_VMF_SPAWN = 2,  /* sbx_vm_spawn + cwd\0 argv...\0 env...\0 */
   SBX_VMF_STDIN = 3,  /* bytes; an empty payload is end of file */
   SBX_VMF_SIGNAL = 4, /* uint32 signo (to the command's process group) */
@@ -70,8 +71,9 @@ struct sbx_vm_setup
   uint64_t disk_bytes; /* size of the writable tmpfs (/home/user, /tmp) */
   uint32_t user_uid, user_gid;
   uint32_t seccomp_len; /* bytes of the filter after this struct */
-  uint32_t reserved;
+  uint32_t ca_len; /* bytes of sbx's egress CA certificate after the filter; 0: none */
 };
+#define SBX_VM_CA_MAX (16 * 1024) /* a PEM certificate; more is a broken peer */
 
 #define SBX_VM_MAX_STRINGS (1000 * 1024)
 struct sbx_vm_spawn

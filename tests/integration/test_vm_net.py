@@ -215,18 +215,6 @@ class VMNet(DaemonTest):
         # No route anywhere else: only lo's 127.0.0.0/8.
         self.assertEqual(self.sh("tail -n +2 /proc/net/route")["stdout"], "")
 
-    def test_rules_answer_501(self):
-        rules = {"allow": ["example.com"],
-                 "rules": {"example.com": [{"headers": {"X-K": "v"}}]}}
-        r = self.put_network(rules)
-        body = self.assertError(r, 501, "not_implemented")
-        self.assertIn("network.rules", body["message"])
-        r = self.d.api("POST", "/v1/sandboxes", {"isolation": "vm", "network": rules})
-        self.assertIn("network.rules", self.assertError(r, 501, "not_implemented")["message"])
-        # The policy in place is unchanged.
-        got = self.d.api("GET", "/v1/sandboxes/" + self.sid).json()
-        self.assertEqual(got["network"]["allow"], ["127.0.0.1"])
-
     def test_restored_copy_has_egress_and_no_old_streams(self):
         # A stream open during the save belongs to the source: in the copy
         # the agent ends it when the new relay says PING; new ones work.
