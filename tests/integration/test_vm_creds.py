@@ -52,9 +52,9 @@ attempt("chmod", lambda: os.chmod(B, 0o666))
 attempt("unlink", lambda: os.unlink(B))
 attempt("rename_away", lambda: os.rename(B, "/etc/ssl/old"))
 attempt("create_beside", lambda: open("/etc/ssl/evil.crt", "w"))
-attempt("rename_over", lambda: (open("/tmp/evil.crt", "w").write("evil"),
-                                os.rename("/tmp/evil.crt", B)))
-attempt("link_over", lambda: os.symlink("/tmp/evil.crt", "/etc/ssl/sbx-ca.crt.new"))
+EVIL = "/tmp/evil-%d.crt" % os.getuid()  # /tmp is sticky: one each
+attempt("rename_over", lambda: (open(EVIL, "w").write("evil"), os.rename(EVIL, B)))
+attempt("link_over", lambda: os.symlink(EVIL, "/etc/ssl/sbx-ca.crt.new"))
 attempt("cert_write", lambda: open(C, "w"))
 attempt("cert_unlink", lambda: os.unlink(C))
 attempt("certs_write", lambda: open("/etc/ssl/certs/evil.pem", "w"))
