@@ -380,7 +380,8 @@ sbx_vm_net_frame (const struct sbx_vm_frame *f, const char *payload, const char 
   s = find (f->id);
   if (s == NULL)
     {
-      if (f->id & SBX_VM_CONN_HOST_BIT ? f->id > last_host_id : f->id == 0 || f->id > last_id)
+      uint64_t n_id = f->id & ~SBX_VM_CONN_HOST_BIT; /* either space's number */
+      if (n_id == 0 || n_id > (f->id & SBX_VM_CONN_HOST_BIT ? last_host_id : last_id))
         goto broken;
       /* It ended (a CONNECT answered late, after the timeout, lands here:
          the relay reset it then); this crossed the end on the wire. */
