@@ -31,10 +31,10 @@
 #include "iso/idmap.h"
 #include "iso/snapstore.h"
 #include "util/cleanup.h"
+#include "util/file.h"
 
 static const char *const parts[] = {"home", "tmp", "shm"};
 
-static void remove_tree (int dir, const char *name, unsigned depth);
 
 /* What a daemon that ended left half done or kept for itself: saves under
    their temporary names, a fork's memory, a hibernated VM's (no VM
@@ -69,7 +69,7 @@ sweep_internal (int store)
                      strlen (SBX_SNAPSHOT_INTERNAL_PREFIX))
                 == 0
             || strncmp (e->d_name, ".tmp-", 5) == 0)
-          remove_tree (tdir, e->d_name, 0);
+          sbx_remove_tree_at (tdir, e->d_name, 200);
       closedir (td);
     }
   closedir (d);
@@ -155,49 +155,6 @@ tenant_dir (int store, const char *tenant, int make)
   return openat (store, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* Remove name under dir and everything below it (our own tree; still
-   never following a link). */
-static void
-remove_tree (int dir, const char *name, unsigned depth)
-{
-  cleanup_close int fd = -1;
-  char buf[4096];
-
-  if (unlinkat (dir, name, 0) == 0 || errno == ENOENT)
-    return;
-  if (depth > 200)
-    return;
-  fd = openat (dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return;
-  /* Passes over the directory until one finds nothing but . and .. (an
-     entry removed during a pass may make the kernel skip another). */
-  for (int found = 1, passes = 0; found && passes < 64; passes++)
-    {
-      long n, off;
-      found = 0;
-      lseek (fd, 0, SEEK_SET);
-      while ((n = syscall (SYS_getdents64, fd, buf, sizeof buf)) > 0)
-        for (off = 0; off < n;)
-          {
-            struct
-            {
-              uint64_t ino;
-              int64_t off;
-              unsigned short reclen;
-              unsigned char type;
-              char name[];
-            } *de = (void *) (buf + off);
-            if (strcmp (de->name, ".") != 0 && strcmp (de->name, "..") != 0)
-              {
-                remove_tree (fd, de->name, depth + 1);
-                found = 1;
-              }
-            off += de->reclen;
-          }
-    }
-  unlinkat (dir, name, AT_REMOVEDIR);
-}
 
 static int
 open_parts (int from, int to, int make_to, int fds[6], struct sbx_copy_job jobs[3],
@@ -282,7 +239,7 @@ sbx_snapstore_save (int store, const struct sbx_iso_box *src, const char *tenant
     rc = errno == EEXIST ? sbx_err (err, SBX_E_CONFLICT, "snapshot `%s` exists", name)
                          : sbx_err_sys (err, errno, "store the snapshot");
   if (rc < 0)
-    remove_tree (tdir, tmpname, 0);
+    sbx_remove_tree_at (tdir, tmpname, 200);
   return rc;
 }
 
@@ -341,7 +298,7 @@ sbx_snapstore_save_with (int store, const char *tenant, const char *name,
     rc = errno == EEXIST ? sbx_err (err, SBX_E_CONFLICT, "snapshot `%s` exists", name)
                          : sbx_err_sys (err, errno, "store the snapshot");
   if (rc < 0)
-    remove_tree (tdir, tmpname, 0);
+    sbx_remove_tree_at (tdir, tmpname, 200);
   return rc;
 }
 
@@ -379,7 +336,7 @@ sbx_snapstore_remove (int store, const char *tenant, const char *name, sbx_error
   tdir = tenant_dir (store, tenant, 0);
   if (tdir < 0 || fstatat (tdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return sbx_err (err, SBX_E_NOT_FOUND, "snapshot `%s` not found", name);
-  remove_tree (tdir, name, 0);
+  sbx_remove_tree_at (tdir, name, 200);
   if (fstatat (tdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
     return sbx_err (err, SBX_E_SYSTEM, "snapshot `%s` could not be removed entirely", name);
   return 0;

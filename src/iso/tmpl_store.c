@@ -77,33 +77,12 @@ sbx_tmpl_name_ok (const char *name)
 
 /* ---- helpers ----------------------------------------------------------- */
 
-/* rm -r of dir/name, never following a link (root: permissions do not
-   stop it, and what the extractor made is hostile). */
+/* rm -r of dir/name (root: permissions do not stop it, and what the
+   extractor made is hostile). */
 static void
-rm_tree (int dir, const char *name, int depth)
+rm_tree (int dir, const char *name)
 {
-  struct dirent *de;
-  DIR *d;
-  int fd;
-
-  if (unlinkat (dir, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
-    return;
-  if (depth > 4096)
-    return;
-  fd = openat (dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return;
-  d = fdopendir (fd);
-  if (d == NULL)
-    {
-      close (fd);
-      return;
-    }
-  while ((de = readdir (d)) != NULL)
-    if (strcmp (de->d_name, ".") != 0 && strcmp (de->d_name, "..") != 0)
-      rm_tree (dirfd (d), de->d_name, depth + 1);
-  closedir (d);
-  if (unlinkat (dir, name, AT_REMOVEDIR) < 0)
+  if (sbx_remove_tree_at (dir, name, 4096) < 0)
     sbx_warn ("templates: cannot remove `%s`: %s", name, strerror (errno));
 }
 
@@ -116,9 +95,9 @@ discard (int dir, const char *name)
 
   sbx_random_hex (tmp + 5, 12);
   if (tmpdir >= 0 && renameat (dir, name, tmpdir, tmp) == 0)
-    rm_tree (tmpdir, tmp, 0);
+    rm_tree (tmpdir, tmp);
   else
-    rm_tree (dir, name, 0);
+    rm_tree (dir, name);
   if (tmpdir >= 0)
     close (tmpdir);
 }
@@ -271,7 +250,7 @@ sbx_tmpl_store_open (const char *state_dir, const char *mirror, const char *cach
     {
       while ((de = readdir (d)) != NULL)
         if (strcmp (de->d_name, ".") != 0 && strcmp (de->d_name, "..") != 0)
-          rm_tree (dirfd (d), de->d_name, 0);
+          rm_tree (dirfd (d), de->d_name);
       closedir (d);
     }
   else if (fd >= 0)
@@ -453,7 +432,7 @@ commit (int build, const char *name, const char *owner, sbx_error_t **err)
     {
       int e = errno;
       sbx_buf_free (&list);
-      rm_tree (tmpdir, tmp, 0);
+      rm_tree (tmpdir, tmp);
       if (*err)
         return -1;
       if (e == EEXIST)
@@ -519,7 +498,7 @@ sbx_tmpl_build (int in_fd, const char *name, const char *owner, enum sbx_tmpl_fo
       rc = commit (build, name, owner, err);
       pthread_mutex_unlock (&S.lock);
     }
-  rm_tree (tmpdir, bname, 0);
+  rm_tree (tmpdir, bname);
   return rc;
 }
 

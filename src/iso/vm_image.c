@@ -62,7 +62,6 @@ struct checked
 static struct checked checked[16];
 static unsigned nchecked;
 
-static void remove_tree (int dir, const char *name, unsigned depth);
 
 int
 sbx_vm_image_init (const char *state_dir, sbx_error_t **err)
@@ -90,7 +89,7 @@ sbx_vm_image_init (const char *state_dir, sbx_error_t **err)
       close (fd);
     while (d != NULL && (de = readdir (d)) != NULL)
       if (strncmp (de->d_name, ".stage-", 7) == 0 || strncmp (de->d_name, ".build-", 7) == 0)
-        remove_tree (images_dir, de->d_name, 0);
+        sbx_remove_tree_at (images_dir, de->d_name, 100);
     if (d != NULL)
       closedir (d);
   }
@@ -136,38 +135,25 @@ sha256_fd (int fd, char out[65], sbx_error_t **err)
 
 
 /* Remove our own staging tree (never following a link). */
-static void
-remove_tree (int dir, const char *name, unsigned depth)
-{
-  int fd;
-  DIR *d;
-  struct dirent *de;
 
-  if (unlinkat (dir, name, 0) == 0 || errno == ENOENT || depth > 100)
-    return;
-  fd = openat (dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return;
-  d = fdopendir (fd);
-  if (d == NULL)
-    {
-      close (fd);
-      return;
-    }
-  while ((de = readdir (d)) != NULL)
-    if (strcmp (de->d_name, ".") != 0 && strcmp (de->d_name, "..") != 0)
-      remove_tree (dirfd (d), de->d_name, depth + 1);
-  closedir (d);
-  unlinkat (dir, name, AT_REMOVEDIR);
-}
 
+/* A built image into place: its sum (sum[0..63], hex) as KEY.sum, then
+   the image as KEY.img, both from their temporary names; *name gets
+   KEY.img. The sum goes first: an image is never without its sum. */
 static int
-write_at (int dir, const char *name, const char *data, size_t len, mode_t mode)
+publish (const char *key, char *sum, const char *sum_tmp, const char *img_tmp, char *name,
+         size_t name_len, sbx_error_t **err)
 {
-  cleanup_close int fd
-      = openat (dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0 || write (fd, data, len) != (ssize_t) len || fchmod (fd, mode) < 0)
-    return -1;
+  sum[64] = '\n';
+  if (sbx_write_small_at (images_dir, sum_tmp, sum, 65, 0600) < 0)
+    return sbx_err_sys (err, errno, "write %s", sum_tmp);
+  snprintf (name, name_len, "%s.sum", key);
+  if (renameat (images_dir, sum_tmp, images_dir, name) < 0)
+    return sbx_err_sys (err, errno, "rename %s", sum_tmp);
+  snprintf (name, name_len, "%s.img", key);
+  if (renameat (images_dir, img_tmp, images_dir, name) < 0)
+    return sbx_err_sys (err, errno, "rename %s", img_tmp);
+  fsync (images_dir);
   return 0;
 }
 
@@ -397,25 +383,8 @@ build (const char *key, struct sbx_vm_pkgs *p, sbx_error_t **err)
     goto out;
   if (fsync (img) < 0 || sha256_fd (img, sum, err) < 0)
     goto out;
-  sum[64] = '\n';
-  if (write_at (images_dir, sum_name, sum, 65, 0600) < 0)
-    {
-      sbx_err_sys (err, errno, "write %s", sum_name);
-      goto out;
-    }
-  snprintf (name, sizeof name, "%s.sum", key);
-  if (renameat (images_dir, sum_name, images_dir, name) < 0)
-    {
-      sbx_err_sys (err, errno, "rename %s", sum_name);
-      goto out;
-    }
-  snprintf (name, sizeof name, "%s.img", key);
-  if (renameat (images_dir, img_name, images_dir, name) < 0)
-    {
-      sbx_err_sys (err, errno, "rename %s", img_name);
-      goto out;
-    }
-  fsync (images_dir);
+  if (publish (key, sum, sum_name, img_name, name, sizeof name, err) < 0)
+    goto out;
   clock_gettime (CLOCK_MONOTONIC, &t1);
   sbx_info ("built VM root image %s/%s (%llu files, %llu MiB of content) in %lld ms",
             images_path, name, (unsigned long long) entries, (unsigned long long) (bytes >> 20),
@@ -423,7 +392,7 @@ build (const char *key, struct sbx_vm_pkgs *p, sbx_error_t **err)
   rc = 0;
 out:
   close_and_reset (&root);
-  remove_tree (images_dir, stage_name, 0);
+  sbx_remove_tree_at (images_dir, stage_name, 100);
   if (rc < 0)
     {
       unlinkat (images_dir, img_name, 0);
@@ -531,21 +500,8 @@ build_tree (const char *key, int tree, const struct walk *w, sbx_error_t **err)
           < 0
       || fsync (img) < 0 || sha256_fd (img, sum, err) < 0)
     goto out;
-  sum[64] = '\n';
-  snprintf (name, sizeof name, "%s.sum", key);
-  if (write_at (images_dir, sum_name, sum, 65, 0600) < 0
-      || renameat (images_dir, sum_name, images_dir, name) < 0)
-    {
-      sbx_err_sys (err, errno, "write %s", name);
-      goto out;
-    }
-  snprintf (name, sizeof name, "%s.img", key);
-  if (renameat (images_dir, img_name, images_dir, name) < 0)
-    {
-      sbx_err_sys (err, errno, "rename %s", img_name);
-      goto out;
-    }
-  fsync (images_dir);
+  if (publish (key, sum, sum_name, img_name, name, sizeof name, err) < 0)
+    goto out;
   sbx_info ("built VM root image %s/%s from a template (%llu entries)", images_path, name,
             (unsigned long long) w->entries);
   rc = 0;

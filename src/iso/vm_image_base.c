@@ -472,15 +472,6 @@ stage_top_links (struct stage *s)
   return 0;
 }
 
-static int
-write_at (int dir, const char *name, const char *data, size_t len, mode_t mode)
-{
-  cleanup_close int fd
-      = openat (dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0 || write (fd, data, len) != (ssize_t) len || fchmod (fd, mode) < 0)
-    return -1;
-  return 0;
-}
 
 /* /etc: sbx's generated files and the public host files the namespace
    engine binds; the skeleton of mount points. */
@@ -499,7 +490,7 @@ stage_etc (struct stage *s)
     return sbx_err_sys (s->err, errno, "stage /etc");
   for (; e->name; e++)
     {
-      if (write_at (etc, e->name, e->content, strlen (e->content), 0644) < 0)
+      if (sbx_write_small_at (etc, e->name, e->content, strlen (e->content), 0644) < 0)
         return sbx_err_sys (s->err, errno, "stage /etc/%s", e->name);
     }
   for (int i = 0; etc_files[i]; i++)

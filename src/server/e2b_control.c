@@ -846,7 +846,10 @@ sbx_route_e2b_connect (struct sbx_req *r)
 }
 
 /* POST /sandboxes/{id}/pause {"memory"?}: 204; 409 when already paused.
-   Memory is kept whatever `memory` says (no hibernation in sbx). */
+   A namespace sandbox is frozen (its memory stays resident); a VM is
+   hibernated, as E2B's pause persists one: its memory goes to a file and
+   its QEMU ends, and connect restores it. Memory is kept whatever
+   `memory` says (neither engine can reboot a sandbox on resume). */
 void
 sbx_route_e2b_pause (struct sbx_req *r)
 {
@@ -860,7 +863,10 @@ sbx_route_e2b_pause (struct sbx_req *r)
       || sbx_param_bool (body, "memory", &memory, &err) < 0)
     goto fail;
   sb = sbx_req_sandbox (r, 1, &err);
-  if (sb == NULL || sbx_sandbox_pause (sb, &err) < 0)
+  if (sb == NULL
+      || (sb->isolation == SBX_ISOLATION_VM ? sbx_sandbox_hibernate (sb, &err)
+                                            : sbx_sandbox_pause (sb, &err))
+             < 0)
     goto fail;
   sbx_reply_empty (r, 204);
   return;

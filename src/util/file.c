@@ -1,9 +1,11 @@
-/* sbx: small whole-file reads. */
+/* sbx: small whole-file reads and writes, and removing a tree. */
 #include "util/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,4 +39,72 @@ sbx_read_small_at (int dir, const char *name, size_t cap, size_t *len)
   if (len)
     *len = (size_t) st.st_size;
   return buf;
+}
+
+int
+sbx_write_small_at (int dir, const char *name, const void *data, size_t len, mode_t mode)
+{
+  cleanup_close int fd
+      = openat (dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0)
+    return -1;
+  if (write (fd, data, len) != (ssize_t) len)
+    {
+      if (errno == 0)
+        errno = EIO;
+      return -1;
+    }
+  return fchmod (fd, mode);
+}
+
+static void
+remove_below (int dir, const char *name, unsigned depth, unsigned max_depth)
+{
+  struct dirent *de;
+  DIR *d;
+  int fd, found = 1;
+
+  if (depth > max_depth)
+    return;
+  fd = openat (dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  d = fdopendir (fd);
+  if (d == NULL)
+    {
+      close (fd);
+      return;
+    }
+  /* Passes until one finds nothing but . and .. (an entry removed during
+     a pass may make the kernel skip another). */
+  for (int passes = 0; found && passes < 64; passes++)
+    {
+      found = 0;
+      rewinddir (d);
+      while ((de = readdir (d)) != NULL)
+        {
+          if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+            continue;
+          found = 1;
+          if (unlinkat (dirfd (d), de->d_name, 0) < 0 && (errno == EISDIR || errno == EPERM))
+            {
+              remove_below (dirfd (d), de->d_name, depth + 1, max_depth);
+              unlinkat (dirfd (d), de->d_name, AT_REMOVEDIR);
+            }
+        }
+    }
+  closedir (d);
+}
+
+int
+sbx_remove_tree_at (int dir, const char *name, unsigned max_depth)
+{
+  if (unlinkat (dir, name, 0) == 0 || errno == ENOENT)
+    return 0;
+  if (errno != EISDIR && errno != EPERM)
+    return -1;
+  remove_below (dir, name, 0, max_depth);
+  if (unlinkat (dir, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+    return 0;
+  return -1;
 }

@@ -3,11 +3,21 @@
 #define SBX_UTIL_FILE_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* The whole of regular file NAME under DIR (AT_FDCWD: the cwd), NUL
    terminated, without following a final link. NULL when it is missing,
    not a regular file, larger than CAP bytes or cannot be read (errno
    set). *LEN, when given, gets its length. The caller frees. */
 char *sbx_read_small_at (int dir, const char *name, size_t cap, size_t *len);
+
+/* Create (or truncate) NAME under DIR, without following a final link,
+   with exactly LEN bytes of DATA and MODE. 0, or -1 with errno. */
+int sbx_write_small_at (int dir, const char *name, const void *data, size_t len, mode_t mode);
+
+/* rm -r of NAME under DIR: never follows a link, and does not stop at
+   permissions (a caller that is root removes a hostile tree whole); at
+   most MAX_DEPTH levels. 0, or -1 with errno when NAME is still there. */
+int sbx_remove_tree_at (int dir, const char *name, unsigned max_depth);
 
 #endif

@@ -241,6 +241,32 @@ class VMLife(DaemonTest):
         self.assertFalse(self.has_cgroup(sid))
         self.assertEqual(internal_entries(self.d.state), [])
 
+    def test_f_e2b_pause_hibernates(self):
+        """E2B's pause of a VM persists it as E2B's does (memory to a file,
+        no QEMU), and connect restores it where it was."""
+        key = self.d.new_key("default")
+        hdr = {"X-API-Key": key}
+        r = self.d.api("POST", "/v1/sandboxes/%s/fork" % self.sid, {"count": 1})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["sandboxes"][0]["id"]
+        before = self.wait_count_above(sid, 0)
+        r = self.d.api("POST", "/sandboxes/%s/pause" % sid, {}, headers=hdr)
+        self.assertEqual(r.status, 204, r)
+        got = self.d.api("GET", "/v1/sandboxes/" + sid).json()
+        self.assertEqual((got["state"], got.get("hibernated")), ("paused", True))
+        self.assertEqual(qemu_of(sid), set())
+        self.assertTrue(os.path.exists(self.hib_file(sid)))
+        self.assertEqual(self.d.api("POST", "/sandboxes/%s/pause" % sid, {}, headers=hdr).status,
+                         409)
+        r = self.d.api("POST", "/v2/sandboxes/%s/connect" % sid, {"timeout": 300}, headers=hdr)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(len(qemu_of(sid)), 1)
+        self.assertFalse(os.path.exists(os.path.dirname(self.hib_file(sid))))
+        got = self.vcount(sid)
+        self.assertGreaterEqual(got, before)
+        self.wait_count_above(sid, got)
+        self.assertEqual(self.d.kill(sid).status, 204)
+
     def test_z_kill_leaves_nothing(self):
         self.assertEqual(self.d.kill(self.sid).status, 204)
         for pid in self.qemu:
