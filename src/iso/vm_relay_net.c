@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "iso/proto.h"
+#include "iso/wire.h"
 #include "iso/vm_relay_net.h"
 
 /* The relay stops reading the streams' sockets while this much waits for
@@ -191,10 +192,6 @@ open_stream (uint64_t id)
 {
   struct stream *s = NULL;
   struct sbx_msg_egress m;
-  char cbuf[CMSG_SPACE (sizeof (int))];
-  struct iovec iov = {&m, sizeof m};
-  struct msghdr mh;
-  struct cmsghdr *cm;
   int sv[2];
 
   for (int i = 0; i < SBX_VM_CONN_MAX && s == NULL; i++)
@@ -205,19 +202,9 @@ open_stream (uint64_t id)
   memset (&m, 0, sizeof m);
   m.hdr.type = SBX_MSG_EGRESS;
   m.hdr.len = sizeof m;
-  memset (&mh, 0, sizeof mh);
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  cm = CMSG_FIRSTHDR (&mh);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN (sizeof (int));
-  memcpy (CMSG_DATA (cm), &sv[1], sizeof (int));
   /* Never wait for the daemon: as a namespace init, a connection that does
      not fit now is refused. */
-  if (sendmsg (ctl_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof m)
+  if (sbx__sendmsg (ctl_fd, &m, sizeof m, &sv[1], 1, MSG_DONTWAIT) < 0)
     {
       close (sv[0]);
       close (sv[1]);
@@ -246,30 +233,13 @@ static void
 answer (uint64_t req_id, int sys_errno, int fd)
 {
   struct sbx_msg_connect_result m;
-  char cbuf[CMSG_SPACE (sizeof (int))];
-  struct iovec iov = {&m, sizeof m};
-  struct msghdr mh;
-  struct cmsghdr *cm;
 
   memset (&m, 0, sizeof m);
   m.hdr.type = sys_errno ? SBX_MSG_CONNECT_FAILED : SBX_MSG_CONNECTED;
   m.hdr.len = sizeof m;
   m.req_id = req_id;
   m.sys_errno = sys_errno;
-  memset (&mh, 0, sizeof mh);
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  if (fd >= 0)
-    {
-      mh.msg_control = cbuf;
-      mh.msg_controllen = sizeof cbuf;
-      cm = CMSG_FIRSTHDR (&mh);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN (sizeof (int));
-      memcpy (CMSG_DATA (cm), &fd, sizeof (int));
-    }
-  if (sendmsg (ctl_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t) sizeof m)
+  if (sbx__sendmsg (ctl_fd, &m, sizeof m, &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT) == 0)
     return;
   if (fd >= 0)
     answer (req_id, EAGAIN, -1);
