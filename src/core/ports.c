@@ -96,9 +96,6 @@ sbx_sandbox_connect_port (struct sbx_sandbox *sb, unsigned port, sbx_error_t **e
 
   if (port == 0 || port > 65535)
     return sbx_err (err, SBX_E_INVALID, "port must be 1 to 65535, not %u", port);
-  if (sb->isolation == SBX_ISOLATION_VM)
-    return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
-                    "not supported for isolation vm: ports (a VM has no network device)");
   if (sbx_sandbox_awake (sb, err) < 0)
     return -1;
   c = calloc (1, sizeof *c);

@@ -192,7 +192,7 @@ sbx__handle_init_event (struct sbx_sandbox *sb)
   /* Bounded per wakeup, so one chatty sandbox cannot starve the others. */
   for (n = 0; n < 64; n++)
     {
-      int r = sbx_iso_next_event (&sb->box, &ev, &err);
+      int r = sbx_iso_next_event (&sb->box, sb->isolation == SBX_ISOLATION_VM, &ev, &err);
       if (r == 0)
         return;
       if (r < 0)

@@ -278,7 +278,9 @@ struct sbx_iso_event
 /* Read one event from init without blocking: 1 with *ev filled, 0 when
    none is waiting, -1 when init broke the protocol or went away (the
    caller then destroys the sandbox). A CONNECTED whose socket we could not
-   take (our fd table is full) comes as CONNECT_FAILED EMFILE. */
-int sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err);
+   take (our fd table is full) comes as CONNECT_FAILED EMFILE. vm: the
+   box is a microVM's, whose relay's CONNECTED brings a unix stream socket
+   (iso/vm_relay_net.c) where a namespace init's brings a TCP one. */
+int sbx_iso_next_event (struct sbx_iso_box *box, int vm, struct sbx_iso_event *ev, sbx_error_t **err);
 
 #endif

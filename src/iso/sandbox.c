@@ -895,7 +895,7 @@ is_egress_stream (int fd)
 }
 
 int
-sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error_t **err)
+sbx_iso_next_event (struct sbx_iso_box *box, int vm, struct sbx_iso_event *ev, sbx_error_t **err)
 {
   union
   {
@@ -968,8 +968,11 @@ sbx_iso_next_event (struct sbx_iso_box *box, struct sbx_iso_event *ev, sbx_error
   switch (m.hdr.type)
     {
     case SBX_MSG_CONNECTED:
+      /* A VM relay's is one end of a unix stream socketpair, whose other
+         end carries the guest's connection as frames (iso/vm_relay_net.c);
+         the proxy only reads, writes and shuts it down, as a TCP one. */
       if ((size_t) n != sizeof m.connect || m.connect.sys_errno != 0 || nfds != 1
-          || !is_connected_tcp (fds[0]))
+          || !(vm ? is_egress_stream (fds[0]) : is_connected_tcp (fds[0])))
         goto bad;
       ev->type = SBX_ISO_CONNECTED;
       ev->req_id = m.connect.req_id;

@@ -8,8 +8,9 @@
  * whose other end it holds, and then is the sandbox's "init" as the daemon
  * sees it: SPAWN, SIGNAL, RELEASE, KEEP and DEADLINE from iso/proto.h; the
  * daemon's pipes it copies to and from the guest's frames (vm/wire.h).
- * What a VM cannot do yet (terminals, PUMP, WATCH, CONNECT) is refused per
- * request. Egress streams (SBX_VMF_CONN_*) are iso/vm_relay_net.c's. When the daemon's end closes, or QEMU or the guest breaks the
+ * What a VM cannot do yet (terminals, PUMP, WATCH) is refused per request.
+ * Egress streams and the port proxy's (CONNECT; SBX_VMF_CONN_*) are
+ * iso/vm_relay_net.c's. When the daemon's end closes, or QEMU or the guest breaks the
  * protocol, it kills QEMU and exits; the daemon sees its pidfd.
  *
  * A restored guest (argv "restore": QEMU -incoming from a snapshot, docs/vm.md
@@ -257,17 +258,17 @@ from_daemon (void)
       }
     case SBX_MSG_CONNECT:
       {
+        /* A stream the relay opens to the guest's 127.0.0.1:port
+           (iso/vm_relay_net.c); the answer comes when the guest's does. */
         struct sbx_msg_connect c;
-        struct sbx_msg_connect_result r;
-        if ((size_t) n != sizeof c)
+        close_fds (fds, nfds);
+        if ((size_t) n != sizeof c || nfds != 0)
           quit ("a malformed CONNECT", EPROTO);
         memcpy (&c, buf, sizeof c);
-        memset (&r, 0, sizeof r);
-        r.hdr.type = SBX_MSG_CONNECT_FAILED;
-        r.hdr.len = sizeof r;
-        r.req_id = c.req_id;
-        r.sys_errno = ENOTSUP; /* a VM has no network to connect in */
-        reply (&r, sizeof r);
+        if (c.port == 0 || c.port > 65535 || c.reserved != 0)
+          quit ("a malformed CONNECT", EPROTO);
+        if (sbx_vm_net_connect (c.req_id, c.port) < 0)
+          quit ("out of memory", ENOMEM);
         return;
       }
     default:
@@ -699,6 +700,8 @@ sbx_vm_relay_main (int argc, char **argv)
         }
       if (sbx_vm_net_after_poll (pf + net0, nnet, &why) < 0)
         quit (why, ENOMEM);
+      if (sbx_vm_net_tick () < 0)
+        quit ("out of memory", ENOMEM);
       flush_serial ();
     }
 }

@@ -32,9 +32,11 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "iso/proto.h"
+#include "iso/wire.h"
 #include "iso/vm_relay_net.h"
 
 /* The relay stops reading the streams' sockets while this much waits for
@@ -57,11 +59,17 @@ struct stream
   int guest_closed;   /* the guest sent CLOSE: no more DATA from it */
   int host_closed;    /* we read EOF on fd and sent CLOSE */
   int shut;           /* fd's write side is shut (after guest_closed, drained) */
+  /* A host-opened stream (the port proxy) until the guest answers its
+     CONNECT: the daemon's end waits in peer, nothing is polled. */
+  int connecting;
+  int peer;
+  uint64_t req_id;
+  int64_t deadline_ms;
 };
 
 static struct stream streams[SBX_VM_CONN_MAX];
 static struct stream *polled[SBX_VM_CONN_MAX];
-static uint64_t last_id;
+static uint64_t last_id, last_host_id;
 static int ctl_fd = -1;
 static struct sbx_buf *queue;
 
@@ -111,6 +119,8 @@ forget (struct stream *s)
 {
   if (s->fd >= 0)
     close (s->fd);
+  if (s->connecting && s->peer >= 0)
+    close (s->peer);
   sbx_buf_free (&s->out);
   memset (s, 0, sizeof *s);
   s->fd = -1;
@@ -122,7 +132,7 @@ sbx_vm_net_forget_all (void)
   for (int i = 0; i < SBX_VM_CONN_MAX; i++)
     if (streams[i].id != 0)
       forget (&streams[i]);
-  last_id = 0;
+  last_id = last_host_id = 0;
 }
 
 /* Ends a stream both ways: the guest's client sees its connection end. */
@@ -182,10 +192,6 @@ open_stream (uint64_t id)
 {
   struct stream *s = NULL;
   struct sbx_msg_egress m;
-  char cbuf[CMSG_SPACE (sizeof (int))];
-  struct iovec iov = {&m, sizeof m};
-  struct msghdr mh;
-  struct cmsghdr *cm;
   int sv[2];
 
   for (int i = 0; i < SBX_VM_CONN_MAX && s == NULL; i++)
@@ -196,19 +202,9 @@ open_stream (uint64_t id)
   memset (&m, 0, sizeof m);
   m.hdr.type = SBX_MSG_EGRESS;
   m.hdr.len = sizeof m;
-  memset (&mh, 0, sizeof mh);
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  cm = CMSG_FIRSTHDR (&mh);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN (sizeof (int));
-  memcpy (CMSG_DATA (cm), &sv[1], sizeof (int));
   /* Never wait for the daemon: as a namespace init, a connection that does
      not fit now is refused. */
-  if (sendmsg (ctl_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof m)
+  if (sbx__sendmsg (ctl_fd, &m, sizeof m, &sv[1], 1, MSG_DONTWAIT) < 0)
     {
       close (sv[0]);
       close (sv[1]);
@@ -218,6 +214,96 @@ open_stream (uint64_t id)
   memset (s, 0, sizeof *s);
   s->id = id;
   s->fd = sv[0];
+  return 0;
+}
+
+static int64_t
+now_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The daemon's answer to a CONNECT, as a namespace init's: CONNECTED with
+   the socket, or CONNECT_FAILED with an errno. Never waits for room: an
+   answer that does not fit now is CONNECT_FAILED EAGAIN if that fits, and
+   otherwise the front end's own wait ends it. */
+static void
+answer (uint64_t req_id, int sys_errno, int fd)
+{
+  struct sbx_msg_connect_result m;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.type = sys_errno ? SBX_MSG_CONNECT_FAILED : SBX_MSG_CONNECTED;
+  m.hdr.len = sizeof m;
+  m.req_id = req_id;
+  m.sys_errno = sys_errno;
+  if (sbx__sendmsg (ctl_fd, &m, sizeof m, &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT) == 0)
+    return;
+  if (fd >= 0)
+    answer (req_id, EAGAIN, -1);
+}
+
+int
+sbx_vm_net_connect (uint64_t req_id, uint32_t port)
+{
+  struct stream *s = NULL;
+  int sv[2];
+
+  for (int i = 0; i < SBX_VM_CONN_MAX && s == NULL; i++)
+    if (streams[i].id == 0)
+      s = &streams[i];
+  /* As a namespace init with SBX_CONNECT_MAX connects in flight. */
+  if (s == NULL || socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    {
+      answer (req_id, s == NULL ? EAGAIN : errno, -1);
+      return 0;
+    }
+  memset (s, 0, sizeof *s);
+  s->id = SBX_VM_CONN_HOST_BIT | ++last_host_id;
+  s->fd = sv[0];
+  s->peer = sv[1];
+  s->connecting = 1;
+  s->req_id = req_id;
+  s->deadline_ms = now_ms () + SBX_VM_CONNECT_TIMEOUT_MS;
+  return emit (SBX_VMF_CONN_CONNECT, s->id, &port, sizeof port);
+}
+
+/* The guest answered s's CONNECT (sys_errno 0: connected). */
+static int
+connect_answered (struct stream *s, int sys_errno)
+{
+  s->connecting = 0;
+  if (sys_errno == 0)
+    {
+      answer (s->req_id, 0, s->peer);
+      close (s->peer);
+      s->peer = -1;
+      return 0;
+    }
+  answer (s->req_id, sys_errno, -1);
+  close (s->peer);
+  s->peer = -1;
+  forget (s); /* the guest's side is gone already */
+  return 0;
+}
+
+int
+sbx_vm_net_tick (void)
+{
+  int64_t now = now_ms ();
+
+  for (int i = 0; i < SBX_VM_CONN_MAX; i++)
+    {
+      struct stream *s = &streams[i];
+      if (s->id == 0 || !s->connecting || now < s->deadline_ms)
+        continue;
+      answer (s->req_id, ETIMEDOUT, -1);
+      /* An answer that comes later finds no stream and is dropped. */
+      if (reset (s) < 0)
+        return -1;
+    }
   return 0;
 }
 
@@ -241,7 +327,12 @@ sbx_vm_net_frame (const struct sbx_vm_frame *f, const char *payload, const char 
         goto broken;
       break;
     case SBX_VMF_CONN_ACK:
+    case SBX_VMF_CONN_CONNECT_FAILED:
       if (f->len != sizeof n)
+        goto broken;
+      break;
+    case SBX_VMF_CONN_CONNECTED:
+      if (f->len != 0)
         goto broken;
       break;
     default:
@@ -249,7 +340,7 @@ sbx_vm_net_frame (const struct sbx_vm_frame *f, const char *payload, const char 
     }
   if (f->type == SBX_VMF_CONN_OPEN)
     {
-      if (f->id <= last_id)
+      if (f->id <= last_id || (f->id & SBX_VM_CONN_HOST_BIT))
         goto broken;
       last_id = f->id;
       if (open_stream (f->id) < 0)
@@ -259,9 +350,34 @@ sbx_vm_net_frame (const struct sbx_vm_frame *f, const char *payload, const char 
   s = find (f->id);
   if (s == NULL)
     {
-      if (f->id == 0 || f->id > last_id)
+      uint64_t n_id = f->id & ~SBX_VM_CONN_HOST_BIT; /* either space's number */
+      if (n_id == 0 || n_id > (f->id & SBX_VM_CONN_HOST_BIT ? last_host_id : last_id))
         goto broken;
-      return 0; /* it ended; this crossed the end on the wire */
+      /* It ended (a CONNECT answered late, after the timeout, lands here:
+         the relay reset it then); this crossed the end on the wire. */
+      return 0;
+    }
+  if (f->type == SBX_VMF_CONN_CONNECTED || f->type == SBX_VMF_CONN_CONNECT_FAILED)
+    {
+      int32_t e = 0;
+      if (!s->connecting) /* the guest's own stream, or a second answer */
+        goto broken;
+      if (f->type == SBX_VMF_CONN_CONNECT_FAILED)
+        {
+          memcpy (&e, payload, sizeof e);
+          /* The guest's errno is a number to report, no more. */
+          if (e <= 0 || e > 4095)
+            e = EIO;
+        }
+      return connect_answered (s, e) < 0 ? (*why = "out of memory", -1) : 0;
+    }
+  if (s->connecting) /* no DATA, CLOSE or ACK before the answer */
+    {
+      if (f->type != SBX_VMF_CONN_RESET)
+        goto broken;
+      answer (s->req_id, ECONNRESET, -1);
+      forget (s);
+      return 0;
     }
   switch (f->type)
     {
@@ -306,7 +422,7 @@ sbx_vm_net_pollfds (struct pollfd *pf, size_t serial_pending)
     {
       struct stream *s = &streams[i];
       short ev = 0;
-      if (s->id == 0)
+      if (s->id == 0 || s->connecting)
         continue;
       if (!s->host_closed && s->in_flight < SBX_VM_CONN_WINDOW && serial_pending < SERIAL_HIGH)
         ev |= POLLIN;

@@ -26,6 +26,15 @@ int sbx_vm_net_pollfds (struct pollfd *pf, size_t serial_pending);
 /* After poll: the n entries filled by sbx_vm_net_pollfds. -1 with *why on
    running out of memory. */
 int sbx_vm_net_after_poll (const struct pollfd *pf, int n, const char **why);
+/* The port proxy's SBX_MSG_CONNECT: a stream the host opens to the guest's
+   127.0.0.1:port. The answer goes to the daemon later (or now, when no
+   stream is free: EAGAIN), as a namespace init's. -1 on running out of
+   memory. */
+int sbx_vm_net_connect (uint64_t req_id, uint32_t port);
+/* Answers ETIMEDOUT to the CONNECTs the guest left unanswered past
+   SBX_VM_CONNECT_TIMEOUT_MS and resets their streams; call at least once a
+   second. -1 on running out of memory. */
+int sbx_vm_net_tick (void);
 /* Streams open now (tests). */
 int sbx_vm_net_open_count (void);
 /* Close every stream and forget every id, as at the relay's start (the

@@ -546,6 +546,7 @@ host_frame (void)
     case SBX_VMF_CONN_CLOSE:
     case SBX_VMF_CONN_RESET:
     case SBX_VMF_CONN_ACK:
+    case SBX_VMF_CONN_CONNECT:
       agent_net_frame (&f, buf);
       break;
     default:

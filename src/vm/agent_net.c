@@ -13,6 +13,13 @@
  * never holds up the port (the commands' output, other streams). At most
  * SBX_VM_CONN_MAX streams at once; past that the listener is not polled and
  * connections wait in its backlog.
+ *
+ * The port proxy (docs/vm.md "Port proxy"): the host opens a stream with
+ * SBX_VMF_CONN_CONNECT {port}; the agent connects to 127.0.0.1:port, then
+ * [::1]:port when refused (as a namespace init), non-blocking, and answers
+ * CONNECTED or CONNECT_FAILED {errno} once. Its bound is the relay's: a
+ * connect that hangs is ended by the relay's RESET. Those streams count in
+ * the same SBX_VM_CONN_MAX.
  */
 #include <errno.h>
 #include <net/if.h>
@@ -37,6 +44,9 @@ struct conn
   int host_closed;    /* the host sent CLOSE */
   int guest_closed;   /* fd said EOF; we sent CLOSE */
   int shut;           /* fd's write side shut (after host_closed, drained) */
+  int connecting;     /* a host-opened stream whose connect is in progress */
+  int v6;             /* that connect is to [::1] */
+  uint32_t port;
 };
 
 static struct conn conns[SBX_VM_CONN_MAX];
@@ -160,14 +170,109 @@ drain (struct conn *c)
     }
 }
 
+/* Start c's connect (127.0.0.1, or [::1] when c->v6): 0, EINPROGRESS or
+   the errno. */
+static int
+start_connect (struct conn *c)
+{
+  struct sockaddr_in a4;
+  struct sockaddr_in6 a6;
+  int r;
+
+  if (c->fd >= 0)
+    close (c->fd);
+  c->fd = socket (c->v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c->fd < 0)
+    return errno;
+  if (c->v6)
+    {
+      memset (&a6, 0, sizeof a6);
+      a6.sin6_family = AF_INET6;
+      a6.sin6_port = htons ((uint16_t) c->port);
+      a6.sin6_addr = in6addr_loopback;
+      r = connect (c->fd, (struct sockaddr *) &a6, sizeof a6);
+    }
+  else
+    {
+      memset (&a4, 0, sizeof a4);
+      a4.sin_family = AF_INET;
+      a4.sin_port = htons ((uint16_t) c->port);
+      a4.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+      r = connect (c->fd, (struct sockaddr *) &a4, sizeof a4);
+    }
+  if (r == 0)
+    return 0;
+  return errno == EINTR ? EINPROGRESS : errno;
+}
+
+/* Where c's connect is: answered, or still in progress. */
+static void
+connect_progress (struct conn *c, int result)
+{
+  int32_t e;
+
+  if (result == ECONNREFUSED && !c->v6)
+    {
+      c->v6 = 1;
+      result = start_connect (c);
+    }
+  /* No [::1] either: 127.0.0.1's answer. */
+  if (c->v6 && result != 0 && result != EINPROGRESS)
+    result = ECONNREFUSED;
+  if (result == EINPROGRESS)
+    return;
+  if (result == 0)
+    {
+      c->connecting = 0;
+      agent_send_frame (SBX_VMF_CONN_CONNECTED, c->id, NULL, 0, NULL, 0);
+      return;
+    }
+  e = result;
+  agent_send_frame (SBX_VMF_CONN_CONNECT_FAILED, c->id, &e, sizeof e, NULL, 0);
+  forget (c);
+}
+
+static void
+host_connect (const struct sbx_vm_frame *f, const char *payload)
+{
+  struct conn *c = NULL;
+  uint32_t port;
+  int32_t e = EAGAIN;
+
+  if (f->len != sizeof port || !(f->id & SBX_VM_CONN_HOST_BIT) || find (f->id) != NULL)
+    broken ("a malformed CONN_CONNECT");
+  memcpy (&port, payload, sizeof port);
+  if (port == 0 || port > 65535)
+    broken ("a CONN_CONNECT to no port");
+  for (int i = 0; i < SBX_VM_CONN_MAX && c == NULL; i++)
+    if (conns[i].id == 0)
+      c = &conns[i];
+  if (c == NULL)
+    {
+      agent_send_frame (SBX_VMF_CONN_CONNECT_FAILED, f->id, &e, sizeof e, NULL, 0);
+      return;
+    }
+  memset (c, 0, sizeof *c);
+  c->id = f->id;
+  c->fd = -1;
+  c->port = port;
+  c->connecting = 1;
+  connect_progress (c, start_connect (c));
+}
+
 void
 agent_net_frame (const struct sbx_vm_frame *f, const char *payload)
 {
   struct conn *c = find (f->id);
   uint32_t n;
 
+  if (c != NULL && c->connecting && f->type != SBX_VMF_CONN_RESET)
+    broken ("a frame for a stream not connected yet");
   switch (f->type)
     {
+    case SBX_VMF_CONN_CONNECT:
+      host_connect (f, payload);
+      return;
     case SBX_VMF_CONN_DATA:
       if (f->len == 0 || f->len > SBX_VM_CHUNK)
         broken ("a malformed CONN_DATA");
@@ -228,6 +333,12 @@ agent_net_pollfds (struct pollfd *pf)
       if (c->id == 0)
         continue;
       open++;
+      if (c->connecting)
+        {
+          polled[n] = c;
+          pf[n++] = (struct pollfd){c->fd, POLLOUT, 0};
+          continue;
+        }
       if (!c->guest_closed && c->in_flight < SBX_VM_CONN_WINDOW)
         ev |= POLLIN;
       if (c->pend_len > 0)
@@ -308,6 +419,15 @@ agent_net_after_poll (const struct pollfd *pf, int n)
       /* A frame handled since the poll may have ended it. */
       if (c->id == 0 || c->fd != pf[k].fd)
         continue;
+      if (c->connecting)
+        {
+          int soerr = 0;
+          socklen_t sl = sizeof soerr;
+          if (getsockopt (c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+            soerr = errno;
+          connect_progress (c, soerr);
+          continue;
+        }
       if (pf[k].revents & POLLOUT)
         drain (c);
       if (c->id != 0 && (pf[k].events & POLLIN) && (pf[k].revents & (POLLIN | POLLHUP | POLLERR)))

@@ -46,6 +46,13 @@ enum sbx_vm_frame_type
   SBX_VMF_CONN_CLOSE = 34, /* both ways, empty: the sender sends no more (half-close) */
   SBX_VMF_CONN_RESET = 35, /* both ways, empty: the stream is gone, both directions */
   SBX_VMF_CONN_ACK = 36,   /* both ways: uint32 bytes of DATA the sender consumed */
+  /* Host-opened streams (the port proxy, docs/vm.md "Port proxy"): the
+     relay's ids have SBX_VM_CONN_HOST_BIT set, each new one above the
+     last; the agent connects to the guest's 127.0.0.1:port and answers
+     once. Then DATA, CLOSE, RESET and ACK as above. */
+  SBX_VMF_CONN_CONNECT = 37,        /* host -> guest: uint32 port (1..65535) */
+  SBX_VMF_CONN_CONNECTED = 38,      /* guest -> host, empty: connected */
+  SBX_VMF_CONN_CONNECT_FAILED = 39, /* guest -> host: int32 errno; the stream is gone */
 };
 
 /* Flow control per stream and direction: at most this many DATA bytes not
@@ -58,6 +65,12 @@ enum sbx_vm_frame_type
 #define SBX_VM_CONN_WINDOW (256 * 1024)
 /* Streams open at once (the egress proxy's own limit per sandbox). */
 #define SBX_VM_CONN_MAX 64
+/* In the id of every stream the host opens, never in one the guest opens. */
+#define SBX_VM_CONN_HOST_BIT (1ull << 63)
+/* A CONNECT the guest has not answered in this long is answered
+   CONNECT_FAILED ETIMEDOUT to the daemon and its stream reset (under the
+   front end's own wait, core/ports.c). */
+#define SBX_VM_CONNECT_TIMEOUT_MS 3000
 
 struct sbx_vm_frame
 {

@@ -6,7 +6,10 @@
  * CLOSE, RESET, ACK) with that id, len and payload (len taken modulo 40 KiB,
  * so oversize DATA is reachable); 5 a frame of another type of the range;
  * 6 the daemon reads what waits on every egress socket; 7 the daemon closes
- * the egress socket of stream `id % 64` in the order it got them. After
+ * the egress socket of stream `id % 64` in the order it got them, or, when
+ * id >= 128, asks for a port-proxy stream (SBX_MSG_CONNECT; its socket, if
+ * the guest answers CONNECTED, joins the egress ones). A frame's id >= 128
+ * is the host's id space's id - 128 (SBX_VM_CONN_HOST_BIT). After
  * each step a poll round runs. Checked: the documented outcomes (a -1 ends
  * the input, as the relay would end the VM; never more than 64 streams;
  * what the relay queues for the guest is well-formed frames of the stream
@@ -26,7 +29,21 @@ static int daemon_end = -1, relay_end = -1;
 static struct sbx_buf queue = SBX_BUF_INIT;
 static int egress[256];
 static int negress;
-static uint64_t outstanding[256]; /* DATA to the guest not yet ACKed, per id */
+static uint64_t outstanding[256]; /* DATA to the guest not yet ACKed, per slot (slot()) */
+static int nconnects;
+
+/* The input's 8-bit ids: 128 and above are the host's space. */
+static uint64_t
+wire_id (uint8_t id)
+{
+  return id >= 128 ? SBX_VM_CONN_HOST_BIT | (uint64_t) (id - 128) : id;
+}
+
+static unsigned
+slot (uint64_t id)
+{
+  return id & SBX_VM_CONN_HOST_BIT ? 128u + (unsigned) (id & 127) : (unsigned) id;
+}
 
 int
 LLVMFuzzerInitialize (int *argc, char ***argv)
@@ -47,7 +64,12 @@ take_egress (void)
 {
   for (;;)
     {
-      struct sbx_msg_egress m;
+      union
+      {
+        struct sbx_msg_hdr hdr;
+        struct sbx_msg_egress egress;
+        struct sbx_msg_connect_result connect;
+      } m;
       char cbuf[CMSG_SPACE (sizeof (int))];
       struct iovec iov = {&m, sizeof m};
       struct msghdr mh;
@@ -59,9 +81,19 @@ take_egress (void)
       ssize_t n = recvmsg (daemon_end, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
       if (n < 0)
         return;
-      FUZZ_ASSERT (n == (ssize_t) sizeof m && m.hdr.type == SBX_MSG_EGRESS
-                   && m.hdr.len == sizeof m);
       struct cmsghdr *c = CMSG_FIRSTHDR (&mh);
+      if (m.hdr.type == SBX_MSG_CONNECT_FAILED)
+        {
+          FUZZ_ASSERT (n == (ssize_t) sizeof m.connect && m.hdr.len == sizeof m.connect
+                       && m.connect.sys_errno > 0 && m.connect.sys_errno < 4096 && c == NULL);
+          continue;
+        }
+      if (m.hdr.type == SBX_MSG_CONNECTED)
+        FUZZ_ASSERT (n == (ssize_t) sizeof m.connect && m.hdr.len == sizeof m.connect
+                     && m.connect.sys_errno == 0);
+      else
+        FUZZ_ASSERT (n == (ssize_t) sizeof m.egress && m.hdr.type == SBX_MSG_EGRESS
+                     && m.hdr.len == sizeof m.egress);
       FUZZ_ASSERT (c != NULL && c->cmsg_type == SCM_RIGHTS);
       int fd;
       memcpy (&fd, CMSG_DATA (c), sizeof fd);
@@ -82,17 +114,20 @@ check_queue (void)
       struct sbx_vm_frame f;
       FUZZ_ASSERT (queue.len - off >= sizeof f);
       memcpy (&f, queue.data + off, sizeof f);
-      FUZZ_ASSERT (sbx_vm_net_is_frame (f.type) && f.type != SBX_VMF_CONN_OPEN);
+      FUZZ_ASSERT (sbx_vm_net_is_frame (f.type) && f.type != SBX_VMF_CONN_OPEN
+                   && f.type <= SBX_VMF_CONN_CONNECT);
       FUZZ_ASSERT (queue.len - off - sizeof f >= f.len);
-      FUZZ_ASSERT (f.id > 0 && f.id < 256);
+      FUZZ_ASSERT ((f.id & ~SBX_VM_CONN_HOST_BIT) > 0 && (f.id & ~SBX_VM_CONN_HOST_BIT) < 128);
       if (f.type == SBX_VMF_CONN_DATA)
         {
           FUZZ_ASSERT (f.len > 0 && f.len <= SBX_VM_CHUNK);
-          outstanding[f.id] += f.len;
-          FUZZ_ASSERT (outstanding[f.id] <= SBX_VM_CONN_WINDOW);
+          outstanding[slot (f.id)] += f.len;
+          FUZZ_ASSERT (outstanding[slot (f.id)] <= SBX_VM_CONN_WINDOW);
         }
       else if (f.type == SBX_VMF_CONN_RESET)
-        outstanding[f.id] = 0;
+        outstanding[slot (f.id)] = 0;
+      else if (f.type == SBX_VMF_CONN_CONNECT)
+        FUZZ_ASSERT (f.len == 4 && (f.id & SBX_VM_CONN_HOST_BIT));
       else if (f.type == SBX_VMF_CONN_ACK)
         FUZZ_ASSERT (f.len == 4);
       else
@@ -108,7 +143,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   static char payload[40 * 1024];
   size_t pos = 0;
 
-  negress = 0;
+  negress = nconnects = 0;
   memset (outstanding, 0, sizeof outstanding);
   while (size - pos >= 4)
     {
@@ -117,7 +152,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       pos += 4;
       if (op <= 5)
         {
-          struct sbx_vm_frame f = {op == 5 ? 37u + id % 11 : SBX_VMF_CONN_OPEN + op, len, id};
+          struct sbx_vm_frame f = {op == 5 ? 37u + id % 11 : SBX_VMF_CONN_OPEN + op, len,
+                                   wire_id (id)};
           const char *why = NULL;
           size_t have = size - pos < len ? size - pos : len;
           memset (payload, 'x', len);
@@ -132,10 +168,11 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
               uint32_t acked;
               memcpy (&acked, payload, sizeof acked);
               /* Accepted: no more than was outstanding (or an ended stream's). */
-              outstanding[id] = acked > outstanding[id] ? 0 : outstanding[id] - acked;
+              unsigned k = slot (f.id);
+              outstanding[k] = acked > outstanding[k] ? 0 : outstanding[k] - acked;
             }
           else if (f.type == SBX_VMF_CONN_RESET)
-            outstanding[id] = 0;
+            outstanding[slot (f.id)] = 0;
         }
       else if (op == 6)
         {
@@ -145,11 +182,21 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
               while (read (egress[i], buf, sizeof buf) > 0)
                 ;
         }
+      else if (id >= 128)
+        {
+          /* The host's ids stay under 128 in an input (check_queue). */
+          if (nconnects < 120)
+            {
+              nconnects++;
+              FUZZ_ASSERT (sbx_vm_net_connect (id, 1 + id) == 0);
+            }
+        }
       else if (negress > 0 && egress[id % negress] >= 0)
         {
           close (egress[id % negress]);
           egress[id % negress] = -1;
         }
+      FUZZ_ASSERT (sbx_vm_net_tick () == 0);
       take_egress ();
       FUZZ_ASSERT (sbx_vm_net_open_count () <= SBX_VM_CONN_MAX);
       struct pollfd pf[SBX_VM_CONN_MAX];

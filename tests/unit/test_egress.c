@@ -494,10 +494,10 @@ test_init_egress_message (void)
   sbx_iso_box_init (&box);
   box.ctl = sv[0];
   send_packet (sv[1], &m, sizeof m, &a, 1);
-  CHECK (sbx_iso_next_event (&box, &ev, &err) == 1);
+  CHECK (sbx_iso_next_event (&box, 0, &ev, &err) == 1);
   CHECK (ev.type == SBX_ISO_EGRESS && ev.fd >= 0);
   close (ev.fd);
-  CHECK (sbx_iso_next_event (&box, &ev, &err) == 0);
+  CHECK (sbx_iso_next_event (&box, 0, &ev, &err) == 0);
 
   /* Bad, each on a fresh socket (a broken init is not read further). */
   for (int i = 0; i < 6; i++)
@@ -533,7 +533,7 @@ test_init_egress_message (void)
           send_packet (sv[1], &longer, sizeof longer, &a, 1);
           break;
         }
-      if (sbx_iso_next_event (&box, &ev, &err) != -1)
+      if (sbx_iso_next_event (&box, 0, &ev, &err) != -1)
         {
           fprintf (stderr, "#   case %d accepted\n", i);
           return -1;

@@ -1,6 +1,7 @@
 /* The VM relay's egress streams against a hostile guest (iso/vm_relay_net.c,
  * docs/vm.md "Egress"): crafted frames, exact outcomes. */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -212,6 +213,137 @@ test_daemon_full_resets (void)
   return 0;
 }
 
+/* The daemon's answer to a CONNECT: its errno (0: CONNECTED, *fd the
+   socket), or -1 when none came or it was for another req_id. */
+static int
+connect_answer (uint64_t req_id, int *fd)
+{
+  struct sbx_msg_connect_result m;
+  char cbuf[CMSG_SPACE (sizeof (int))];
+  struct iovec iov = {&m, sizeof m};
+  struct msghdr mh = {0};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  *fd = -1;
+  if (recvmsg (daemon_end, &mh, MSG_DONTWAIT) != (ssize_t) sizeof m || m.req_id != req_id)
+    return -1;
+  struct cmsghdr *c = CMSG_FIRSTHDR (&mh);
+  if (c != NULL && c->cmsg_type == SCM_RIGHTS)
+    memcpy (fd, CMSG_DATA (c), sizeof *fd);
+  if (m.hdr.type == SBX_MSG_CONNECTED)
+    return m.sys_errno == 0 && *fd >= 0 ? 0 : -1;
+  return m.hdr.type == SBX_MSG_CONNECT_FAILED && *fd < 0 ? m.sys_errno : -1;
+}
+
+static void
+pump_once (void)
+{
+  struct pollfd pf[SBX_VM_CONN_MAX];
+  const char *why;
+  int n = sbx_vm_net_pollfds (pf, 0);
+  poll (pf, (nfds_t) n, 100);
+  sbx_vm_net_after_poll (pf, n, &why);
+}
+
+/* The port proxy's streams (host-opened): the guest's answers are as
+   hostile as the rest. */
+static int
+test_host_connect (void)
+{
+  uint64_t id, id2;
+  uint32_t port = 8080;
+  int32_t refused = ECONNREFUSED;
+  char buf[16];
+  int fd;
+
+  start ();
+  sbx_vm_net_forget_all ();
+  queue.len = 0;
+  CHECK (sbx_vm_net_connect (77, port) == 0);
+  CHECK (last_to_guest (&id, NULL) == SBX_VMF_CONN_CONNECT && (id & SBX_VM_CONN_HOST_BIT));
+  CHECK (connect_answer (77, &fd) == -1); /* nothing yet */
+  /* An answer for a stream never asked for, or malformed: broken. */
+  CHECK (guest (SBX_VMF_CONN_CONNECTED, id + 1, NULL, 0) == -1);
+  CHECK (guest (SBX_VMF_CONN_CONNECTED, id, "x", 1) == -1);
+  CHECK (guest (SBX_VMF_CONN_CONNECT_FAILED, id, "x", 1) == -1);
+  /* Nothing but the answer (or a RESET) before it. */
+  CHECK (guest (SBX_VMF_CONN_DATA, id, "x", 1) == -1);
+  CHECK (guest (SBX_VMF_CONN_CLOSE, id, NULL, 0) == -1);
+  /* The guest may not open a stream in the host's id space. */
+  CHECK (guest (SBX_VMF_CONN_OPEN, id + 5, NULL, 0) == -1);
+  CHECK (guest (SBX_VMF_CONN_CONNECTED, id, NULL, 0) == 0);
+  CHECK (connect_answer (77, &fd) == 0);
+  /* A second answer: broken. */
+  CHECK (guest (SBX_VMF_CONN_CONNECTED, id, NULL, 0) == -1);
+  CHECK (guest (SBX_VMF_CONN_CONNECT_FAILED, id, &refused, 4) == -1);
+  /* Bytes both ways, as an egress stream's. */
+  CHECK (write (fd, "GET /", 5) == 5);
+  pump_once ();
+  CHECK (last_to_guest (&id2, NULL) == SBX_VMF_CONN_DATA && id2 == id);
+  CHECK (guest (SBX_VMF_CONN_DATA, id, "200", 3) == 0);
+  CHECK (read (fd, buf, sizeof buf) == 3 && memcmp (buf, "200", 3) == 0);
+  CHECK (guest (SBX_VMF_CONN_RESET, id, NULL, 0) == 0);
+  CHECK (read (fd, buf, sizeof buf) == 0);
+  close (fd);
+  /* An answer for a guest-opened stream: broken. */
+  CHECK (guest (SBX_VMF_CONN_OPEN, 1, NULL, 0) == 0);
+  fd = egress_fd ();
+  CHECK (fd >= 0);
+  CHECK (guest (SBX_VMF_CONN_CONNECTED, 1, NULL, 0) == -1);
+  close (fd);
+  sbx_vm_net_forget_all ();
+
+  /* Refused: the guest's errno, the stream gone; late frames dropped. */
+  CHECK (sbx_vm_net_connect (78, port) == 0);
+  CHECK (last_to_guest (&id, NULL) == SBX_VMF_CONN_CONNECT);
+  CHECK (guest (SBX_VMF_CONN_CONNECT_FAILED, id, &refused, 4) == 0);
+  CHECK (connect_answer (78, &fd) == ECONNREFUSED);
+  CHECK (sbx_vm_net_open_count () == 0);
+  CHECK (guest (SBX_VMF_CONN_CONNECTED, id, NULL, 0) == 0);
+  /* A nonsense errno is reported as EIO, no more. */
+  CHECK (sbx_vm_net_connect (79, port) == 0);
+  CHECK (last_to_guest (&id, NULL) == SBX_VMF_CONN_CONNECT);
+  CHECK (guest (SBX_VMF_CONN_CONNECT_FAILED, id, &(int32_t){-5}, 4) == 0);
+  CHECK (connect_answer (79, &fd) == EIO);
+
+  /* Host-opened streams count in the same cap: the 65th is EAGAIN now. */
+  for (int i = 0; i < SBX_VM_CONN_MAX; i++)
+    CHECK (sbx_vm_net_connect (100 + (uint64_t) i, port) == 0);
+  CHECK (sbx_vm_net_connect (999, port) == 0);
+  CHECK (connect_answer (999, &fd) == EAGAIN);
+  CHECK (guest (SBX_VMF_CONN_OPEN, 2, NULL, 0) == 0);
+  CHECK (egress_fd () == -1);
+  CHECK (last_to_guest (&id, NULL) == SBX_VMF_CONN_RESET && id == 2);
+  return 0;
+}
+
+/* A guest that never answers: ETIMEDOUT after the bound, the stream reset,
+   the late answer dropped. */
+static int
+test_host_connect_timeout (void)
+{
+  uint64_t id;
+  int fd;
+
+  start ();
+  sbx_vm_net_forget_all ();
+  queue.len = 0;
+  CHECK (sbx_vm_net_connect (5, 80) == 0);
+  CHECK (last_to_guest (&id, NULL) == SBX_VMF_CONN_CONNECT);
+  CHECK (sbx_vm_net_tick () == 0);
+  CHECK (connect_answer (5, &fd) == -1);
+  usleep ((SBX_VM_CONNECT_TIMEOUT_MS + 100) * 1000);
+  CHECK (sbx_vm_net_tick () == 0);
+  CHECK (connect_answer (5, &fd) == ETIMEDOUT);
+  CHECK (last_to_guest (NULL, NULL) == SBX_VMF_CONN_RESET);
+  CHECK (sbx_vm_net_open_count () == 0);
+  CHECK (guest (SBX_VMF_CONN_CONNECTED, id, NULL, 0) == 0);
+  CHECK (sbx_vm_net_open_count () == 0);
+  return 0;
+}
+
 int
 main (void)
 {
@@ -219,5 +351,7 @@ main (void)
   RUN (test_hostile_frames);
   RUN (test_too_many_streams);
   RUN (test_daemon_full_resets);
+  RUN (test_host_connect);
+  RUN (test_host_connect_timeout);
   return tap_done ();
 }
