@@ -55,6 +55,8 @@ struct upload
   struct sbx_fs_upload up;
 };
 
+#define SBX_PRIV_CHANNEL_STACK (1024 * 1024)
+
 /* One per channel thread: copies call back on the channel being served. */
 struct chan
 {
@@ -1030,7 +1032,11 @@ start_channel (int fd)
   c->fd = fd;
   pthread_attr_init (&attr);
   pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize (&attr, 256 * 1024);
+  /* A channel's work runs on this stack: a VM's root image build walks
+     and copies trees, and a template build forks its extractor from here
+     (the child keeps this stack). 256 KiB overflowed under ASan, whose
+     frames are several times larger. */
+  pthread_attr_setstacksize (&attr, SBX_PRIV_CHANNEL_STACK);
   rc = pthread_create (&t, &attr, serve_channel, c);
   pthread_attr_destroy (&attr);
   if (rc != 0)
