@@ -101,6 +101,8 @@ class VMCreds(DaemonTest):
     def setUpClass(cls):
         assert os.access(QEMU, os.X_OK), "qemu-system-x86 is not installed (scripts/install-deps.sh)"
         cls.tmp = tempfile.mkdtemp(prefix="sbx-vm-creds-")
+        # Gone even when this setup fails (tearDownClass then does not run).
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         ca_key, cls.up_ca = make_ca(cls.tmp, "trusted")
         key, crt = make_leaf(cls.tmp, ca_key, cls.up_ca, "good", "localhost")
         cls.extra_args = ("--egress-allow-private", "--egress-upstream-ca", cls.up_ca)
