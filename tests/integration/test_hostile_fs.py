@@ -511,7 +511,13 @@ class LeakedFds(DaemonTest):
         # They are the read ends of the sleep's stdout and stderr.
         cmd_fds = fds(cmd)
         self.assertEqual(sorted([cmd_fds[1], cmd_fds[2]]), pipes)
-        wait_until(lambda: open("/proc/%d/comm" % cmd).read() == "sleep\n", what="exec")
+        # Wait until the sleep is asleep, not just exec'd: while coreutils
+        # starts, glibc opens and closes files of its own (the locale's
+        # gconv-modules.cache was caught open once, a CI flake).
+        def asleep():
+            with open("/proc/%d/syscall" % cmd) as f:
+                return f.read().split()[0] in ("35", "230")  # nanosleep, clock_nanosleep
+        wait_until(asleep, what="the sleep to sleep")
         got = fds(cmd)
         self.assertEqual(sorted(got), [0, 1, 2], got)
 
