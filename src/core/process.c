@@ -716,9 +716,6 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   char **envp = NULL, *tag;
   int i, rc;
 
-  if (pty && sb->isolation == SBX_ISOLATION_VM)
-    return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: terminals (pty)"),
-           NULL;
   if (sbx_sandbox_awake (sb, err) < 0)
     return NULL;
 

@@ -870,19 +870,15 @@ is_connected_tcp (int fd)
   return 1;
 }
 
-/* An egress connection: a connected TCP socket (a namespace init's
-   accept), or one end of a unix stream socketpair (a VM relay's stream,
-   iso/vm_relay_net.c). The egress process only reads, writes and shuts
-   it down, and a peer's SCM_RIGHTS are dropped by its plain recv: a unix
-   stream from the sandbox gives it no more than a TCP one would. */
+/* One end of a connected unix stream socketpair: a VM relay's egress or
+   port stream, or a VM terminal's bytes (iso/vm_relay_pty.c). Its readers
+   use plain read/recv, which drop any SCM_RIGHTS the peer sends. */
 static int
-is_egress_stream (int fd)
+is_unix_stream (int fd)
 {
   int v = 0;
   socklen_t len = sizeof v;
 
-  if (is_connected_tcp (fd))
-    return 1;
   if (getsockopt (fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM)
     return 0;
   len = sizeof v;
@@ -892,6 +888,17 @@ is_egress_stream (int fd)
   if (getsockopt (fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != 0)
     return 0;
   return 1;
+}
+
+/* An egress connection: a connected TCP socket (a namespace init's
+   accept), or one end of a unix stream socketpair (a VM relay's stream,
+   iso/vm_relay_net.c). The egress process only reads, writes and shuts
+   it down, and a peer's SCM_RIGHTS are dropped by its plain recv: a unix
+   stream from the sandbox gives it no more than a TCP one would. */
+static int
+is_egress_stream (int fd)
+{
+  return is_connected_tcp (fd) || is_unix_stream (fd);
 }
 
 int
@@ -996,7 +1003,9 @@ sbx_iso_next_event (struct sbx_iso_box *box, int vm, struct sbx_iso_event *ev, s
       if ((size_t) n != sizeof m.spawned || m.spawned.pid <= 0
           || (m.spawned.flags & ~(uint32_t) SBX_SPAWNED_PTY) != 0
           || nfds != (m.spawned.flags & SBX_SPAWNED_PTY ? 1 : 0)
-          || (nfds == 1 && !sbx__iso_is_pty_master (fds[0])))
+          /* A VM's terminal is the guest's: its relay passes a socket
+             carrying the master's bytes (iso/vm_relay_pty.c). */
+          || (nfds == 1 && !(vm ? is_unix_stream (fds[0]) : sbx__iso_is_pty_master (fds[0]))))
         goto bad;
       ev->type = SBX_ISO_SPAWNED;
       ev->req_id = m.spawned.req_id;

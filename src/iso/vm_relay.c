@@ -8,7 +8,9 @@
  * whose other end it holds, and then is the sandbox's "init" as the daemon
  * sees it: SPAWN, SIGNAL, RELEASE, KEEP and DEADLINE from iso/proto.h; the
  * daemon's pipes it copies to and from the guest's frames (vm/wire.h).
- * What a VM cannot do yet (terminals, PUMP, WATCH) is refused per request.
+ * What a VM cannot do yet (PUMP, WATCH) is refused per request. A
+ * command on a terminal (iso/vm_relay_pty.c) gets the daemon a socket for
+ * its master, which the guest keeps.
  * Egress streams and the port proxy's (CONNECT; SBX_VMF_CONN_*) are
  * iso/vm_relay_net.c's. When the daemon's end closes, or QEMU or the guest breaks the
  * protocol, it kills QEMU and exits; the daemon sees its pidfd.
@@ -42,6 +44,7 @@
 #include "iso/seccomp.h"
 #include "iso/vm.h"
 #include "iso/vm_relay_net.h"
+#include "iso/vm_relay_pty.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "vm/wire.h"
@@ -58,6 +61,8 @@ struct cmd
   struct sbx_buf q[2]; /* output not yet written to the daemon's pipe */
   size_t qoff[2];
   int exited, status;
+  int pty;  /* on a terminal: in and out[0] are one socket, out[1] -1 */
+  int peer; /* the daemon's end of it until SPAWNED carries it; else -1 */
 };
 
 static struct cmd cmds[MAX_CMDS];
@@ -195,21 +200,39 @@ from_daemon (void)
         if ((size_t) n < sizeof s)
           quit ("a short SPAWN", EPROTO);
         memcpy (&s, buf, sizeof s);
-        if (s.flags & SBX_SPAWN_PTY)
-          {
-            close_fds (fds, nfds);
-            spawn_failed (s.req_id, ENOTSUP, SBX_STAGE_PTY); /* not on a VM yet */
-            return;
-          }
-        if (nfds < 3 || s.strings_len != (size_t) n - sizeof s - s.tag_len)
+        int pty = (s.flags & SBX_SPAWN_PTY) != 0;
+        /* A terminal's SPAWN carries no descriptor (iso/proto.h). */
+        if ((pty ? nfds != 0 || sbx_vm_pty_check_spawn (&s) < 0 : nfds < 3)
+            || s.strings_len != (size_t) n - sizeof s - s.tag_len)
           quit ("a malformed SPAWN", EPROTO);
-        close_fds (fds + 3, nfds - 3); /* kept ends: a VM does not outlive its daemon */
+        if (pty)
+          {
+            /* The daemon's master is one end of a socket pair (made now:
+               a failure is the daemon's, not the guest's business). */
+            int sv[2] = {-1, -1};
+            if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0
+                || (fds[0] = fcntl (sv[0], F_DUPFD_CLOEXEC, 3)) < 0)
+              {
+                int e = errno;
+                close_fds (sv, 2);
+                spawn_failed (s.req_id, e, SBX_STAGE_PTY);
+                return;
+              }
+            fds[1] = sv[0];
+            fds[2] = -1;
+            fds[3] = sv[1];
+          }
+        else
+          {
+            close_fds (fds + 3, nfds - 3); /* kept ends: a VM does not outlive its daemon */
+            fds[3] = -1;
+          }
         for (int i = 0; i < MAX_CMDS && c == NULL; i++)
           if (cmds[i].pid == 0)
             c = &cmds[i];
-        if (c == NULL || s.strings_len > SBX_VM_FRAME_MAX - sizeof v)
+        if (c == NULL || s.strings_len > SBX_VM_FRAME_MAX - sizeof v - sizeof (struct sbx_vm_pty))
           {
-            close_fds (fds, 3);
+            close_fds (fds, 4);
             spawn_failed (s.req_id, c == NULL ? EAGAIN : E2BIG, SBX_STAGE_FORK);
             return;
           }
@@ -219,14 +242,27 @@ from_daemon (void)
         c->in = fds[0];
         c->out[0] = fds[1];
         c->out[1] = fds[2];
+        c->pty = pty;
+        c->peer = fds[3];
         fcntl (c->out[0], F_SETFL, O_NONBLOCK);
-        fcntl (c->out[1], F_SETFL, O_NONBLOCK);
+        if (c->out[1] >= 0)
+          fcntl (c->out[1], F_SETFL, O_NONBLOCK);
         v.uid = s.uid;
         v.gid = s.gid;
         v.argc = s.argc;
         v.envc = s.envc;
         v.rlimit_nofile = s.rlimit_nofile;
         v.rlimit_fsize = s.rlimit_fsize;
+        if (pty)
+          {
+            /* The terminal's size, then SPAWN's payload. */
+            char head[sizeof (struct sbx_vm_pty) + sizeof v];
+            struct sbx_vm_pty t = {s.pty_cols, s.pty_rows, 0};
+            memcpy (head, &t, sizeof t);
+            memcpy (head + sizeof t, &v, sizeof v);
+            frame (SBX_VMF_SPAWN_PTY, s.req_id, head, sizeof head, buf + sizeof s, s.strings_len);
+            return;
+          }
         /* A file operation (core/vm_fs.c) is a frame of its own kind. */
         frame (s.flags & SBX_SPAWN_FILE_OP ? SBX_VMF_FILE_OP : SBX_VMF_SPAWN, s.req_id, &v,
                sizeof v, buf + sizeof s, s.strings_len);
@@ -240,6 +276,28 @@ from_daemon (void)
         memcpy (&s, buf, sizeof s);
         uint32_t signo = s.signo;
         frame (SBX_VMF_SIGNAL, s.req_id, &signo, sizeof signo, NULL, 0);
+        return;
+      }
+    case SBX_MSG_RESIZE:
+      {
+        struct sbx_msg_resize r;
+        struct sbx_vm_pty t;
+        if ((size_t) n != sizeof r || nfds)
+          quit ("a malformed RESIZE", EPROTO);
+        memcpy (&r, buf, sizeof r);
+        if (sbx_vm_pty_resize (&r, &t) < 0)
+          quit ("a malformed RESIZE", EPROTO);
+        struct cmd *c = find (r.req_id);
+        /* Answered here, in order, as init does: the guest's ioctl of a
+           valid size on its master does not fail, and a command that ends
+           meanwhile drops the frame there. */
+        struct sbx_msg_resized a = {{SBX_MSG_RESIZED, sizeof a}, r.req_id, ESRCH, 0};
+        if (c != NULL && c->pty && c->pid > 0 && !c->exited)
+          {
+            frame (SBX_VMF_RESIZE, r.req_id, &t, sizeof t, NULL, 0);
+            a.sys_errno = 0;
+          }
+        reply (&a, sizeof a);
         return;
       }
     case SBX_MSG_KEEP: /* a VM ends with its daemon: nothing to keep */
@@ -286,6 +344,8 @@ maybe_exited (struct cmd *c)
   close_fds (c->out, 2);
   if (c->in >= 0)
     close (c->in);
+  if (c->peer >= 0)
+    close (c->peer);
   sbx_buf_free (&c->q[0]);
   sbx_buf_free (&c->q[1]);
   memset (c, 0, sizeof *c);
@@ -400,7 +460,15 @@ from_guest (void)
             memcpy (&pid, p, sizeof pid);
             c->pid = pid > 0 ? pid : 1;
             struct sbx_msg_spawned m = {{SBX_MSG_SPAWNED, sizeof m}, c->id, c->pid, 0};
-            reply (&m, sizeof m);
+            if (c->pty)
+              {
+                m.flags = SBX_SPAWNED_PTY;
+                if (sbx_vm_pty_send_spawned (ctl, &m, c->peer) < 0)
+                  quit (NULL, 0);
+                c->peer = -1;
+              }
+            else
+              reply (&m, sizeof m);
             break;
           }
         case SBX_VMF_SPAWN_FAILED:
@@ -412,6 +480,8 @@ from_guest (void)
             close_fds (c->out, 2);
             if (c->in >= 0)
               close (c->in);
+            if (c->peer >= 0)
+              close (c->peer);
             memset (c, 0, sizeof *c);
             spawn_failed (f.id, m[0], (uint32_t) m[1]);
             break;
@@ -422,6 +492,8 @@ from_guest (void)
             int k = f.type == SBX_VMF_STDERR;
             if (c == NULL || c->pid <= 0)
               quit ("the guest sent output of no command", EPROTO);
+            if (k == 1 && c->pty) /* a terminal has one stream */
+              quit ("the guest sent stderr of a terminal", EPROTO);
             if (c->q[k].len - c->qoff[k] + f.len <= OUT_CAP)
               sbx_buf_append (&c->q[k], p, f.len);
             if (c->q[k].failed)
@@ -455,6 +527,8 @@ stdin_ready (struct cmd *c)
     {
       close (c->in);
       c->in = -1;
+      if (c->pty) /* a terminal has no end of file: ^D is a byte */
+        return;
       n = 0; /* end of file */
     }
   frame (SBX_VMF_STDIN, c->id, chunk, (size_t) n, NULL, 0);

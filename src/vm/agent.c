@@ -39,6 +39,7 @@
 #include "vm/agent.h"
 #include "vm/agent_ca.h"
 #include "vm/agent_fs.h"
+#include "vm/agent_pty.h"
 #include "vm/agent_root.h"
 #include "vm/wire.h"
 
@@ -53,6 +54,7 @@ struct proc
   size_t pend_len;
   int in_eof;       /* close stdin once pend is written */
   int reaped, status;
+  int tty; /* on a terminal: in is its master, out a copy (vm/agent_pty.c) */
 };
 
 static struct proc procs[MAX_PROCS];
@@ -352,7 +354,7 @@ fail:
 }
 
 static void
-spawn (uint64_t id, char *payload, size_t len, int file_op)
+spawn (uint64_t id, char *payload, size_t len, int file_op, const struct sbx_vm_pty *tty)
 {
   struct sbx_vm_spawn s;
   struct proc *p = NULL;
@@ -394,15 +396,31 @@ spawn (uint64_t id, char *payload, size_t len, int file_op)
       fail_spawn (id, EAGAIN, SBX_STAGE_FORK);
       goto out;
     }
-  if (pipe2 (in, O_CLOEXEC) < 0 || pipe2 (out, O_CLOEXEC) < 0 || pipe2 (err, O_CLOEXEC) < 0
-      || pipe2 (st, O_CLOEXEC) < 0)
+  if (tty != NULL)
+    {
+      /* in[1]: the master, ours; in[0]: the slave, the command's; out[0]
+         a copy of the master to read (polled apart from in[1]). */
+      int r = sbx_agent_pty_open (s.uid, tty, &in[1], &in[0]);
+      if (r < 0)
+        {
+          fail_spawn (id, -r, SBX_STAGE_PTY);
+          goto out;
+        }
+      if ((out[0] = fcntl (in[1], F_DUPFD_CLOEXEC, 3)) < 0)
+        die ("dup the master");
+      out[1] = err[0] = err[1] = -1;
+    }
+  else if (pipe2 (in, O_CLOEXEC) < 0 || pipe2 (out, O_CLOEXEC) < 0
+           || pipe2 (err, O_CLOEXEC) < 0)
+    die ("pipe2");
+  if (pipe2 (st, O_CLOEXEC) < 0)
     die ("pipe2");
   pid = fork ();
   if (pid < 0)
     {
       fail_spawn (id, errno, SBX_STAGE_FORK);
       close (in[0]), close (in[1]), close (out[0]), close (out[1]);
-      close (err[0]), close (err[1]), close (st[0]), close (st[1]);
+      close (err[0]), close (err[1]), close (st[0]), close (st[1]); /* -1s: EBADF */
       goto out;
     }
   if (pid == 0)
@@ -410,11 +428,20 @@ spawn (uint64_t id, char *payload, size_t len, int file_op)
       sigset_t none;
       sigemptyset (&none);
       sigprocmask (SIG_SETMASK, &none, NULL);
-      if (dup2 (in[0], 0) < 0 || dup2 (out[1], 1) < 0 || dup2 (err[1], 2) < 0)
+      if (tty != NULL)
+        {
+          int32_t m[2] = {sbx_agent_pty_stdio (in[0]), SBX_STAGE_PTY};
+          if (m[0] != 0)
+            {
+              (void) !write (st[1], m, sizeof m);
+              _exit (127);
+            }
+        }
+      else if (dup2 (in[0], 0) < 0 || dup2 (out[1], 1) < 0 || dup2 (err[1], 2) < 0)
         _exit (127);
       child (st[1], &s, cwd, argv, envp, file_op);
     }
-  close (in[0]), close (out[1]), close (err[1]), close (st[1]);
+  close (in[0]), close (out[1]), close (err[1]), close (st[1]); /* -1s: EBADF */
   {
     int32_t m[2];
     ssize_t n = read (st[0], m, sizeof m);
@@ -434,6 +461,7 @@ spawn (uint64_t id, char *payload, size_t len, int file_op)
   p->in = in[1];
   p->out = out[0];
   p->err = err[0];
+  p->tty = tty != NULL;
   {
     int32_t m = pid;
     send_frame (SBX_VMF_SPAWNED, id, &m, sizeof m, NULL, 0);
@@ -475,8 +503,15 @@ flush_stdin (struct proc *p)
 static void
 maybe_done (struct proc *p)
 {
-  if (!p->reaped || p->out >= 0 || p->err >= 0)
+  /* A terminal ends with its command, not when its slave closes. */
+  if (!p->reaped || (p->out >= 0 && !p->tty) || p->err >= 0)
     return;
+  if (p->out >= 0)
+    {
+      sbx_agent_pty_drain (p->out, p->id);
+      close (p->out);
+      p->out = -1;
+    }
   int32_t st = p->status;
   send_frame (SBX_VMF_EXITED, p->id, &st, sizeof st, NULL, 0);
   if (p->in >= 0)
@@ -505,14 +540,29 @@ host_frame (void)
     {
     case SBX_VMF_SPAWN:
     case SBX_VMF_FILE_OP:
-      spawn (f.id, buf, f.len, f.type == SBX_VMF_FILE_OP);
+      spawn (f.id, buf, f.len, f.type == SBX_VMF_FILE_OP, NULL);
       break;
+    case SBX_VMF_SPAWN_PTY:
+    case SBX_VMF_RESIZE:
+      {
+        struct sbx_vm_pty t;
+        if (f.len < sizeof t || (f.type == SBX_VMF_RESIZE && f.len != sizeof t))
+          goto broken;
+        memcpy (&t, buf, sizeof t);
+        if (sbx_agent_pty_check (&t) < 0)
+          goto broken;
+        if (f.type == SBX_VMF_SPAWN_PTY)
+          spawn (f.id, buf + sizeof t, f.len - sizeof t, 0, &t);
+        else if ((p = find (f.id)) != NULL && p->tty && p->in >= 0)
+          sbx_agent_pty_resize (p->in, &t); /* else it ended meanwhile */
+        break;
+      }
     case SBX_VMF_STDIN:
       p = find (f.id);
       if (p == NULL || p->in < 0 || p->in_eof)
         break; /* it ended meanwhile */
       if (f.len == 0)
-        p->in_eof = 1;
+        p->in_eof = !p->tty; /* the master is the output too */
       else
         {
           char *n = realloc (p->pend, p->pend_len + f.len);
@@ -563,7 +613,7 @@ pump_out (struct proc *p, int *fd, uint32_t type)
 {
   static char chunk[SBX_VM_CHUNK];
   ssize_t n = read (*fd, chunk, sizeof chunk);
-  if (n < 0 && errno == EINTR)
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) /* EAGAIN: a terminal's master */
     return;
   if (n <= 0)
     {

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "vm/agent_pty.h"
 #include "vm/agent_root.h"
 
 int sbx_agent_self_fd = -1;
@@ -157,6 +158,11 @@ sbx_agent_dev_minimal (const char *shm_dir)
   if (mkdir ("/dev/shm", 01777) < 0 || mount (path, "/dev/shm", NULL, MS_BIND, NULL) < 0)
     return "bind /dev/shm";
   close (shm);
+  {
+    const char *failed = sbx_agent_pty_dev (); /* /dev/pts, /dev/ptmx */
+    if (failed)
+      return failed;
+  }
   if (mount (NULL, "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
     return "remount /dev read-only";
   return NULL;

@@ -27,6 +27,13 @@ enum sbx_vm_frame_type
   SBX_VMF_PING = 5,   /* empty: answered by a HELLO with the same id (a relay
                          that takes over a restored guest finds the start of
                          a frame in the stream by it) */
+  /* host -> guest, terminals (vm/agent_pty.c, docs/vm.md "Terminals") */
+  SBX_VMF_RESIZE = 6,    /* sbx_vm_pty: the new size of the command's terminal; no
+                            answer (the relay answers the daemon) */
+  SBX_VMF_SPAWN_PTY = 7, /* sbx_vm_pty, then as SPAWN: the command on a new terminal,
+                            whose output comes as STDOUT (never STDERR) and whose
+                            input is STDIN (an empty one is ignored: a terminal has
+                            no end of file but ^D) */
   /* host -> guest, the files API (48-63) */
   SBX_VMF_FILE_OP = 48, /* as SPAWN, argv[0] SBX_VM_FS_ARGV0: the child runs a file
                            operation itself (vm/agent_fs.c, vm/fs_wire.h), no exec */
@@ -87,6 +94,13 @@ struct sbx_vm_setup
   uint32_t ca_len; /* bytes of sbx's egress CA certificate after the filter; 0: none */
 };
 #define SBX_VM_CA_MAX (16 * 1024) /* a PEM certificate; more is a broken peer */
+
+/* A terminal's size: columns and rows 1..SBX_PTY_MAX (iso/proto.h). */
+struct sbx_vm_pty
+{
+  uint16_t cols, rows;
+  uint32_t reserved; /* 0 */
+};
 
 #define SBX_VM_MAX_STRINGS (1000 * 1024)
 struct sbx_vm_spawn
