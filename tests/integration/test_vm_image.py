@@ -116,8 +116,8 @@ class VMImage(DaemonTest):
     def test_dev_is_minimal_and_read_only(self):
         # The namespace engine's /dev: no disk, port, memory or console node.
         res = self.sh("ls -A /dev | sort | tr '\\n' ' '")
-        self.assertEqual(res["stdout"], "fd full null random shm stderr stdin stdout tty urandom "
-                         "zero ", res)
+        self.assertEqual(res["stdout"], "fd full null ptmx pts random shm stderr stdin stdout tty "
+                         "urandom zero ", res)
         # Not even the guest's root can add, remove or replace a node there.
         for cmd in ("touch /dev/x", "rm -f /dev/null", "mknod /dev/vda2 b 254 0",
                     "mount -t devtmpfs d /tmp"):
