@@ -245,11 +245,12 @@ class VM(DaemonTest):
         finally:
             srv.close()
 
-    def test_unsupported_answers_501(self):
+    def test_pty_exec(self):
+        # Terminals work on a VM (test_vm_pty.py has the details).
         r = self.d.api("POST", "/v1/sandboxes/%s/exec" % self.sid,
-                       {"cmd": "true", "pty": {"cols": 80, "rows": 24}})
-        body = self.assertError(r, 501, "not_implemented")
-        self.assertIn("isolation vm", body["message"])
+                       {"cmd": "test -t 0 && stty size; exit 2", "pty": {"cols": 80, "rows": 24}})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual((r.json()["exit_code"], r.json()["stdout"]), (2, "24 80\r\n"), r.json())
 
     def test_default_is_namespace(self):
         r = self.d.api("POST", "/v1/sandboxes", {})
