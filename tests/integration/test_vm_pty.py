@@ -109,9 +109,12 @@ class VMPty(DaemonTest):
         self.assertEqual((r.status, r.body), (204, b""), r)
         self.assertEqual(self.d.sh(self.sid, "stty size < " + tty)["stdout"], "40 120\n")
         text, _ = self.output(self.sid, pid, r"WINCH 40 120", timeout=60)
-        dbg = self.d.sh(self.sid, "grep -E 'Sig|State|Tgid' /proc/$(pgrep -f WINCH)/status; "
-                        "ps -o pid,pgid,sid,tpgid,tty,args -e", user="root")["stdout"]
-        self.assertIn("WINCH 40 120", text, dbg)
+        if "WINCH 40 120" not in text:  # what the command's state was, for the failure
+            text += self.d.sh(self.sid, "p=$(pgrep -o -f 'import os, select'); grep -E "
+                              "'State|Sig' /proc/$p/status; cat /proc/$p/wchan /proc/$p/stack; "
+                              "ps -o pid,pgid,sid,tpgid,tty,stat,comm -e | grep -v ' \\['",
+                              user="root")["stdout"]
+        self.assertIn("WINCH 40 120", text)
         # The size is set before anything that follows on the wire: another
         # command sees it (the same user owns the terminal).
         r = self.resize(self.sid, pid, {"cols": 7, "rows": 3})
