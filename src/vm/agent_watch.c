@@ -6,7 +6,8 @@
  * (the requested user, no capabilities, no_new_privs, seccomp) and
  * vm/agent_fs.c closed the agent's descriptors. What is left here is what
  * the namespace engine's init adds for its helper (iso/init/watch.c):
- * default signals, no core, no file writes, few descriptors. Then the
+ * default signals, not dumpable, no core, no file writes, few
+ * descriptors. Then the
  * namespace engine's own watch code (iso/init/watch_run.c) runs: its
  * records go to stdout, which the agent sends as STDOUT frames and the
  * relay writes into the daemon's pipe, where core/watch.c checks them as
@@ -41,6 +42,12 @@ sbx_agent_watch_run (const char *path, int recursive)
   sigemptyset (&none);
   sigprocmask (SIG_SETMASK, &none, NULL);
   prctl (PR_SET_NAME, "sbx-watch", 0, 0, 0);
+  /* As init's helper: not dumpable, so no command of the same uid (root's
+     included: commands have no capabilities) can open its stdout through
+     /proc/PID/fd and forge records. A uid change would have cleared the
+     flag for "user"; for "root" there was none. */
+  if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    _exit (5);
   if (path[0] != '/' || strlen (path) >= SBX_WATCH_PATH_MAX)
     _exit (2); /* the host checked it: not a request the host makes */
   rl.rlim_cur = rl.rlim_max = 0;
