@@ -458,8 +458,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
 
   /* Built here (not from the pool): its interpreter starts now, and the
-     create waits until it is warm. */
-  if (code && fresh && sbx__code_start (sb, err) < 0)
+     create waits until it is warm. A VM restored from a snapshot has the
+     source's, running, in its memory. */
+  if (code && fresh && !vm_snapshot && sbx__code_start (sb, err) < 0)
     {
       sbx_err_wrap (err, "starting the code interpreter");
       goto fail_discard;

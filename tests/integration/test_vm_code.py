@@ -24,20 +24,25 @@ TEMPLATE = "code-interpreter-v1"
 
 
 def shape(events):
-    """What must match across engines: each event's type and keys, without
-    the values that legitimately differ (counts, png bytes)."""
-    out = []
+    """What must match across engines: the results and errors in order
+    (type, keys, text), the whole stdout and stderr, the other events'
+    types and keys. Not: keepalives (sent on a timer), how output is cut
+    into events or interleaved with results (a child process's output
+    races the result), counts, timestamps, png bytes."""
+    out, streams = [], {"stdout": "", "stderr": ""}
     for e in events:
+        if e["type"] == "keepalive":
+            continue
         if e["type"] == "result":
             out.append(("result", tuple(sorted(e)), e.get("text"), e.get("is_main_result")))
         elif e["type"] == "error":
             # The value names the cell (<ipython-input-N-...>): N differs.
             out.append(("error", e["name"], tuple(sorted(e))))
-        elif e["type"] in ("stdout", "stderr"):
-            out.append((e["type"], e["text"]))
+        elif e["type"] in streams:
+            streams[e["type"]] += e["text"]
         else:
             out.append((e["type"], tuple(sorted(e))))
-    return out
+    return out, streams
 
 
 class VMCode(DaemonTest):
@@ -62,6 +67,10 @@ class VMCode(DaemonTest):
         t3 = time.monotonic()
         cls.first_cell(cls.ns)
         t4 = time.monotonic()
+        with open(cls.d.log_path, "rb") as f:
+            for line in f.read().decode(errors="replace").splitlines():
+                if "built VM root image" in line or "code interpreter is ready" in line:
+                    sys.stderr.write("\n[vm_code] daemon: " + line.split(" info: ", 1)[-1])
         sys.stderr.write("\n[vm_code] create->ready: vm %.1f s, namespace %.1f s; first cell: "
                          "vm %.2f s, namespace %.2f s\n" % (t1 - t0, t3 - t2, t2 - t1, t4 - t3))
 
@@ -210,6 +219,20 @@ class VMCode(DaemonTest):
         self.assertEqual(self.main_text(self.run_code(copy, "int(kept.sum())", context=ctx)), "1141")
         self.assertEqual(self.d.kill(copy).status, 204)
         self.extra.remove(copy)
+        # A snapshot: a new VM from it has the interpreter, state included
+        # (the create starts no second server: the port is the carried one's).
+        r = self.d.api("POST", "/v1/sandboxes/%s/snapshots" % self.sid, {"name": "code"},
+                       timeout=600)
+        self.assertEqual(r.status, 201, r)
+        r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "code", "timeout": "5m"}, timeout=600)
+        self.assertEqual(r.status, 201, r)
+        restored = r.json()["id"]
+        self.extra.append(restored)
+        self.assertEqual(r.json()["template"], TEMPLATE)
+        self.assertEqual(self.main_text(self.run_code(restored, "int(kept.sum())", context=ctx)), "141")
+        self.assertEqual(self.d.kill(restored).status, 204)
+        self.extra.remove(restored)
+        self.assertEqual(self.d.api("DELETE", "/v1/snapshots/code").status, 204)
         # Hibernate the source (its memory to a file, QEMU ended), resume.
         r = self.d.api("POST", "/v1/sandboxes/%s/pause" % self.sid, {"to_disk": True}, timeout=600)
         self.assertEqual(r.status, 200, r)
