@@ -636,6 +636,21 @@ frontend_main_from_args (int argc, char **argv)
   return sbx_frontend_main (&cfg, master, fds, (uid_t) uid, (gid_t) gid);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+/* Sanitizer builds only. A VM's relay is exec'd with a clean environment
+   (no ASAN_OPTIONS) and is charged to its sandbox's memory cgroup: ASan's
+   default 256 MiB quarantine of freed frames could outgrow the VM's
+   overhead allowance (VM_OVERHEAD_BYTES) and get it OOM-killed in a test
+   that moves a lot of data. ASAN_OPTIONS, where set, still overrides this
+   per option. */
+const char *__asan_default_options (void);
+const char *
+__asan_default_options (void)
+{
+  return "quarantine_size_mb=8";
+}
+#endif
+
 int
 main (int argc, char **argv)
 {
