@@ -103,9 +103,9 @@ $(BUILD)/obj/initblob.o: src/iso/initblob.S $(BUILD)/sbx-init
 # The microVM guest agent (docs/vm.md): static, packed by the daemon into
 # the guest's initramfs (iso/vm.c), never run on the host.
 # Its file operations are the namespace engine's iso/fs.c (vm/agent_fs.c).
-VM_AGENT_SHARED := src/iso/fs.c src/util/error.c src/util/id.c
+VM_AGENT_SHARED := src/iso/fs.c src/util/error.c src/util/id.c src/iso/init/watch_run.c
 $(BUILD)/sbx-vm-agent: $(wildcard src/vm/*.c) $(wildcard src/vm/*.h) src/iso/proto.h \
-                       $(VM_AGENT_SHARED) src/iso/fs.h src/egress/tls.h
+                       $(VM_AGENT_SHARED) src/iso/fs.h src/egress/tls.h src/iso/init/watch_run.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@ (static)"
 	$(Q)$(CC) $(INIT_CFLAGS) $(wildcard src/vm/*.c) $(VM_AGENT_SHARED) -o $@

@@ -18,10 +18,21 @@
 #include "core/code.h"
 #include "core/internal.h"
 #include "core/template.h"
+#include "util/log.h"
 
 #define HEAD_MAX (16 * 1024)
 #define READY_WAIT_MS 60000 /* importing numpy, pandas, matplotlib on a busy host */
 #define LISTEN_WAIT_MS 20000
+/* A VM's guest may run emulated (TCG, no KVM): Python's start and the
+   imports then take several times as long (docs/vm.md "Code
+   interpreter"), so a VM's waits are these times this factor. */
+#define VM_WAIT_FACTOR 5
+
+static int64_t
+scaled (const struct sbx_sandbox *sb, int64_t ms)
+{
+  return sb->isolation == SBX_ISOLATION_VM ? ms * VM_WAIT_FACTOR : ms;
+}
 
 static int
 wait_fd (int fd, short events, int64_t deadline)
@@ -125,13 +136,13 @@ sbx_code_open (struct sbx_sandbox *sb, const char *method, const char *path, con
                size_t body_len, struct sbx_code_conn *c, sbx_error_t **err)
 {
   struct sbx_buf req = SBX_BUF_INIT;
-  int64_t deadline = sbx_mono_ms () + READY_WAIT_MS;
+  int64_t deadline = sbx_mono_ms () + scaled (sb, READY_WAIT_MS);
   char *end, *sp;
   unsigned status;
 
   memset (c, 0, sizeof *c);
   c->fd = -1;
-  c->fd = connect_server (sb, sbx_mono_ms () + 3000, err);
+  c->fd = connect_server (sb, sbx_mono_ms () + scaled (sb, 3000), err);
   if (c->fd < 0)
     return -1;
   sbx_buf_printf (&req,
@@ -259,7 +270,7 @@ sbx__code_start (struct sbx_sandbox *sb, sbx_error_t **err)
   struct sbx_exec_opts o;
   struct sbx_process *p;
   struct sbx_code_conn c;
-  int64_t deadline = sbx_mono_ms () + LISTEN_WAIT_MS;
+  int64_t start = sbx_mono_ms (), deadline = start + scaled (sb, LISTEN_WAIT_MS);
   int rc;
 
   memset (&o, 0, sizeof o);
@@ -301,6 +312,9 @@ sbx__code_start (struct sbx_sandbox *sb, sbx_error_t **err)
     }
   rc = c.status == 200 ? 0 : -1;
   sbx_code_close (&c);
+  if (rc == 0 && sb->isolation == SBX_ISOLATION_VM)
+    sbx_info ("sandbox %s: the code interpreter is ready in the VM after %lld ms", sb->id,
+              (long long) (sbx_mono_ms () - start));
   sbx_process_unref (p);
   if (rc < 0)
     return sbx_err (err, SBX_E_SYSTEM, "the code interpreter did not start (status %u)",

@@ -345,8 +345,6 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
       const char *missing = NULL;
       if (opts->snapshot && !vm_snapshot)
         missing = "starting from a namespace sandbox's snapshot";
-      else if (code)
-        missing = "template " SBX_CODE_TEMPLATE " (its code server is not in a VM's image)";
       if (missing)
         return sbx_err (err, SBX_E_NOT_IMPLEMENTED, "not supported for isolation vm: %s", missing),
                NULL;
@@ -394,7 +392,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   for (link = &sbx_core.pool; *link && !stored && !opts->snapshot; link = &(*link)->next)
     if (isolation == SBX_ISOLATION_VM
             ? (*link)->isolation == SBX_ISOLATION_VM && limits_equal (&limits, &(*link)->limits)
-                  && limits.disk_bytes == (*link)->limits.disk_bytes
+                  && limits.disk_bytes == (*link)->limits.disk_bytes && sbx__is_code (*link) == code
             : (*link)->isolation == SBX_ISOLATION_NS && sbx__is_code (*link) == code)
       {
         sb = *link;
@@ -436,7 +434,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (sb == NULL)
     {
       sb = isolation == SBX_ISOLATION_VM
-               ? (stored ? sbx__build_vm_template (&limits, opts->template_name, err)
+               ? (stored || code ? sbx__build_vm_template (&limits, opts->template_name, err)
                          : sbx__build_vm (&limits, 0, err))
                : sbx__build (&limits, 0, stored || code ? opts->template_name : NULL, err);
       if (sb == NULL)
@@ -460,8 +458,9 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
     }
 
   /* Built here (not from the pool): its interpreter starts now, and the
-     create waits until it is warm. */
-  if (code && fresh && sbx__code_start (sb, err) < 0)
+     create waits until it is warm. A VM restored from a snapshot has the
+     source's, running, in its memory. */
+  if (code && fresh && !vm_snapshot && sbx__code_start (sb, err) < 0)
     {
       sbx_err_wrap (err, "starting the code interpreter");
       goto fail_discard;

@@ -186,6 +186,10 @@ int sbx__vm_metrics_parse (struct sbx_vm_fs_answer *a, struct sbx_vm_fs_metrics 
 void sbx__dirwatch_on_readable (struct sbx_watch *w);
 int sbx__dirwatch_on_event (struct sbx_sandbox *sb, const struct sbx_iso_event *ev);
 void sbx__dirwatch_end_all (struct sbx_sandbox *sb);
+/* core/vm_watch.c: a VM's watch helper, as a file operation of its agent
+   writing its records into write_fd (borrowed); ends as init's does. */
+int sbx__vm_watch_start (struct sbx_sandbox *sb, uint64_t req_id, uint32_t uid, int recursive,
+                         const char *path, int write_fd, sbx_error_t **err);
 
 /* ports.c */
 /* A connect's answer: its socket (ev->fd) goes to the waiter, which takes

@@ -6,6 +6,9 @@
  * read end the event loop watches; this file turns them into a bounded
  * queue per watch that HTTP threads take events from.
  *
+ * A VM's watch is the same helper run by its guest agent (core/vm_watch.c);
+ * its records reach the same pipe and are checked the same way.
+ *
  * A watch is listed in its sandbox (and counts against the limit) from
  * start until its helper is known to be gone: init reported its end, or
  * the sandbox died. Whoever started it holds a reference until
@@ -330,10 +333,6 @@ sbx_watch_start (struct sbx_sandbox *sb, const char *path, int recursive, const 
     return sbx_err (err, SBX_E_INVALID, "the path to watch must be absolute, shorter than %d bytes",
                     SBX_WATCH_PATH_MAX),
            NULL;
-  if (sb->isolation == SBX_ISOLATION_VM)
-    return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
-                    "not supported for isolation vm: directory watches"),
-           NULL;
   if (sbx_sandbox_awake (sb, err) < 0)
     return NULL;
   w = calloc (1, sizeof *w);
@@ -384,6 +383,8 @@ sbx_watch_start (struct sbx_sandbox *sb, const char *path, int recursive, const 
   w->loop = sbx__watch_add (w->fd, EPOLLIN, SBX_W_DIRWATCH, w, 0);
   if (w->loop == 0)
     rc = sbx_err_oom (err);
+  else if (sb->isolation == SBX_ISOLATION_VM) /* the agent runs the same helper */
+    rc = sbx__vm_watch_start (sb, w->req_id, uid, recursive, path, pipefd[1], err);
   else
     rc = sbx_iso_watch (&sb->box, w->req_id, uid, uid, recursive, path, pipefd[1], err);
   /* init has its copy of the write end now (or never will): with ours

@@ -340,7 +340,8 @@ open_cached (const char *key, char sum[65], int *why, sbx_error_t **err)
 
 /* Build the base image for KEY from the staged tree. */
 static int
-build (const char *key, struct sbx_vm_pkgs *p, sbx_error_t **err)
+build (const char *key, struct sbx_vm_pkgs *p, const struct sbx_vm_extra *extra,
+       sbx_error_t **err)
 {
   char tag[17], stage_name[64], img_name[64], sum_name[64], name[80];
   char stage_path[PATH_MAX + 80], img_path[PATH_MAX + 80], sum[65];
@@ -368,7 +369,7 @@ build (const char *key, struct sbx_vm_pkgs *p, sbx_error_t **err)
       sbx_err_sys (err, errno, "open %s", stage_path);
       goto out;
     }
-  if (sbx_vm_base_stage (p, root, &bytes, &entries, err) < 0)
+  if (sbx_vm_base_stage (p, extra, root, &bytes, &entries, err) < 0)
     goto out;
   img = openat (images_dir, img_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (img < 0)
@@ -557,20 +558,27 @@ sbx_vm_image_tree (int tree, struct sbx_vm_image *img, sbx_error_t **err)
 int
 sbx_vm_image_base (struct sbx_vm_image *img, sbx_error_t **err)
 {
+  return sbx_vm_image_builtin (NULL, img, err);
+}
+
+int
+sbx_vm_image_builtin (const struct sbx_vm_extra *extra, struct sbx_vm_image *img,
+                      sbx_error_t **err)
+{
   struct sbx_vm_pkgs *p = NULL;
   int fd = -1, why = 0;
 
   if (images_dir < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "isolation vm: no image cache (state directory)");
   pthread_mutex_lock (&lock);
-  if ((p = sbx_vm_pkgs_load (err)) == NULL || sbx_vm_base_key (p, img->key, err) < 0)
+  if ((p = sbx_vm_pkgs_load (err)) == NULL || sbx_vm_base_key (p, extra, img->key, err) < 0)
     goto out;
   fd = open_cached (img->key, img->sum, &why, err);
   if (fd < 0 && why == EIO)
     goto out;
   if (fd < 0)
     {
-      if (build (img->key, p, err) < 0)
+      if (build (img->key, p, extra, err) < 0)
         goto out;
       fd = open_cached (img->key, img->sum, &why, err);
       if (fd < 0 && why != EIO)

@@ -25,6 +25,12 @@ int sbx_vm_image_init (const char *state_dir, sbx_error_t **err);
    rebuilt. Returns an O_RDONLY fd of it and fills *img. */
 int sbx_vm_image_base (struct sbx_vm_image *img, sbx_error_t **err);
 
+/* The image of template code-interpreter-v1 (iso/vm_image_code.c): base's
+   plus the Python packages its server imports and the server itself,
+   taken from the template's plan (what a namespace sandbox of it gets). */
+struct sbx_plan;
+int sbx_vm_image_code (const struct sbx_plan *plan, struct sbx_vm_image *img, sbx_error_t **err);
+
 /* The image of a tree: a stored template's read-only mount (its layers
    under sbx's top layer), keyed by every entry's metadata. */
 int sbx_vm_image_tree (int tree, struct sbx_vm_image *img, sbx_error_t **err);

@@ -74,7 +74,7 @@ struct pkg
 {
   const char *name, *arch, *version, *depends, *predepends, *provides; /* into the status */
   size_t name_len;
-  int wanted;
+  int wanted; /* 1 in the image, -1 kept out (sbx_vm_extra.skip) */
 };
 
 struct sbx_vm_pkgs
@@ -570,7 +570,8 @@ stage_alternatives (struct stage *s)
 /* KEY of base: the format, the packages in the image with their
    versions, the generated /etc and the bound host files. */
 int
-sbx_vm_base_key (struct sbx_vm_pkgs *p, char key[65], sbx_error_t **err)
+sbx_vm_base_key (struct sbx_vm_pkgs *p, const struct sbx_vm_extra *extra, char key[65],
+                 sbx_error_t **err)
 {
   struct sbx_buf b = SBX_BUF_INIT;
 
@@ -582,8 +583,35 @@ sbx_vm_base_key (struct sbx_vm_pkgs *p, char key[65], sbx_error_t **err)
       if (k)
         pkgs_want (p, k, 0);
     }
+  if (extra)
+    {
+      /* Base's key stays what it was without one: images already cached
+         (and the snapshots that name them) stay valid. */
+      sbx_buf_printf (&b, "template %s\n", extra->name);
+      /* Kept out even as a dependency (base's closure is made already). */
+      for (int i = 0; extra->skip && extra->skip[i]; i++)
+        {
+          struct pkg *k = pkgs_find (p, extra->skip[i], strlen (extra->skip[i]));
+          sbx_buf_printf (&b, "skip %s\n", extra->skip[i]);
+          if (k && !k->wanted)
+            k->wanted = -1;
+        }
+      for (int i = 0; extra->packages && extra->packages[i]; i++)
+        {
+          const char *n = extra->packages[i];
+          struct pkg *k = pkgs_find (p, n, strlen (n));
+          sbx_buf_printf (&b, "want %s %s\n", n, k ? "yes" : "missing");
+          if (k)
+            pkgs_want (p, k, 0);
+        }
+      if (extra->file)
+        {
+          sbx_buf_printf (&b, "file %s %zu\n", extra->file, extra->len);
+          sbx_buf_append (&b, extra->data, extra->len);
+        }
+    }
   for (size_t i = 0; i < p->n; i++)
-    if (p->v[i].wanted)
+    if (p->v[i].wanted > 0)
       sbx_buf_printf (&b, "pkg %.*s:%s=%s\n", (int) p->v[i].name_len, p->v[i].name,
                       p->v[i].arch, p->v[i].version);
   /* The /etc part of the key, without staging anything. */
@@ -670,9 +698,28 @@ sbx_vm_pkgs_free (struct sbx_vm_pkgs *p)
   free (p);
 }
 
+/* extra's file, 0644 root, its directories 0755. */
+static int
+stage_extra_file (struct stage *s, const struct sbx_vm_extra *extra)
+{
+  cleanup_close int dir = -1;
+  const char *leaf;
+
+  if (extra == NULL || extra->file == NULL)
+    return 0;
+  dir = open_parent (s->root, extra->file, &leaf);
+  if (dir < 0)
+    return sbx_err_sys (s->err, errno, "stage /%s", extra->file);
+  if (sbx_write_small_at (dir, leaf, extra->data, extra->len, 0644) < 0)
+    return sbx_err_sys (s->err, errno, "stage /%s", extra->file);
+  s->bytes += ((uint64_t) extra->len + 4095) & ~4095ull;
+  s->entries++;
+  return 0;
+}
+
 int
-sbx_vm_base_stage (struct sbx_vm_pkgs *p, int root, uint64_t *bytes, uint64_t *entries,
-                   sbx_error_t **err)
+sbx_vm_base_stage (struct sbx_vm_pkgs *p, const struct sbx_vm_extra *extra, int root,
+                   uint64_t *bytes, uint64_t *entries, sbx_error_t **err)
 {
   struct stage s = {root, 0, 0, err};
   int rc = 0;
@@ -680,9 +727,11 @@ sbx_vm_base_stage (struct sbx_vm_pkgs *p, int root, uint64_t *bytes, uint64_t *e
   if (stage_top_links (&s) < 0 || stage_etc (&s) < 0)
     rc = -1;
   for (size_t i = 0; rc == 0 && i < p->n; i++)
-    if (p->v[i].wanted && stage_package (&s, &p->v[i]) < 0)
+    if (p->v[i].wanted > 0 && stage_package (&s, &p->v[i]) < 0)
       rc = -1;
-  if (rc == 0 && (stage_alternatives (&s) < 0 || stage_busybox_applets (&s) < 0))
+  if (rc == 0
+      && (stage_alternatives (&s) < 0 || stage_busybox_applets (&s) < 0
+          || stage_extra_file (&s, extra) < 0))
     rc = -1;
   *bytes = s.bytes;
   *entries = s.entries;

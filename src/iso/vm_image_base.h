@@ -3,6 +3,7 @@
 #ifndef SBX_ISO_VM_IMAGE_BASE_H
 #define SBX_ISO_VM_IMAGE_BASE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util/error.h"
@@ -14,12 +15,34 @@ struct sbx_vm_pkgs;
 struct sbx_vm_pkgs *sbx_vm_pkgs_load (sbx_error_t **err);
 void sbx_vm_pkgs_free (struct sbx_vm_pkgs *p);
 
-/* KEY of base's image: the format, the packages it holds with their
-   versions, the generated /etc, the bound host files' sizes and times. */
-int sbx_vm_base_key (struct sbx_vm_pkgs *p, char key[65], sbx_error_t **err);
+/* What a built-in template adds to base's image (iso/vm_image_code.c):
+   more packages (their dependencies come with them) and one file of
+   sbx's own. NULL: base itself. */
+struct sbx_vm_extra
+{
+  const char *name;             /* in the key: the template's name */
+  const char *const *packages;  /* NULL-terminated */
+  const char *const *skip;      /* not taken even as their dependency; NULL-terminated */
+  const char *file;             /* relative path in the image, or NULL */
+  const void *data;
+  size_t len;
+};
 
-/* Copy base's files into the directory root; what it holds, for sizing. */
-int sbx_vm_base_stage (struct sbx_vm_pkgs *p, int root, uint64_t *bytes, uint64_t *entries,
-                       sbx_error_t **err);
+/* KEY of base's image (plus extra's): the format, the packages it holds
+   with their versions, the generated /etc, the bound host files' sizes
+   and times, extra's file. */
+int sbx_vm_base_key (struct sbx_vm_pkgs *p, const struct sbx_vm_extra *extra, char key[65],
+                     sbx_error_t **err);
+
+/* Copy base's files (and extra's) into the directory root; what it holds,
+   for sizing. */
+int sbx_vm_base_stage (struct sbx_vm_pkgs *p, const struct sbx_vm_extra *extra, int root,
+                       uint64_t *bytes, uint64_t *entries, sbx_error_t **err);
+
+/* base's image plus extra's (NULL: base), built and cached as base's
+   (iso/vm_image.c). */
+struct sbx_vm_image;
+int sbx_vm_image_builtin (const struct sbx_vm_extra *extra, struct sbx_vm_image *img,
+                          sbx_error_t **err);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/template.h"
 #include "iso/snapstore.h"
 #include "iso/vm.h"
 #include "iso/vm_image.h"
@@ -58,6 +59,8 @@ sbx_vm_root_open (const struct sbx_iso_spec *spec, struct sbx_iso_box *box, sbx_
     }
   else if (spec->root_mnt >= 0)
     fd = sbx_vm_image_tree (spec->root_mnt, &img, err); /* a stored template */
+  else if (spec->plan != NULL && spec->plan == &sbx_template_find (SBX_CODE_TEMPLATE)->plan)
+    fd = sbx_vm_image_code (spec->plan, &img, err);
   else
     fd = sbx_vm_image_base (&img, err);
   if (fd < 0)

@@ -55,6 +55,7 @@ struct proc
   int in_eof;       /* close stdin once pend is written */
   int reaped, status;
   int tty; /* on a terminal: in is its master, out a copy (vm/agent_pty.c) */
+  int file_op; /* the host's own helper (vm/agent_fs.c), not a command */
 };
 
 static struct proc procs[MAX_PROCS];
@@ -458,6 +459,7 @@ spawn (uint64_t id, char *payload, size_t len, int file_op, const struct sbx_vm_
   memset (p, 0, sizeof *p);
   p->id = id;
   p->pid = pid;
+  p->file_op = file_op;
   p->in = in[1];
   p->out = out[0];
   p->err = err[0];
@@ -589,6 +591,11 @@ host_frame (void)
       /* A relay for this guest restored from a snapshot: the answer marks
          where its stream starts (the old relay may have got half a frame). */
       agent_net_reset_all ();
+      /* The old relay's file operations (a directory watch runs until
+         killed) serve no one now; commands run on (docs/vm.md). */
+      for (int i = 0; i < MAX_PROCS; i++)
+        if (procs[i].pid > 0 && procs[i].file_op && !procs[i].reaped)
+          kill (-procs[i].pid, SIGKILL);
       send_frame (SBX_VMF_HELLO, f.id, NULL, 0, NULL, 0);
       break;
     case SBX_VMF_CONN_OPEN:

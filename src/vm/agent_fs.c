@@ -205,6 +205,13 @@ sbx_agent_fs_run (int argc, char **argv)
   if (argc < 3 || strcmp (argv[0], SBX_VM_FS_ARGV0) != 0)
     _exit (2);
   op = argv[1];
+  /* A watch writes watch records, never these (vm/agent_watch.c). */
+  if (strcmp (op, "watch") == 0)
+    {
+      if (argc != 4 || number (argv[3], 10, 0, 1, &a) < 0)
+        _exit (2);
+      sbx_agent_watch_run (argv[2], (int) a);
+    }
   memset (&ctx, 0, sizeof ctx);
   /* The guest's root; ids are the guest's own (uid_base 0), as the
      namespace engine reports the sandbox's inside ids. */

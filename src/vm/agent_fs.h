@@ -11,6 +11,10 @@
    ERROR, 2 when argv is not a file operation. */
 __attribute__ ((noreturn)) void sbx_agent_fs_run (int argc, char **argv);
 
+/* vm/agent_watch.c: `watch PATH RECURSIVE`, the namespace engine's
+   directory watch helper (iso/init/watch_run.c), its records on stdout. */
+__attribute__ ((noreturn)) void sbx_agent_watch_run (const char *path, int recursive);
+
 /* vm/agent_metrics.c: the guest's memory, CPU and the disk at `disk`. */
 int sbx_agent_metrics (const char *disk, struct sbx_vm_fs_metrics *m, sbx_error_t **err);
 

