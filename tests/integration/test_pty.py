@@ -28,11 +28,22 @@ def winch(*_):
     c, r = os.get_terminal_size(0)
     os.write(1, b"WINCH %d %d\n" % (r, c))
 signal.signal(signal.SIGWINCH, winch)
+# Python runs a handler between bytecodes: a signal that lands just before
+# a blocking read waits for the read's end. The wakeup pipe makes the
+# select return instead (a slow VM guest hit that window).
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
 os.write(1, ("%s\nREADY\n" % os.ttyname(0)).encode())
 tick, buf = len(sys.argv) > 1, b""
 while True:
-    if tick and not select.select([0], [], [], 0.2)[0]:
+    ready = select.select([0, wake_r], [], [], 0.2 if tick else None)[0]
+    if wake_r in ready:
+        os.read(wake_r, 512)
+    if not ready:
         os.write(1, b"tick\n")
+        continue
+    if 0 not in ready:
         continue
     data = os.read(0, 4096)
     if not data:
