@@ -58,6 +58,36 @@ def decode_png(data):
     return width, height
 
 
+def check_stdout_streams(test, d, sid, wait_s):
+    """A cell's stdout reaches the client while the cell runs: the code
+    prints, then waits (up to wait_s) for a file that the test writes only
+    after it has read that line from the stream. Shared with test_vm_code."""
+    code = ("import os, time\nprint('waiting', flush=True)\n"
+            "for _ in range(%d):\n"
+            "    if os.path.exists('/tmp/go'): break\n"
+            "    time.sleep(0.05)\n"
+            "open('/tmp/go').read()" % (wait_s * 20))
+    conn = UnixHTTPConnection(d.socket_path, timeout=wait_s * 2)
+    try:
+        conn.request("POST", "/v1/sandboxes/%s/code" % sid, body=json.dumps({"code": code}))
+        resp = conn.getresponse()
+        test.assertEqual(resp.status, 200)
+        seen = []
+        while True:
+            ev = json.loads(resp.readline())
+            seen.append(ev)
+            if ev["type"] == "stdout":
+                break
+        test.assertEqual(seen[-1]["text"], "waiting\n")
+        r = d.upload(sid, "/tmp/go", b"went")
+        test.assertEqual(r.status, 201, r)
+        rest = [json.loads(line) for line in resp.read().decode().splitlines()]
+    finally:
+        conn.close()
+    test.assertEqual([e["text"] for e in rest if e.get("is_main_result")], ["went"])
+    test.assertEqual(rest[-1], {"type": "end_of_execution"})
+
+
 class CodeTest(DaemonTest):
     pool = 1
     sid = None
@@ -135,32 +165,7 @@ class CodeTest(DaemonTest):
         self.assertEqual(self.main_text(ev), "(1000, '/home/user')")
 
     def test_stdout_streams_while_the_code_runs(self):
-        # The code prints, then waits for a file that the test writes only
-        # after it has read that line from the stream.
-        code = ("import os, time\nprint('waiting', flush=True)\n"
-                "for _ in range(600):\n"
-                "    if os.path.exists('/tmp/go'): break\n"
-                "    time.sleep(0.05)\n"
-                "open('/tmp/go').read()")
-        conn = UnixHTTPConnection(self.d.socket_path, timeout=60)
-        try:
-            conn.request("POST", "/v1/sandboxes/%s/code" % self.sid, body=json.dumps({"code": code}))
-            resp = conn.getresponse()
-            self.assertEqual(resp.status, 200)
-            seen = []
-            while True:
-                ev = json.loads(resp.readline())
-                seen.append(ev)
-                if ev["type"] == "stdout":
-                    break
-            self.assertEqual(seen[-1]["text"], "waiting\n")
-            r = self.d.upload(self.sid, "/tmp/go", b"went")
-            self.assertEqual(r.status, 201, r)
-            rest = [json.loads(line) for line in resp.read().decode().splitlines()]
-        finally:
-            conn.close()
-        self.assertEqual(self.main_text(rest), "went")
-        self.assertEqual(rest[-1], {"type": "end_of_execution"})
+        check_stdout_streams(self, self.d, self.sid, wait_s=30)
 
     def test_rich_results(self):
         ev = self.run_code(

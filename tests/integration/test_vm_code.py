@@ -16,8 +16,8 @@ import os
 import sys
 import time
 
-from harness import DaemonTest, UnixHTTPConnection
-from test_code import decode_png
+from harness import DaemonTest
+from test_code import check_stdout_streams, decode_png
 
 QEMU = "/usr/bin/qemu-system-x86_64"
 TEMPLATE = "code-interpreter-v1"
@@ -135,32 +135,7 @@ class VMCode(DaemonTest):
         self.assertEqual(self.main_text(ev), "(1000, '/home/user', 'v1')")
 
     def test_stdout_streams_while_the_code_runs(self):
-        # The code prints, then waits for a file the test writes only after
-        # it read that line from the stream.
-        code = ("import os, time\nprint('waiting', flush=True)\n"
-                "for _ in range(1200):\n"
-                "    if os.path.exists('/tmp/go'): break\n"
-                "    time.sleep(0.05)\n"
-                "open('/tmp/go').read()")
-        conn = UnixHTTPConnection(self.d.socket_path, timeout=120)
-        try:
-            conn.request("POST", "/v1/sandboxes/%s/code" % self.sid, body=json.dumps({"code": code}))
-            resp = conn.getresponse()
-            self.assertEqual(resp.status, 200)
-            seen = []
-            while True:
-                ev = json.loads(resp.readline())
-                seen.append(ev)
-                if ev["type"] == "stdout":
-                    break
-            self.assertEqual(seen[-1]["text"], "waiting\n")
-            r = self.d.upload(self.sid, "/tmp/go", b"went")
-            self.assertEqual(r.status, 201, r)
-            rest = [json.loads(line) for line in resp.read().decode().splitlines()]
-        finally:
-            conn.close()
-        self.assertEqual(self.main_text(rest), "went")
-        self.assertEqual(rest[-1], {"type": "end_of_execution"})
+        check_stdout_streams(self, self.d, self.sid, wait_s=60)
 
     def test_errors_have_the_namespace_shape(self):
         ev = self.both("def f():\n    return 1 / 0\nf()")

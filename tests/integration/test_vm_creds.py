@@ -24,10 +24,9 @@ would be), then given rules by PUT .../network. Checked:
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 
-from harness import SBXD, DaemonTest
+from harness import DaemonTest
 from test_credentials import (HTTPS_CLIENT, SECRET, Upstream, digest, make_ca, make_leaf,
                               memory_contains, sandbox_pids, tls_server)
 

@@ -8,39 +8,21 @@ outcomes asserted are test_ports.py's: the same server (python3 as the
 sandbox's user), the same statuses. One VM for the class.
 """
 import hashlib
-import http.client
 import os
 import threading
 
 import test_ports as tp
-from harness import DaemonTest, UnixHTTPConnection
+from harness import UnixHTTPConnection
+from vm_util import OneVMTest
 
-QEMU = "/usr/bin/qemu-system-x86_64"
 ECHO, V6ONLY = tp.ECHO, tp.V6ONLY
 
 
-class VMPorts(DaemonTest):
-    pool = 0
-
+class VMPorts(OneVMTest):
     @classmethod
     def setUpClass(cls):
-        assert os.access(QEMU, os.X_OK), "qemu-system-x86 is not installed (scripts/install-deps.sh)"
         super().setUpClass()
-        r = cls.d.api("POST", "/v1/sandboxes", {"isolation": "vm", "memory": "256M",
-                                                "disk": "64M", "timeout": "10m"})
-        assert r.status == 201, r
-        cls.sid = r.json()["id"]
         tp.start_servers(cls.d, cls.sid, [("echo", ECHO), ("v6only", V6ONLY)])
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.d.api("DELETE", "/v1/sandboxes/" + cls.sid)
-        finally:
-            super().tearDownClass()
-
-    def tearDown(self):
-        pass  # the class's VM lives until tearDownClass
 
     def req(self, method, port, rest="/", body=None):
         c = UnixHTTPConnection(self.d.socket_path, timeout=60)

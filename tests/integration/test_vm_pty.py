@@ -10,45 +10,21 @@ resize (SIGWINCH), echo and line editing, ^C to the foreground job, ^D,
 exit statuses, kill, the walls of the command (uid 1000, no capabilities,
 no_new_privs, seccomp) and nothing left behind.
 """
-import os
 import re
 import time
 
 import test_pty  # not its class: the runner would run its tests too
-from harness import DaemonTest
 from sbx_helpers import wait_until
+from vm_util import OneVMTest
 
-QEMU = "/usr/bin/qemu-system-x86_64"
 
-
-class VMPty(DaemonTest):
-    pool = 0
-
+class VMPty(OneVMTest):
     # test_pty.py's helpers: start, output (through attach), wait, stdin, resize.
     start = test_pty.PtyTest.start
     output = test_pty.PtyTest.output
     wait = test_pty.PtyTest.wait
     stdin = test_pty.PtyTest.stdin
     resize = test_pty.PtyTest.resize
-
-    @classmethod
-    def setUpClass(cls):
-        assert os.access(QEMU, os.X_OK), "qemu-system-x86 is not installed (scripts/install-deps.sh)"
-        super().setUpClass()
-        r = cls.d.api("POST", "/v1/sandboxes", {"isolation": "vm", "memory": "256M",
-                                                "disk": "64M", "timeout": "10m"})
-        assert r.status == 201, r
-        cls.sid = r.json()["id"]
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.d.api("DELETE", "/v1/sandboxes/" + cls.sid)
-        finally:
-            super().tearDownClass()
-
-    def tearDown(self):
-        pass  # the class's VM lives until tearDownClass
 
     def kill_and_wait(self, pid):
         r = self.d.api("POST", "/v1/sandboxes/%s/processes/%d/signal" % (self.sid, pid),
