@@ -7,8 +7,6 @@ sandbox beside it gets the same tree, and every answer is compared.
 """
 import http.client
 import json
-import os
-import struct
 import time
 from urllib.parse import quote
 

@@ -7,7 +7,6 @@ more and restore a snapshot.
 """
 import hashlib
 import os
-import shutil
 
 from harness import DaemonTest
 from sbx_helpers import q

@@ -11,7 +11,6 @@ import hashlib
 import http.server
 import json
 import os
-import socket
 import socketserver
 import threading
 import time
