@@ -83,6 +83,9 @@ int sbx_tmpl_build (int in_fd, const char *name, const char *owner, enum sbx_tmp
 int sbx_tmpl_remove (const char *name, int (*in_use) (const char *name), sbx_error_t **err);
 /* 1 when `name` is a stored template, 0 when not. */
 int sbx_tmpl_exists (const char *name);
+/* fn(name) for each stored template until it returns non-zero (that
+   value); -1 when the store cannot be read. */
+int sbx_tmpl_each (int (*fn) (const char *name, void *arg), void *arg);
 /* A detached read-only overlay mount of the template's layers under the
    generated top layer, for init's CONFIG. */
 int sbx_tmpl_mount (const char *name, sbx_error_t **err);

@@ -513,6 +513,30 @@ sbx_tmpl_exists (const char *name)
   return faccessat (S.dir, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+int
+sbx_tmpl_each (int (*fn) (const char *name, void *arg), void *arg)
+{
+  struct dirent *de;
+  int fd, rc = 0;
+  DIR *d;
+
+  if (S.dir < 0)
+    return 0;
+  fd = openat (S.dir, "by-name", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  d = fd >= 0 ? fdopendir (fd) : NULL;
+  if (d == NULL)
+    {
+      if (fd >= 0)
+        close (fd);
+      return errno == ENOENT ? 0 : -1;
+    }
+  while (rc == 0 && (de = readdir (d)) != NULL)
+    if (sbx_tmpl_name_ok (de->d_name) && sbx_tmpl_exists (de->d_name))
+      rc = fn (de->d_name, arg);
+  closedir (d);
+  return rc;
+}
+
 /* ---- removal ----------------------------------------------------------- */
 
 static int

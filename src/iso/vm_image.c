@@ -515,30 +515,50 @@ out:
   return rc;
 }
 
+/* KEY of a tree's image (and what it holds, for sizing). */
+static int
+tree_key (int tree, struct walk *w, char key[65], sbx_error_t **err)
+{
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned mdlen = 0;
+
+  w->h = EVP_MD_CTX_new ();
+  w->bytes = w->entries = 0;
+  if (w->h == NULL || EVP_DigestInit_ex (w->h, EVP_sha256 (), NULL) != 1)
+    {
+      EVP_MD_CTX_free (w->h);
+      return sbx_err (err, SBX_E_SYSTEM, "sha256 unavailable");
+    }
+  EVP_DigestUpdate (w->h, IMAGE_FORMAT " tree\n", strlen (IMAGE_FORMAT " tree\n"));
+  if (walk_tree (w, tree, "", 0) < 0)
+    {
+      EVP_MD_CTX_free (w->h);
+      return sbx_err_sys (err, errno, "isolation vm: read the template's tree");
+    }
+  EVP_DigestFinal_ex (w->h, md, &mdlen);
+  EVP_MD_CTX_free (w->h);
+  hex (md, mdlen, key);
+  return 0;
+}
+
+int
+sbx_vm_image_tree_key (int tree, char key[65], sbx_error_t **err)
+{
+  struct walk w;
+
+  return tree_key (tree, &w, key, err);
+}
+
 int
 sbx_vm_image_tree (int tree, struct sbx_vm_image *img, sbx_error_t **err)
 {
-  struct walk w = {EVP_MD_CTX_new (), 0, 0};
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned mdlen = 0;
+  struct walk w;
   int fd = -1, why = 0;
 
   if (images_dir < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "isolation vm: no image cache (state directory)");
-  if (w.h == NULL || EVP_DigestInit_ex (w.h, EVP_sha256 (), NULL) != 1)
-    {
-      EVP_MD_CTX_free (w.h);
-      return sbx_err (err, SBX_E_SYSTEM, "sha256 unavailable");
-    }
-  EVP_DigestUpdate (w.h, IMAGE_FORMAT " tree\n", strlen (IMAGE_FORMAT " tree\n"));
-  if (walk_tree (&w, tree, "", 0) < 0)
-    {
-      EVP_MD_CTX_free (w.h);
-      return sbx_err_sys (err, errno, "isolation vm: read the template's tree");
-    }
-  EVP_DigestFinal_ex (w.h, md, &mdlen);
-  EVP_MD_CTX_free (w.h);
-  hex (md, mdlen, img->key);
+  if (tree_key (tree, &w, img->key, err) < 0)
+    return -1;
   pthread_mutex_lock (&lock);
   fd = open_cached (img->key, img->sum, &why, err);
   if (fd < 0 && why != EIO)
@@ -553,6 +573,21 @@ sbx_vm_image_tree (int tree, struct sbx_vm_image *img, sbx_error_t **err)
     }
   pthread_mutex_unlock (&lock);
   return fd;
+}
+
+int
+sbx_vm_image_cache_lock (void)
+{
+  if (images_dir < 0)
+    return -1;
+  pthread_mutex_lock (&lock);
+  return images_dir;
+}
+
+void
+sbx_vm_image_cache_unlock (void)
+{
+  pthread_mutex_unlock (&lock);
 }
 
 int

@@ -3,6 +3,8 @@
 #ifndef SBX_ISO_VM_IMAGE_H
 #define SBX_ISO_VM_IMAGE_H
 
+#include <stdint.h>
+
 #include "util/error.h"
 
 #define SBX_VM_IMAGE_DIR "vm-images"  /* under the state directory, root 0700 */
@@ -38,5 +40,23 @@ int sbx_vm_image_tree (int tree, struct sbx_vm_image *img, sbx_error_t **err);
 /* A restore: the image a snapshot recorded, with the same bytes, or a
    CONFLICT that says why not. */
 int sbx_vm_image_open (const struct sbx_vm_image *want, sbx_error_t **err);
+
+/* Pruning (iso/vm_image_prune.c): remove every cached image that no VM,
+   snapshot (hibernation and fork files included) or template needs.
+   live() is called under the cache's lock and calls sbx_vm_keys_keep
+   with each VM's "KEY SUM"; it returns non-zero when it cannot tell (a
+   create under way): then nothing is removed and res->deferred is set.
+   code_plan: code-interpreter-v1's plan (its image's key), or NULL. */
+struct sbx_vm_keys;
+void sbx_vm_keys_keep (struct sbx_vm_keys *keys, const char *record);
+struct sbx_vm_prune_result
+{
+  unsigned removed, kept;
+  int deferred;
+  uint64_t freed; /* bytes */
+};
+int sbx_vm_image_prune (int snapstore, const struct sbx_plan *code_plan,
+                        int (*live) (struct sbx_vm_keys *keys), struct sbx_vm_prune_result *res,
+                        sbx_error_t **err);
 
 #endif

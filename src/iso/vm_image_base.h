@@ -45,4 +45,15 @@ struct sbx_vm_image;
 int sbx_vm_image_builtin (const struct sbx_vm_extra *extra, struct sbx_vm_image *img,
                           sbx_error_t **err);
 
+/* For iso/vm_image_prune.c. The cache's directory fd with its lock held
+   (builds and opens take it), or -1 (no cache, the lock not taken). */
+int sbx_vm_image_cache_lock (void);
+void sbx_vm_image_cache_unlock (void);
+/* KEY of a tree's image, as sbx_vm_image_tree computes it. */
+int sbx_vm_image_tree_key (int tree, char key[65], sbx_error_t **err);
+/* KEY of code-interpreter-v1's image for its plan (iso/vm_image_code.c). */
+struct sbx_plan;
+int sbx_vm_image_code_key (const struct sbx_plan *plan, struct sbx_vm_pkgs *p, char key[65],
+                           sbx_error_t **err);
+
 #endif

@@ -64,15 +64,33 @@ find_server (const struct sbx_plan *plan, const void **data, size_t *len)
   return -1;
 }
 
-int
-sbx_vm_image_code (const struct sbx_plan *plan, struct sbx_vm_image *img, sbx_error_t **err)
+/* The extra of code-interpreter-v1's image: its packages and server. */
+static void
+code_extra (const struct sbx_plan *plan, struct sbx_vm_extra *extra)
 {
-  struct sbx_vm_extra extra = {SBX_CODE_TEMPLATE, code_packages, code_skip, NULL, NULL, 0};
-
+  *extra = (struct sbx_vm_extra){SBX_CODE_TEMPLATE, code_packages, code_skip, NULL, NULL, 0};
   /* Without the server (sbxd found no share/sbx/code_server.py) the image
      still holds the packages; the core then says the server does not run,
      as for a namespace sandbox (core/code.c). */
-  if (find_server (plan, &extra.data, &extra.len) == 0)
-    extra.file = &SBX_CODE_SERVER_PATH[1];
+  if (find_server (plan, &extra->data, &extra->len) == 0)
+    extra->file = &SBX_CODE_SERVER_PATH[1];
+}
+
+int
+sbx_vm_image_code (const struct sbx_plan *plan, struct sbx_vm_image *img, sbx_error_t **err)
+{
+  struct sbx_vm_extra extra;
+
+  code_extra (plan, &extra);
   return sbx_vm_image_builtin (&extra, img, err);
+}
+
+int
+sbx_vm_image_code_key (const struct sbx_plan *plan, struct sbx_vm_pkgs *p, char key[65],
+                       sbx_error_t **err)
+{
+  struct sbx_vm_extra extra;
+
+  code_extra (plan, &extra);
+  return sbx_vm_base_key (p, &extra, key, err);
 }

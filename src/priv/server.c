@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "core/template.h"
 #include "iso/tmpl.h"
@@ -519,6 +520,55 @@ kill_foreign_cgroup (const char *name, void *arg)
   sbx_cgroup_close (&cg);
 }
 
+/* ---- VM root images (iso/vm_image_prune.c) ------------------------------ */
+
+/* Every VM's image. A slot reserved or being destroyed (a create may hold
+   an image it opened without saying which yet) or a VM without a known
+   image: cannot tell, prune another time. */
+static int
+live_images (struct sbx_vm_keys *keys)
+{
+  int busy = 0;
+
+  pthread_mutex_lock (&P.lock);
+  for (unsigned i = 0; !busy && i < P.nslots; i++)
+    if (P.slots[i].in_use)
+      {
+        busy = P.slots[i].dying || (P.slots[i].box.qmp >= 0 && P.slots[i].box.vm_image[0] == '\0');
+        sbx_vm_keys_keep (keys, P.slots[i].box.vm_image);
+      }
+  pthread_mutex_unlock (&P.lock);
+  return busy;
+}
+
+/* At start (once the front end has adopted its sandboxes) and after a
+   snapshot's or a template's removal: what they needed may be unused now. */
+static void
+prune_images (const char *why)
+{
+  const struct sbx_template *code = sbx_template_find (SBX_CODE_TEMPLATE);
+  struct sbx_vm_prune_result r;
+  struct timespec t0, t1;
+  sbx_error_t *e = NULL;
+  long long ms;
+  int rc;
+
+  clock_gettime (CLOCK_MONOTONIC, &t0);
+  rc = sbx_vm_image_prune (P.snapstore, code ? &code->plan : NULL, live_images, &r, &e);
+  clock_gettime (CLOCK_MONOTONIC, &t1);
+  ms = (t1.tv_sec - t0.tv_sec) * 1000LL + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  if (rc < 0)
+    {
+      sbx_warn ("VM root images not pruned (%s): %s", why, e->msg);
+      sbx_error_free (e);
+    }
+  else if (r.deferred)
+    sbx_debug ("VM root images not pruned (%s): a sandbox is being made or destroyed", why);
+  else if (r.removed > 0)
+    sbx_info ("pruned VM root images (%s): %u removed, %u kept, %llu KiB freed, in %lld ms", why,
+              r.removed, r.kept, (unsigned long long) (r.freed >> 10), ms);
+}
+
 static void
 handle_adopt_done (struct chan *c)
 {
@@ -533,6 +583,8 @@ handle_adopt_done (struct chan *c)
         slot_destroy (i);
     }
   sbx_cgroup_list (&P.eng->cgroups, kill_foreign_cgroup, NULL, NULL);
+  /* Before the reply: the daemon serves with its cache already pruned. */
+  prune_images ("start");
   send_reply (c, NULL, 0, NULL, 0, NULL, 0);
 }
 
@@ -767,7 +819,11 @@ handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
                         (enum sbx_tmpl_format) m->format, &lim, &err);
     }
   else
-    sbx_tmpl_remove (m->name, template_in_use, &err);
+    {
+      sbx_tmpl_remove (m->name, template_in_use, &err);
+      if (err == NULL)
+        prune_images ("a template removed");
+    }
   send_reply (c, err, 0, NULL, 0, NULL, 0);
   sbx_error_free (err);
 }
@@ -826,7 +882,13 @@ handle_snapshot (struct chan *c, const struct sbx_priv_snapshot *m)
       || !sbx_snapstore_name_valid (m->name))
     sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
   else if (m->snap_op == SBX_PRIV_SNAP_REMOVE)
-    sbx_snapstore_remove (P.snapstore, m->tenant, m->name, &err);
+    {
+      /* Not after the daemon's own files (a fork's, a resumed hibernation's):
+         their VMs run on and hold the image; keep forks and resumes fast. */
+      if (sbx_snapstore_remove (P.snapstore, m->tenant, m->name, &err) == 0
+          && m->name[0] != '.')
+        prune_images ("a snapshot removed");
+    }
   else if (m->snap_op != SBX_PRIV_SNAP_SAVE && m->snap_op != SBX_PRIV_SNAP_LOAD
            && m->snap_op != SBX_PRIV_SNAP_HIBERNATE)
     sbx_err (&err, SBX_E_INVALID, "bad snapshot request");
