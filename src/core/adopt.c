@@ -7,6 +7,10 @@
  * rebuilt, commands included; a sandbox that died meanwhile is recorded
  * as lost (or expired), and every other cgroup under ours (pool sandboxes,
  * half-built ones) is killed and removed.
+ *
+ * A hibernated VM (core/vm_hibernate.c) has nothing running to match: its
+ * record says so, and it is taken back as it was, paused to disk, its
+ * memory's file (which the parent's start keeps) waiting for a resume.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -233,6 +237,9 @@ end_record (const struct sbx_sandbox_record *r, const char *why)
 
   snprintf (reason, sizeof reason, "%s", expired ? "sandbox expired" : why);
   sbx_warn ("sandbox %s was not re-adopted: %s", r->id, why);
+  /* A hibernation's file whatever the record says: the previous daemon
+     can have ended between the save and the record (none: nothing said). */
+  sbx__vm_forget_hibernated (r->tenant, r->id);
   sbx_audit_lifecycle (expired ? "expired" : "lost", r->id, r->tenant, reason);
   if (sbx_store_sandbox_end (sbx_core.store, r->id, expired ? "expired" : "lost", reason,
                              sbx_now_ms (), &err)
@@ -243,45 +250,16 @@ end_record (const struct sbx_sandbox_record *r, const char *why)
     }
 }
 
+/* The sandbox a record describes, its box left to the caller. */
 static struct sbx_sandbox *
-adopt_one (const struct sbx_sandbox_record *r)
+from_record (const struct sbx_sandbox_record *r)
 {
-  struct sbx_sandbox *sb;
-  struct sbx_iso_attached *a;
+  struct sbx_sandbox *sb = calloc (1, sizeof *sb);
   sbx_error_t *err = NULL;
   int64_t now = sbx_now_ms ();
-  int rc;
 
-  if (r->slot >= sbx_core.nslots || sbx_core.slots[r->slot]
-      || r->uid_base != (int64_t) sbx__slot_uid_base (r->slot))
-    {
-      end_record (r, "its id range is not this daemon's (was --uid-base or --max-sandboxes changed?)");
-      return NULL;
-    }
-  /* Checked before the cast to pid_t: a stored value that names a
-     process only once cut to 32 bits is a corrupt record, not a pid. */
-  if (r->init_pid <= 1 || r->init_pid > INT32_MAX)
-    {
-      end_record (r, "no valid init pid recorded");
-      return NULL;
-    }
-  sb = calloc (1, sizeof *sb);
-  a = malloc (sizeof *a);
-  if (sb == NULL || a == NULL)
+  if (sb == NULL)
     sbx_oom ();
-  if (sbx_host_adopt (r->slot, r->id, (pid_t) r->init_pid, &sb->box, &err) < 0)
-    {
-      /* A hibernated VM's relay is gone (and no VM outlives its front
-         end): its memory's file goes too, which the parent removes by
-         itself only when it starts. */
-      if (r->paused)
-        sbx__vm_forget_hibernated (r->tenant, r->id);
-      end_record (r, err->msg);
-      sbx_error_free (err);
-      free (sb);
-      free (a);
-      return NULL;
-    }
   sb->refs = 1; /* the registry's (and the loop's watches) */
   sb->state = SBX_SB_RUNNING;
   pthread_cond_init (&sb->cond, NULL);
@@ -322,12 +300,9 @@ adopt_one (const struct sbx_sandbox_record *r)
         {
           sbx_warn ("sandbox %s: %s", sb->id, err->msg);
           sbx_error_free (err);
-          err = NULL;
         }
     }
   sb->slot = r->slot;
-  sbx_core.slots[r->slot] = 1;
-  sb->oom_seen = sbx_host_oom_kills (sb->slot);
   /* Request ids are init's key for commands and files helpers, and the
      helpers in flight are not in init's answer: one of the old daemon's
      could end after we have handed its id to a new command. Start above
@@ -335,6 +310,75 @@ adopt_one (const struct sbx_sandbox_record *r)
      at 0 or at its own start time in ms << 16, and does not make 65536
      requests to one sandbox per millisecond it runs. */
   sb->next_req_id = (uint64_t) now << 16;
+  return sb;
+}
+
+/* A hibernated VM: no process, no cgroup, nothing the parent holds; its
+   slot (uid range) is ours again, and its file waits in the store. A file
+   that is gone or damaged is found by the resume's restore, which answers
+   as it would have before the restart (and leaves it hibernated: a kill
+   ends it). */
+static struct sbx_sandbox *
+adopt_hibernated (const struct sbx_sandbox_record *r)
+{
+  struct sbx_sandbox *sb = from_record (r);
+
+  sbx_iso_box_init (&sb->box);
+  sb->box.uid_base = (uid_t) r->uid_base;
+  sb->isolation = SBX_ISOLATION_VM;
+  sb->hibernated = 1;
+  sb->paused = 1;
+  sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
+  sb->paused_mono = sbx_mono_ms ();
+  pthread_mutex_lock (&sbx_core.lock);
+  sbx_core.slots[r->slot] = 1;
+  sb->next = sbx_core.sandboxes;
+  sbx_core.sandboxes = sb;
+  sbx_core.running++;
+  pthread_mutex_unlock (&sbx_core.lock);
+  sbx_info ("re-adopted sandbox %s (a hibernated VM)", sb->id);
+  sbx_audit_lifecycle ("adopted", sb->id, sb->tenant, NULL);
+  return sb;
+}
+
+static struct sbx_sandbox *
+adopt_one (const struct sbx_sandbox_record *r)
+{
+  struct sbx_sandbox *sb;
+  struct sbx_iso_attached *a;
+  struct sbx_iso_box box;
+  sbx_error_t *err = NULL;
+  int rc;
+
+  if (r->slot >= sbx_core.nslots || sbx_core.slots[r->slot]
+      || r->uid_base != (int64_t) sbx__slot_uid_base (r->slot))
+    {
+      end_record (r, "its id range is not this daemon's (was --uid-base or --max-sandboxes changed?)");
+      return NULL;
+    }
+  if (r->hibernated)
+    return adopt_hibernated (r);
+  /* Checked before the cast to pid_t: a stored value that names a
+     process only once cut to 32 bits is a corrupt record, not a pid. */
+  if (r->init_pid <= 1 || r->init_pid > INT32_MAX)
+    {
+      end_record (r, "no valid init pid recorded");
+      return NULL;
+    }
+  if (sbx_host_adopt (r->slot, r->id, (pid_t) r->init_pid, &box, &err) < 0)
+    {
+      /* A VM's relay is gone (no running VM outlives its daemon). */
+      end_record (r, err->msg);
+      sbx_error_free (err);
+      return NULL;
+    }
+  sb = from_record (r);
+  a = malloc (sizeof *a);
+  if (a == NULL)
+    sbx_oom ();
+  sb->box = box;
+  sbx_core.slots[r->slot] = 1;
+  sb->oom_seen = sbx_host_oom_kills (sb->slot);
 
   pthread_mutex_lock (&sbx_core.lock);
   while ((rc = sbx_iso_next_attached (&sb->box, a, &err)) == 1)

@@ -46,7 +46,8 @@ static const char schema[]
       "  network TEXT NOT NULL DEFAULT '',"
       "  lifecycle INTEGER NOT NULL DEFAULT 0,"
       "  remaining_ms INTEGER NOT NULL DEFAULT 0,"
-      "  snapshot TEXT NOT NULL DEFAULT '');"
+      "  snapshot TEXT NOT NULL DEFAULT '',"
+      "  hibernated INTEGER NOT NULL DEFAULT 0);"
       "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
       "CREATE TABLE IF NOT EXISTS snapshots ("
       "  tenant TEXT NOT NULL,"
@@ -188,6 +189,14 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
              != SQLITE_OK)
     /* From before snapshot layers: no sandbox has one. */
     sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
+                  NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT hibernated FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before hibernated VMs outlived a restart: none is (the daemon
+       that wrote it ended them at its next start). */
+    sqlite3_exec (st->db,
+                  "ALTER TABLE sandboxes ADD COLUMN hibernated INTEGER NOT NULL DEFAULT 0",
                   NULL, NULL, &msg);
   if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
       && sqlite3_exec (st->db, "SELECT isolation FROM snapshots LIMIT 0", NULL, NULL, NULL)
@@ -360,7 +369,28 @@ sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paused,
   int changes = 0;
 
   if (run (st,
-           "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4"
+           "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4,"
+           " hibernated = CASE WHEN ?2 = 'running' THEN 0 ELSE hibernated END"
+           " WHERE id = ?1 AND state IN ('running', 'paused')",
+           bind_paused, &a, &changes, err)
+      < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", id);
+  return 0;
+}
+
+int
+sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int64_t remaining_ms,
+                                  int64_t expires_ms, sbx_error_t **err)
+{
+  struct paused a = {id, 1, remaining_ms, expires_ms};
+  int changes = 0;
+
+  /* One statement: a record that says paused says hibernated too, or
+     neither (a restart would look for a relay that is gone). */
+  if (run (st,
+           "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4, hibernated = 1"
            " WHERE id = ?1 AND state IN ('running', 'paused')",
            bind_paused, &a, &changes, err)
       < 0)
@@ -535,7 +565,7 @@ sbx_store_sandbox_running (struct sbx_store *st,
                           "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
                           " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid,"
                           " timeout_ms, access_token, traffic_token, network, state, lifecycle,"
-                          " remaining_ms, snapshot FROM sandboxes"
+                          " remaining_ms, snapshot, hibernated FROM sandboxes"
                           " WHERE state IN ('running', 'paused')"
                           " ORDER BY created_ms",
                           -1, &stmt, NULL)
@@ -578,6 +608,7 @@ sbx_store_sandbox_running (struct sbx_store *st,
       r.snapshot = (const char *) sqlite3_column_text (stmt, 22);
       if (r.snapshot == NULL)
         r.snapshot = "";
+      r.hibernated = r.paused && sqlite3_column_int64 (stmt, 23) == 1;
       if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json
           && r.access_token && r.traffic_token && r.network_json)
         fn (&r, arg);

@@ -33,6 +33,9 @@ struct sbx_sandbox_record
   int paused;
   int64_t remaining_ms;
   const char *snapshot; /* the snapshot that is the lower layer of its disk, "" */
+  /* Paused to disk (core/vm_hibernate.c): a VM whose memory is in the
+     store, no process of it running; init_pid is a relay long gone. */
+  int hibernated;
 };
 
 #define SBX_LIFECYCLE_PAUSE_ON_TIMEOUT 0x1 /* its lifetime ends in a pause, not a kill */
@@ -54,6 +57,10 @@ int sbx_store_sandbox_set_network (struct sbx_store *st, const char *id, const c
    its new expiry). */
 int sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paused,
                                   int64_t remaining_ms, int64_t expires_ms, sbx_error_t **err);
+/* The record says paused and hibernated (a resume, set_paused 0, says
+   neither). */
+int sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int64_t remaining_ms,
+                                      int64_t expires_ms, sbx_error_t **err);
 int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
                            const char *reason, int64_t ended_ms, sbx_error_t **err);
 /* Call fn for every record still "running" (what a restarted daemon

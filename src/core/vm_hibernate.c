@@ -16,8 +16,10 @@
  * The commands that ran keep running in the guest, but their API streams
  * end at the hibernation (as for a restore, the relay's command ids are
  * xor'ed with a new key, so the old ones match nothing). A hibernated VM
- * does not survive a restart of the daemon: no VM does, and the parent's
- * store removes the daemon's own files when it starts.
+ * survives a restart of the daemon: its record says so (the store's
+ * `hibernated`), the parent's start keeps its file, and the next daemon
+ * takes the record back as hibernated (core/adopt.c); its resume is the
+ * same restore.
  */
 #include <stdio.h>
 #include <string.h>
@@ -37,7 +39,7 @@
 static void
 image_name (const char *id, char *out, size_t cap)
 {
-  snprintf (out, cap, SBX_SNAPSHOT_INTERNAL_PREFIX "hib-%s", id);
+  snprintf (out, cap, SBX_SNAPSHOT_HIBERNATE_PREFIX "%s", id);
 }
 
 int
@@ -106,9 +108,11 @@ sbx_sandbox_hibernate (struct sbx_sandbox *sb, sbx_error_t **err)
       sbx_error_free (local);
       local = NULL;
     }
-  if (sbx_store_sandbox_set_paused (sbx_core.store, sb->id, 1, remaining, expires_ms, &local) < 0)
+  if (sbx_store_sandbox_set_hibernated (sbx_core.store, sb->id, remaining, expires_ms, &local)
+      < 0)
     {
-      /* Only a restart reads it, and no VM survives one. */
+      /* Only a restart reads it: the record then says running, its relay
+         is gone, and the next daemon ends it (and removes the file). */
       sbx_warn ("sandbox %s: recording its hibernation: %s", sb->id, local->msg);
       sbx_error_free (local);
     }
@@ -149,8 +153,21 @@ sbx__vm_wake (struct sbx_sandbox *sb, sbx_error_t **err)
   req.snapshot_tenant = sb->tenant;
   req.snapshot = name;
   /* A restore that fails leaves it hibernated, its file kept. */
-  if (sbx_host_create (&req, &box, err) < 0)
-    return sbx_err_wrap (err, "resuming hibernated sandbox `%s`", sb->id);
+  if (sbx_host_create (&req, &box, &local) < 0)
+    {
+      /* Its file is gone (or the root image it names): the sandbox is
+         there but cannot wake, which a 404 would not say. */
+      if (local->kind == SBX_E_NOT_FOUND)
+        {
+          sbx_error_free (local);
+          return sbx_err (err, SBX_E_CONFLICT,
+                          "resuming hibernated sandbox `%s`: its saved memory is gone (it can "
+                          "only be killed)",
+                          sb->id);
+        }
+      sbx_error_move (err, &local);
+      return sbx_err_wrap (err, "resuming hibernated sandbox `%s`", sb->id);
+    }
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sb->state != SBX_SB_RUNNING)

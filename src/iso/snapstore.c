@@ -37,9 +37,10 @@ static const char *const parts[] = {"home", "tmp", "shm"};
 
 
 /* What a daemon that ended left half done or kept for itself: saves under
-   their temporary names, a fork's memory, a hibernated VM's (no VM
-   outlives the daemon that ran it, docs/vm.md). Only at the parent's
-   start, when nothing of ours runs yet. */
+   their temporary names, a fork's memory. Not a hibernated VM's: its
+   record outlives the daemon, and the next one resumes it (or, ending the
+   record, removes the file: core/adopt.c). Only at the parent's start,
+   when nothing of ours runs yet. */
 static void
 sweep_internal (int store)
 {
@@ -65,9 +66,12 @@ sweep_internal (int store)
         continue;
       twalk = -1;
       while ((e = readdir (td)) != NULL)
-        if (strncmp (e->d_name, SBX_SNAPSHOT_INTERNAL_PREFIX,
-                     strlen (SBX_SNAPSHOT_INTERNAL_PREFIX))
-                == 0
+        if ((strncmp (e->d_name, SBX_SNAPSHOT_INTERNAL_PREFIX,
+                      strlen (SBX_SNAPSHOT_INTERNAL_PREFIX))
+                 == 0
+             && strncmp (e->d_name, SBX_SNAPSHOT_HIBERNATE_PREFIX,
+                         strlen (SBX_SNAPSHOT_HIBERNATE_PREFIX))
+                    != 0)
             || strncmp (e->d_name, ".tmp-", 5) == 0)
           sbx_remove_tree_at (tdir, e->d_name, 200);
       closedir (td);

@@ -17,6 +17,10 @@ int sbx_snapshot_name_valid (const char *name);
    VM's, core/hibernate.c): this prefix and [a-z0-9-]. A client's name
    cannot start with a dot, so no client can name, list or use one. */
 #define SBX_SNAPSHOT_INTERNAL_PREFIX ".sbx-"
+/* A hibernated VM's memory (".sbx-hib-<sandbox id>"): the one entry of
+   the daemon's own that outlives it, for the next daemon's resume (the
+   core removes it when it ends the record, core/adopt.c). */
+#define SBX_SNAPSHOT_HIBERNATE_PREFIX SBX_SNAPSHOT_INTERNAL_PREFIX "hib-"
 /* 1 for a client's name or one of the daemon's own. */
 int sbx_snapstore_name_valid (const char *name);
 /* Make or open STATE/snapshots (root, 0700). */

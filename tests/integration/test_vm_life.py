@@ -4,9 +4,8 @@ has no QEMU and holds no host memory until it resumes. One VM for the
 module (TCG: a boot takes seconds, a restore about one).
 """
 import os
-import unittest
 
-from harness import Daemon, DaemonTest, cgroup_hierarchies
+from harness import DaemonTest, cgroup_hierarchies
 from test_vm import alive, qemu_of
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/vmcount; sleep 0.05; done")
@@ -273,40 +272,3 @@ class VMLife(DaemonTest):
             self.assertFalse(alive(pid), "QEMU %d survived the kill" % pid)
         self.assertEqual(internal_entries(self.d.state), [])
         self.assertEqual(procs_under(self.d.cgroup_parent), [])
-
-
-class VMHibernatedRestart(unittest.TestCase):
-    """No VM outlives its daemon, a hibernated one neither: a restarted
-    daemon ends its record and removes its file (docs/vm.md)."""
-
-    def test_restart_ends_hibernated_vm(self):
-        d = Daemon(pool=0, kill_on_exit=False).start()
-        d2 = None
-        try:
-            r = d.api("POST", "/v1/sandboxes", {"isolation": "vm", "memory": "256M",
-                                                "timeout": "10m"})
-            self.assertEqual(r.status, 201, r)
-            sid = r.json()["id"]
-            r = d.api("POST", "/v1/sandboxes/%s/pause" % sid, {"to_disk": True})
-            self.assertEqual(r.status, 200, r)
-            self.assertTrue(internal_entries(d.state))
-            self.assertEqual(procs_under(d.cgroup_parent), [])
-            self.assertEqual(d.stop(), 0)
-            # The same state, cgroup parent and uid range: a restart.
-            d2 = Daemon(pool=0, kill_on_exit=True)
-            os.rmdir(d2.state)
-            for attr in ("state", "cgroup_parent", "uid_base", "uid_end", "args"):
-                setattr(d2, attr, getattr(d, attr))
-            d2.args = d2.args + ["--kill-on-exit"]
-            d2.start()
-            self.assertEqual(d2.api("GET", "/v1/sandboxes/" + sid).status, 404)
-            self.assertEqual(d2.api("GET", "/v1/sandboxes").json()["sandboxes"], [])
-            self.assertEqual(internal_entries(d2.state), [])
-            self.assertEqual(procs_under(d2.cgroup_parent), [])
-        finally:
-            if d2 is not None and d2.proc is not None:
-                d2.stop()
-                self.assertEqual(d2.cleanup(), [])
-            elif d.proc is not None and d.proc.poll() is None:
-                d.stop()
-                d.cleanup()

@@ -308,6 +308,52 @@ STORE_TEST (test_running)
   return 0;
 }
 
+static void
+collect_hibernated (const struct sbx_sandbox_record *r, void *arg)
+{
+  struct seen *s = arg;
+
+  strncat (s->ids, r->id, sizeof s->ids - strlen (s->ids) - 4);
+  strncat (s->ids, r->hibernated ? "=h " : r->paused ? "=p " : "=r ",
+           sizeof s->ids - strlen (s->ids) - 1);
+}
+
+/* A hibernated VM's record (core/vm_hibernate.c, core/adopt.c): paused
+   and hibernated in one update; a resume clears both, a lifetime change
+   while paused neither; an ended record is not listed. */
+STORE_TEST (test_hibernated)
+{
+  sbx_error_t *err = NULL;
+  struct seen seen = {"", 0};
+
+  CHECK (insert (st, "h") == 0 && insert (st, "p") == 0 && insert (st, "r") == 0
+         && insert (st, "k") == 0);
+  CHECK_STR (query ("SELECT group_concat(hibernated, '') FROM sandboxes"), "0000");
+  CHECK (sbx_store_sandbox_set_hibernated (st, "h", 5000, 7, &err) == 0);
+  CHECK_STR (query ("SELECT state || ' ' || hibernated || ' ' || remaining_ms || ' ' || expires_ms"
+                    " FROM sandboxes WHERE id = 'h'"),
+             "paused 1 5000 7");
+  CHECK (sbx_store_sandbox_set_paused (st, "p", 1, 100, 8, &err) == 0);
+  /* A new lifetime for a hibernated one keeps it hibernated. */
+  CHECK (sbx_store_sandbox_set_paused (st, "h", 1, 9000, 7, &err) == 0);
+  CHECK (sbx_store_sandbox_set_hibernated (st, "k", 1, 1, &err) == 0);
+  CHECK (sbx_store_sandbox_end (st, "k", "killed", "x", 10, &err) == 0);
+  CHECK (sbx_store_sandbox_running (st, collect_hibernated, &seen, &err) == 0);
+  CHECK_STR (seen.ids, "h=h p=p r=r ");
+  /* The resume. */
+  CHECK (sbx_store_sandbox_set_paused (st, "h", 0, 0, 9, &err) == 0);
+  CHECK_STR (query ("SELECT state || ' ' || hibernated FROM sandboxes WHERE id = 'h'"),
+             "running 0");
+  /* An ended or unknown record: NOT_FOUND. */
+  CHECK (failed_with (sbx_store_sandbox_set_hibernated (st, "k", 1, 1, &err), &err,
+                      SBX_E_NOT_FOUND)
+         == 0);
+  CHECK (failed_with (sbx_store_sandbox_set_hibernated (st, "nope", 1, 1, &err), &err,
+                      SBX_E_NOT_FOUND)
+         == 0);
+  return 0;
+}
+
 STORE_TEST (test_prune)
 {
   sbx_error_t *err = NULL;
@@ -694,6 +740,7 @@ main (void)
   RUN (test_set_expiry);
   RUN (test_end);
   RUN (test_running);
+  RUN (test_hibernated);
   RUN (test_prune);
   RUN (test_reopen);
   RUN (test_open_failures);
