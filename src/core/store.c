@@ -361,23 +361,32 @@ bind_paused (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_int64 (s, 4, a->expires_ms);
 }
 
+/* One statement: a record that says paused says hibernated too, or
+   neither (a restart would look for a relay that is gone). A resume
+   clears hibernated; a pause or a new deadline keeps what it was. */
+static int
+set_paused (struct sbx_store *st, const char *sql, const struct paused *a, sbx_error_t **err)
+{
+  int changes = 0;
+
+  if (run (st, sql, bind_paused, a, &changes, err) < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", a->id);
+  return 0;
+}
+
 int
 sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paused,
                               int64_t remaining_ms, int64_t expires_ms, sbx_error_t **err)
 {
   struct paused a = {id, paused, remaining_ms, expires_ms};
-  int changes = 0;
 
-  if (run (st,
-           "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4,"
-           " hibernated = CASE WHEN ?2 = 'running' THEN 0 ELSE hibernated END"
-           " WHERE id = ?1 AND state IN ('running', 'paused')",
-           bind_paused, &a, &changes, err)
-      < 0)
-    return -1;
-  if (changes == 0)
-    return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", id);
-  return 0;
+  return set_paused (st,
+                     "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4,"
+                     " hibernated = CASE WHEN ?2 = 'running' THEN 0 ELSE hibernated END"
+                     " WHERE id = ?1 AND state IN ('running', 'paused')",
+                     &a, err);
 }
 
 int
@@ -385,19 +394,11 @@ sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int64_t 
                                   int64_t expires_ms, sbx_error_t **err)
 {
   struct paused a = {id, 1, remaining_ms, expires_ms};
-  int changes = 0;
 
-  /* One statement: a record that says paused says hibernated too, or
-     neither (a restart would look for a relay that is gone). */
-  if (run (st,
-           "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4, hibernated = 1"
-           " WHERE id = ?1 AND state IN ('running', 'paused')",
-           bind_paused, &a, &changes, err)
-      < 0)
-    return -1;
-  if (changes == 0)
-    return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", id);
-  return 0;
+  return set_paused (st,
+                     "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4,"
+                     " hibernated = 1 WHERE id = ?1 AND state IN ('running', 'paused')",
+                     &a, err);
 }
 
 int

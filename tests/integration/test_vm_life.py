@@ -7,6 +7,7 @@ import os
 
 from harness import DaemonTest, cgroup_hierarchies
 from test_vm import alive, qemu_of
+from vm_util import GuestCounter
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/vmcount; sleep 0.05; done")
 
@@ -49,7 +50,7 @@ def internal_entries(state):
     return out
 
 
-class VMLife(DaemonTest):
+class VMLife(GuestCounter, DaemonTest):
     pool = 0
 
     @classmethod
@@ -71,17 +72,6 @@ class VMLife(DaemonTest):
         for sb in self.d.api("GET", "/v1/sandboxes").json()["sandboxes"]:
             if sb["id"] != self.sid:
                 self.d.kill(sb["id"])
-
-    def vcount(self, sid):
-        out = self.d.sh(sid, "cat /tmp/vmcount 2>/dev/null")["stdout"].strip()
-        return int(out) if out else 0
-
-    def wait_count_above(self, sid, value):
-        for _ in range(300):
-            got = self.vcount(sid)
-            if got > value:
-                return got
-        self.fail("the counter in %s did not pass %d" % (sid, value))
 
     def test_a_fork_bad_input(self):
         base = "/v1/sandboxes/%s/fork" % self.sid

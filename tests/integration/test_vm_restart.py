@@ -21,13 +21,13 @@ from sbx_helpers import wait_until
 from test_restart import RestartTest, db_row, db_update
 from test_vm import qemu_of
 from test_vm_life import internal_entries, procs_under
-from vm_util import QEMU
+from vm_util import QEMU, GuestCounter
 
 COUNTER = "i=0; while :; do i=$((i+1)); echo $i > /tmp/vmcount; sleep 0.05; done"
 VM = {"isolation": "vm", "memory": "256M", "disk": "64M", "timeout": "10m"}
 
 
-class HibernatedVMRestart(RestartTest):
+class HibernatedVMRestart(GuestCounter, RestartTest):
     pool = 0
 
     def setUp(self):
@@ -48,17 +48,6 @@ class HibernatedVMRestart(RestartTest):
     def has_cgroup(self, sid):
         return any(os.path.isdir(os.path.join(h, self.d.cgroup_parent, sid))
                    for h in cgroup_hierarchies())
-
-    def vcount(self, sid):
-        out = self.d.sh(sid, "cat /tmp/vmcount 2>/dev/null")["stdout"].strip()
-        return int(out) if out else 0
-
-    def wait_count_above(self, sid, value):
-        for _ in range(300):
-            got = self.vcount(sid)
-            if got > value:
-                return got
-        self.fail("the counter in %s did not pass %d" % (sid, value))
 
     def boot_id(self, sid):
         return self.d.sh(sid, "cat /proc/sys/kernel/random/boot_id")["stdout"].strip()

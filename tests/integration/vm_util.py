@@ -32,3 +32,19 @@ class OneVMTest(DaemonTest):
 
     def tearDown(self):
         pass  # the class's VM lives until tearDownClass
+
+
+class GuestCounter:
+    """For tests whose guest runs a counter into /tmp/vmcount (a shell
+    loop started by the test): its value, and waiting for it to move."""
+
+    def vcount(self, sid):
+        out = self.d.sh(sid, "cat /tmp/vmcount 2>/dev/null")["stdout"].strip()
+        return int(out) if out else 0
+
+    def wait_count_above(self, sid, value):
+        for _ in range(300):
+            got = self.vcount(sid)
+            if got > value:
+                return got
+        self.fail("the counter in %s did not pass %d" % (sid, value))
