@@ -219,8 +219,15 @@ slot_put (struct slot *s)
 static void
 drop_uploads_locked (uint32_t slot, int all)
 {
+  /* Not a reserved entry (UINT64_MAX): a channel thread is filling it in
+     without the lock, holding a reference on its slot (so that slot is
+     not destroyed meanwhile); it checks the front end's generation when
+     it publishes the token. Aborting it here closed its files under that
+     thread: a concurrent upload's commit got EBADF from fchmod (an ASan
+     CI run), and the numbers could have been reused by another open. */
   for (size_t i = 0; i < MAX_UPLOADS; i++)
-    if (P.uploads[i].token && (all || P.uploads[i].slot == slot))
+    if (P.uploads[i].token && P.uploads[i].token != UINT64_MAX
+        && (all || P.uploads[i].slot == slot))
       {
         /* No copier any more: the front end's pump ends with its pipe. */
         P.uploads[i].up.ctx.copier = NULL;
@@ -688,7 +695,11 @@ handle_fs (struct chan *c, const struct sbx_priv_fs *m)
         pthread_mutex_lock (&P.lock);
         u = upload_slot_locked ();
         if (u)
-          u->token = UINT64_MAX; /* reserved */
+          {
+            u->token = UINT64_MAX; /* reserved: drop_uploads_locked leaves it */
+            u->slot = m->slot;
+            u->gen = P.gen;
+          }
         pthread_mutex_unlock (&P.lock);
         if (u == NULL)
           {
@@ -707,9 +718,22 @@ handle_fs (struct chan *c, const struct sbx_priv_fs *m)
         /* The body goes straight from the front end into the copy. */
         fd = u->up.pipe;
         u->up.pipe = -1;
-        u->slot = m->slot;
         pthread_mutex_lock (&P.lock);
-        u->gen = P.gen;
+        if (u->gen != P.gen)
+          {
+            /* Its front end went away meanwhile (the uploads it had were
+               dropped): this one would be nobody's. */
+            pthread_mutex_unlock (&P.lock);
+            u->up.ctx.copier = NULL;
+            u->up.job = NULL;
+            sbx_fs_upload_abort (&u->up);
+            close_and_reset (&fd);
+            pthread_mutex_lock (&P.lock);
+            u->token = 0;
+            pthread_mutex_unlock (&P.lock);
+            sbx_err (&err, SBX_E_UNAVAILABLE, "the front end went away");
+            break;
+          }
         do
           sbx_random_bytes (&value, sizeof value);
         while (value == 0 || value == UINT64_MAX);

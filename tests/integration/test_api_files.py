@@ -435,3 +435,48 @@ class DiskLimits(FilesTest):
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+class UploadsWhileOthersEnd(FilesTest):
+    """The privileged parent's upload table: an upload being begun (its
+    entry reserved, filled in without the lock) while another sandbox ends.
+    Ending a sandbox dropped every entry naming its slot, and a reserved
+    entry still named the slot of its previous upload: the begin's files
+    were closed under it and the commit failed with `chmod: Bad file
+    descriptor` (an E2B CI run under ASan), or worse, used a number that
+    another open had taken meanwhile."""
+
+    def test_uploads_race_sandbox_ends(self):
+        import threading
+        sid = self.d.create()
+        stop = threading.Event()
+        failures = []
+
+        def churn():
+            while not stop.is_set():
+                other = self.d.create()
+                for i in range(2):
+                    r = self.d.upload(other, "/tmp/churn%d" % i, b"x" * 100)
+                    if r.status != 201:
+                        failures.append(("churn", r))
+                self.d.kill(other)
+
+        def uploads(n):
+            for i in range(60):
+                data = ("%d-%d-" % (n, i)).encode() * 50
+                r = self.d.upload(sid, "/tmp/u%d-%d" % (n, i), data)
+                if r.status != 201:
+                    failures.append(("upload", r))
+                elif self.get(sid, "/tmp/u%d-%d" % (n, i)).body != data:
+                    failures.append(("content", n, i))
+
+        workers = [threading.Thread(target=churn) for _ in range(2)]
+        workers += [threading.Thread(target=uploads, args=(n,)) for n in range(3)]
+        for t in workers:
+            t.start()
+        for t in workers[2:]:
+            t.join()
+        stop.set()
+        for t in workers[:2]:
+            t.join()
+        self.assertEqual(failures, [])

@@ -16,8 +16,7 @@ import threading
 import time
 
 from harness import DaemonTest
-
-QEMU = "/usr/bin/qemu-system-x86_64"
+from vm_util import OneVMTest
 
 
 class Upstream(http.server.BaseHTTPRequestHandler):
@@ -56,39 +55,23 @@ class ThreadingTCP(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
 
 
-class VMNet(DaemonTest):
-    pool = 0
+class VMNet(OneVMTest):
     extra_args = ("--egress-allow-private",)
+    vm_body = dict(OneVMTest.vm_body, network={"allow": ["127.0.0.1"]})
 
     @classmethod
     def setUpClass(cls):
-        assert os.access(QEMU, os.X_OK), "qemu-system-x86 is not installed (scripts/install-deps.sh)"
-        super().setUpClass()
         cls.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
         cls.http.daemon_threads = True
         cls.echo = ThreadingTCP(("127.0.0.1", 0), Echo)
         for s in (cls.http, cls.echo):
             threading.Thread(target=s.serve_forever, daemon=True).start()
+            # Gone after the daemon, and even when the setup fails.
+            cls.addClassCleanup(s.server_close)
+            cls.addClassCleanup(s.shutdown)
         cls.port = cls.http.server_address[1]
         cls.echo_port = cls.echo.server_address[1]
-        r = cls.d.api("POST", "/v1/sandboxes", {"isolation": "vm", "memory": "256M",
-                                                "disk": "64M", "timeout": "10m",
-                                                "network": {"allow": ["127.0.0.1"]}})
-        assert r.status == 201, r
-        cls.sid = r.json()["id"]
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.d.api("DELETE", "/v1/sandboxes/" + cls.sid)
-        finally:
-            for s in (cls.http, cls.echo):
-                s.shutdown()
-                s.server_close()
-            super().tearDownClass()
-
-    def tearDown(self):
-        pass  # the class's VM lives until tearDownClass
+        super().setUpClass()
 
     def sh(self, cmd, **kw):
         kw.setdefault("timeout", "60s")
