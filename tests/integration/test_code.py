@@ -58,6 +58,28 @@ def decode_png(data):
     return width, height
 
 
+CHART_AND_TABLE = ("import matplotlib.pyplot as plt\n"
+                   "plt.plot([1, 2, 3], [3, 1, 2])\n"
+                   "import pandas as pd\n"
+                   "pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+
+
+def check_chart_and_table(test, ev):
+    """The events of CHART_AND_TABLE: the DataFrame as the main result
+    (HTML and text), the figure as one PNG beside it. Shared with
+    test_vm_code."""
+    main = [e for e in ev if e["type"] == "result" and e["is_main_result"]][0]
+    test.assertIn("<table", main["html"])
+    test.assertIn("<th>a</th>", main["html"])
+    test.assertEqual(main["text"], "   a  b\n0  1  x\n1  2  y")
+    pngs = [e for e in ev if e["type"] == "result" and "png" in e]
+    test.assertEqual(len(pngs), 1, ev)
+    test.assertFalse(pngs[0]["is_main_result"])
+    w, h = decode_png(base64.b64decode(pngs[0]["png"], validate=True))
+    # 6.4 x 4.8 in at 100 dpi, cropped to the drawing (bbox_inches="tight").
+    test.assertTrue(300 < w <= 640 and 200 < h <= 480, (w, h))
+
+
 def check_stdout_streams(test, d, sid, wait_s):
     """A cell's stdout reaches the client while the cell runs: the code
     prints, then waits (up to wait_s) for a file that the test writes only
@@ -168,21 +190,7 @@ class CodeTest(DaemonTest):
         check_stdout_streams(self, self.d, self.sid, wait_s=30)
 
     def test_rich_results(self):
-        ev = self.run_code(
-            "import matplotlib.pyplot as plt\n"
-            "plt.plot([1, 2, 3], [3, 1, 2])\n"
-            "import pandas as pd\n"
-            "pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
-        main = [e for e in ev if e["type"] == "result" and e["is_main_result"]][0]
-        self.assertIn("<table", main["html"])
-        self.assertIn("<th>a</th>", main["html"])
-        self.assertEqual(main["text"], "   a  b\n0  1  x\n1  2  y")
-        pngs = [e for e in ev if e["type"] == "result" and "png" in e]
-        self.assertEqual(len(pngs), 1, ev)
-        self.assertFalse(pngs[0]["is_main_result"])
-        w, h = decode_png(base64.b64decode(pngs[0]["png"], validate=True))
-        # 6.4 x 4.8 in at 100 dpi, cropped to the drawing (bbox_inches="tight").
-        self.assertTrue(300 < w <= 640 and 200 < h <= 480, (w, h))
+        check_chart_and_table(self, self.run_code(CHART_AND_TABLE))
         ev = self.run_code(
             "from IPython.display import display, Markdown, JSON, SVG, Latex\n"
             "display(Markdown('**b**'))\n"

@@ -10,14 +10,13 @@ texts): the namespace engine is the reference. Then the VM's interpreter
 state must survive a fork (its memory is carried) and a hibernate/resume.
 Timings go to stderr (never asserted).
 """
-import base64
 import json
 import os
 import sys
 import time
 
 from harness import DaemonTest
-from test_code import check_stdout_streams, decode_png
+from test_code import CHART_AND_TABLE, check_chart_and_table, check_stdout_streams
 
 QEMU = "/usr/bin/qemu-system-x86_64"
 TEMPLATE = "code-interpreter-v1"
@@ -151,19 +150,7 @@ class VMCode(DaemonTest):
         self.assertEqual([e["value"] for e in ev if e["type"] == "error"], ["bad value"])
 
     def test_chart_and_dataframe_results(self):
-        ev = self.both("import matplotlib.pyplot as plt\n"
-                       "plt.plot([1, 2, 3], [3, 1, 2])\n"
-                       "import pandas as pd\n"
-                       "pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
-        main = [e for e in ev if e["type"] == "result" and e["is_main_result"]][0]
-        self.assertIn("<table", main["html"])
-        self.assertIn("<th>a</th>", main["html"])
-        self.assertEqual(main["text"], "   a  b\n0  1  x\n1  2  y")
-        pngs = [e for e in ev if e["type"] == "result" and "png" in e]
-        self.assertEqual(len(pngs), 1, ev)
-        self.assertFalse(pngs[0]["is_main_result"])
-        w, h = decode_png(base64.b64decode(pngs[0]["png"], validate=True))
-        self.assertTrue(300 < w <= 640 and 200 < h <= 480, (w, h))
+        check_chart_and_table(self, self.both(CHART_AND_TABLE))
 
     def test_trivial_cell_round_trip(self):
         # A figure for docs/vm.md; only the answers are asserted.
