@@ -118,7 +118,14 @@ command (int q, const char *json, int fd, sbx_error_t **err)
       memcpy (CMSG_DATA (c), &fd, sizeof fd);
     }
   if (sendmsg (q, &mh, MSG_NOSIGNAL) != (ssize_t) iov.iov_len)
-    return sbx_err_sys (err, errno, "write to QEMU's monitor"), NULL;
+    {
+      /* QEMU ended before the command: a restore from a damaged file can
+         end it that fast. The same answer as a monitor that closes while
+         we wait for its reply (read_line), not an internal error. */
+      if (errno == EPIPE || errno == ECONNRESET)
+        return sbx_err (err, SBX_E_UNAVAILABLE, "isolation vm: QEMU's monitor closed"), NULL;
+      return sbx_err_sys (err, errno, "write to QEMU's monitor"), NULL;
+    }
   for (;;)
     {
       long long left = end - mono_ms ();
