@@ -20,19 +20,13 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "iso/init/watch_run.h"
 
-/* As the namespace helper's (iso/init/watch.c): the stream, inotify, a
-   directory or two while it walks. */
-#define HELPER_NOFILE 32
-
 void
 sbx_agent_watch_run (const char *path, int recursive)
 {
-  struct rlimit rl;
   sigset_t none;
 
   /* No exec reset what the agent had: SIGPIPE must kill it when the
@@ -50,13 +44,7 @@ sbx_agent_watch_run (const char *path, int recursive)
     _exit (5);
   if (path[0] != '/' || strlen (path) >= SBX_WATCH_PATH_MAX)
     _exit (2); /* the host checked it: not a request the host makes */
-  rl.rlim_cur = rl.rlim_max = 0;
-  if (setrlimit (RLIMIT_CORE, &rl) < 0 || setrlimit (RLIMIT_RTPRIO, &rl) < 0
-      || setrlimit (RLIMIT_FSIZE, &rl) < 0)
-    sbx_watch_run_fail (errno);
-  rl.rlim_cur = rl.rlim_max = HELPER_NOFILE;
-  if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
-    sbx_watch_run_fail (errno);
+  sbx_watch_run_limits ();
   /* The helper keeps its working directory at / (watch_run.c). */
   if (chdir ("/") < 0)
     sbx_watch_run_fail (errno);

@@ -20,16 +20,11 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "iso/init/init.h"
 #include "iso/init/watch_run.h"
-
-/* What the helper itself needs: the pipe, inotify, a directory or two
-   while it walks; more is not for it to have. */
-#define HELPER_NOFILE 32
 
 /* ---- the helper ------------------------------------------------------------ */
 
@@ -38,7 +33,6 @@ run_watch (const struct sbx_msg_watch *msg, const char *path, int pipe_fd)
 {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct caps[2];
-  struct rlimit rl;
   sigset_t none;
   int i;
 
@@ -55,13 +49,7 @@ run_watch (const struct sbx_msg_watch *msg, const char *path, int pipe_fd)
      control socket, its signalfd or the kept root and disk fds). */
   if (dup2 (pipe_fd, OUT_FD) < 0 || close_range (2, ~0U, 0) < 0)
     _exit (EBADF);
-  rl.rlim_cur = rl.rlim_max = 0;
-  if (setrlimit (RLIMIT_CORE, &rl) < 0 || setrlimit (RLIMIT_RTPRIO, &rl) < 0
-      || setrlimit (RLIMIT_FSIZE, &rl) < 0)
-    sbx_watch_run_fail (errno);
-  rl.rlim_cur = rl.rlim_max = HELPER_NOFILE;
-  if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
-    sbx_watch_run_fail (errno);
+  sbx_watch_run_limits ();
   memset (caps, 0, sizeof caps);
   if (setresgid (msg->gid, msg->gid, msg->gid) < 0 || setresuid (msg->uid, msg->uid, msg->uid) < 0
       || syscall (SYS_capset, &hdr, caps) < 0)

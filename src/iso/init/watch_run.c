@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -596,4 +597,22 @@ sbx_watch_run (const char *path, int is_recursive)
   emit_raw (SBX_WREC_READY, NULL, 0);
   flush_out ();
   serve ();
+}
+
+/* What the helper itself needs: the stream, inotify, a directory or two
+   while it walks; more is not for it to have. */
+#define HELPER_NOFILE 32
+
+void
+sbx_watch_run_limits (void)
+{
+  struct rlimit rl;
+
+  rl.rlim_cur = rl.rlim_max = 0;
+  if (setrlimit (RLIMIT_CORE, &rl) < 0 || setrlimit (RLIMIT_RTPRIO, &rl) < 0
+      || setrlimit (RLIMIT_FSIZE, &rl) < 0)
+    sbx_watch_run_fail (errno);
+  rl.rlim_cur = rl.rlim_max = HELPER_NOFILE;
+  if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
+    sbx_watch_run_fail (errno);
 }

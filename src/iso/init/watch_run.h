@@ -13,6 +13,10 @@
    the reader does; FAILED with an errno when it cannot start. Never
    returns. */
 __attribute__ ((noreturn)) void sbx_watch_run (const char *path, int is_recursive);
+/* The helper's limits, set by whoever starts it (init, the guest agent):
+   no core, no realtime priority, no file writes, and only the descriptors
+   it needs; a FAILED record and exit if one cannot be set. */
+void sbx_watch_run_limits (void);
 /* One FAILED record, then exit. */
 __attribute__ ((noreturn)) void sbx_watch_run_fail (int sys_errno);
 
