@@ -1,7 +1,11 @@
 # sbx: build, test and benchmark.
 #
 #   make              build/sbx (CLI), build/sbxd (daemon), build/sbx-init (embedded)
-#   make test         unit tests (plain and ASan+UBSan) and the integration suites
+#   make test         unit tests (plain and ASan+UBSan), the integration suites, and
+#                     beside them the kernel guests (test-kernels)
+#   make test-kernels the namespace engine on Debian's 6.1 (+ systemd), 6.12, and 5.10's
+#                     refusal, each in a QEMU guest (tests/kernel/run.py)
+#   make test-kernels-full  the whole namespace suite on 6.1 (~70 min, not in `make test`)
 #   make test-unit    C unit tests only
 #   make test-asan    the integration suites again, against an ASan+UBSan daemon
 #   make test-e2b     the official E2B SDKs, unchanged, against sbx (npm ci first)
@@ -66,7 +70,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CLI_LIBS    := -Wl,-Bstatic -ljansson -lhttp_parser -Wl,-Bdynamic -lpthread
 DAEMON_LIBS := $(shell pkg-config --libs libmicrohttpd jansson libseccomp sqlite3 libssl libcrypto libarchive) -lhttp_parser -lpthread -lm
 
-.PHONY: all clean test test-unit test-integration test-asan test-e2b bench bench-e2b soak valgrind install lint
+.PHONY: all clean test test-unit test-integration test-asan test-e2b test-kernels test-kernels-full bench bench-e2b soak valgrind install lint
 # failalloc.so (allocation failures on demand, for tests/integration/
 # test_faults.py) is LD_PRELOADed into the daemon: plain builds only, as
 # ASan brings an allocator of its own.
@@ -136,7 +140,9 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(BUILD)/libsbxd.a
 	$(Q)$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) $< $(BUILD)/libsbxd.a -o $@ $(DAEMON_LIBS)
 
 test-unit: $(UNIT_BIN)
-	@fail=0; for t in $(UNIT_BIN); do echo "# $$t"; $$t || fail=1; done; exit $$fail
+	@fail=0; for t in $(UNIT_BIN); do echo "# $$t"; \
+	  timeout -k 10 300 $$t || { echo "not ok - $$t failed or hung (exit $$?, 124: past 300 s)"; fail=1; }; \
+	done; exit $$fail
 
 test-integration: all
 	SBX_BUILD=$(BUILD) $(PYTHON) tests/integration/run.py
@@ -153,14 +159,22 @@ bench-e2b: all
 	cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error
 	SBX_BUILD=$(BUILD) $(PYTHON) tests/e2b/run.py --bench 300
 
+# Everything (tests/run_all.py): the host's suites one after another, and
+# beside them the kernel guests (test-kernels); a table of stage times at
+# the end.
 test: all lint
-	$(MAKE) test-unit
-	$(MAKE) BUILD=build-asan SAN=1 test-unit
-	$(MAKE) fuzz-ci
-	$(MAKE) test-integration
-	$(MAKE) test-e2b
-	$(MAKE) test-asan
-	$(MAKE) valgrind
+	$(PYTHON) tests/run_all.py --build $(BUILD)
+
+# The namespace engine on the kernels users run, in QEMU guests: Debian
+# 12's 6.1 with pure cgroup v2 (the modules whose code paths differ by
+# kernel, and the systemd units under Debian's systemd), 6.12, and
+# bullseye's 5.10 refused (tests/kernel/run.py, docs/architecture.md
+# "Testing on other kernels"). test-kernels-full: the whole suite on 6.1.
+test-kernels: all
+	$(PYTHON) tests/kernel/run.py --build $(BUILD)
+
+test-kernels-full: all
+	$(PYTHON) tests/kernel/run.py --build $(BUILD) full
 
 # The whole integration suite and the E2B SDK scenarios again, against an
 # ASan+UBSan daemon and CLI.

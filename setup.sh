@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # sbx: install what is missing, build, install, and start the daemon.
 #
-#   sudo ./setup.sh            # state in /var/lib/sbx, unix socket only
-#   sudo SBX_LISTEN=127.0.0.1:8080 ./setup.sh   # also serve HTTP on TCP
+# As root:
+#   ./setup.sh                             # state in /var/lib/sbx, unix socket only
+#   SBX_LISTEN=127.0.0.1:8080 ./setup.sh   # also serve HTTP on TCP
 #
-# With systemd it installs and starts sbx.service; without, it starts the
-# daemon in the background (log in $STATE/sbxd.log, pid in $STATE/sbxd.pid).
+# With systemd it installs and starts sbx-sandboxes.service and sbx.service
+# (share/systemd); without, it starts the daemon in the background (log in
+# $STATE/sbxd.log, pid in $STATE/sbxd.pid).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "setup: run as root (sbx creates namespaces and cgroups): sudo ./setup.sh" >&2
+  echo "setup: run as root (sbx creates namespaces and cgroups): ./setup.sh in a root shell" >&2
   exit 1
 fi
 
@@ -26,23 +28,19 @@ args=(serve --state "$STATE")
 [ -n "$LISTEN" ] && args+=(--listen "$LISTEN")
 
 if [ -d /run/systemd/system ]; then
-  cat > /etc/systemd/system/sbx.service <<UNIT
-[Unit]
-Description=sbx sandbox daemon
-After=network.target
-
-[Service]
-ExecStart=$PREFIX/bin/sbx ${args[*]}
-# Only the daemon: running sandboxes outlive a stop or restart (upgrades)
-# and the next start re-adopts them; `sbx serve --kill-on-exit` ends them.
-KillMode=process
-Restart=on-failure
-
-[Install]
-WantedBy=multi-user.target
-UNIT
+  # Two units (share/systemd): sbx-sandboxes.service holds the cgroup
+  # subtree sandboxes run in, sbx.service is the daemon, free to restart
+  # while they run (docs/architecture.md, Cgroups).
+  # On v1 and hybrid hosts sandboxes stay in the daemon unit's systemd
+  # cgroup: only KillMode=process leaves them running across a restart.
+  killmode=mixed
+  [ -f /sys/fs/cgroup/cgroup.controllers ] || killmode=process
+  for unit in sbx-sandboxes.service sbx.service; do
+    sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@STATE@|$STATE|g" -e "s|@ARGS@|${args[*]:3}|g" \
+      -e "s|@KILLMODE@|$killmode|g" "share/systemd/$unit" > "/etc/systemd/system/$unit"
+  done
   systemctl daemon-reload
-  systemctl enable --now sbx.service
+  systemctl enable --now sbx-sandboxes.service sbx.service
   systemctl restart sbx.service
 else
   mkdir -p "$STATE"

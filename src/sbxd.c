@@ -32,13 +32,17 @@
 #include "core/core.h"
 #include "egress/egress.h"
 #include "egress/tls.h"
+#include "iso/cgroup.h"
 #include "iso/inuse.h"
+#include "iso/kernel.h"
 #include "iso/proto.h"
 #include "iso/tmpl.h"
 #include "iso/vm.h"
 #include "priv/frontend.h"
 #include "priv/server.h"
 #include "server/server.h"
+#include "util/cleanup.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/parse.h"
 
@@ -58,6 +62,9 @@ static const char usage[]
       "  --audit-max-size N   rotate the audit log at this size (default 64M, min 4K)\n"
       "  --template-max-size N  largest template upload and unpacked template (default 2G/4G)\n"
       "  --template-max-files N files one template may hold (default 500000)\n"
+      "  --tenant-templates N   templates one tenant (an API key's) may own (default 16)\n"
+      "  --tenant-template-bytes N  their bytes together (default 8G)\n"
+      "  --tenant-snapshot-bytes N  a tenant's snapshots' bytes together (default 8G)\n"
       "  --template-mirror URL  Debian mirror of recipe templates (default deb.debian.org)\n"
       "  --template-cache DIR   keep recipe builds here, by recipe hash (default in STATE)\n"
       "  --log-level LEVEL    debug, info, warn or error (default info)\n"
@@ -74,6 +81,15 @@ static const char usage[]
       "                       (both ways, while the daemon runs; default unbounded)\n"
       "  --egress-idle-timeout DUR  close an egress connection silent both ways this\n"
       "                       long (default 5m)\n"
+      "  --egress-connections N  egress connections open at once, in all (default\n"
+      "                       1024); --egress-tenant-connections N one tenant's\n"
+      "                       sandboxes together (default a quarter of all), and\n"
+      "                       --egress-sandbox-connections N one sandbox (default 64)\n"
+      "  --code-start-timeout DUR  how long a code-interpreter sandbox's server may\n"
+      "                       take to start (importing numpy, pandas, matplotlib;\n"
+      "                       default 60s, for slow or emulated hosts up to 10m)\n"
+      "  --require-hardened-host  refuse to start while a kernel setting\n"
+      "                       docs/security.md recommends is weak (default: warn)\n"
       "  --egress-allow-private  TESTS ONLY: let the egress proxy reach loopback and\n"
       "                       private addresses (SSRF protection off)\n"
       "  --egress-upstream-ca FILE  TESTS ONLY: also trust the CA certificates in\n"
@@ -123,6 +139,11 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
       if (strcmp (opt, "--egress-allow-private") == 0)
         {
           cfg->egress_allow_private = 1;
+          continue;
+        }
+      if (strcmp (opt, "--require-hardened-host") == 0)
+        {
+          cfg->require_hardened_host = 1;
           continue;
         }
       if (eq)
@@ -205,15 +226,18 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
         cfg->engine.cgroup_mount = val;
       else if (strcmp (name, "--cgroup-parent") == 0)
         {
-          /* A relative path of plain components: "" or "/" would make the
-             hierarchy's root our parent, whose every child a start removes
-             as a leftover. */
-          if (!sbx_plan_path_ok (val, strlen (val)) || strspn (val, "abcdefghijklmnopqrstuvwxyz"
+          /* Plain components, relative to the daemon's own subtree or,
+             with a leading `/`, to the root: "" or "/" would make a
+             hierarchy's root our parent, whose every child a start
+             removes as a leftover. */
+          const char *rel = val[0] == '/' ? val + 1 : val;
+          if (!sbx_plan_path_ok (rel, strlen (rel)) || strspn (rel, "abcdefghijklmnopqrstuvwxyz"
                                                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                                                     "0123456789._-/")
-                                                            != strlen (val))
-            return fail ("--cgroup-parent `%s` must be a relative path of letters, digits,"
-                         " `.`, `_`, `-` and `/`",
+                                                            != strlen (rel))
+            return fail ("--cgroup-parent `%s` must be a path of letters, digits, `.`, `_`,"
+                         " `-` and `/` (relative: under the daemon's own cgroup; with a"
+                         " leading `/`: from the root)",
                          val);
           cfg->engine.cgroup_parent = val;
         }
@@ -259,6 +283,15 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
             }
           cfg->egress_idle_ms = n;
         }
+      else if (strcmp (name, "--code-start-timeout") == 0)
+        {
+          if (sbx_parse_duration_ms (val, &n, &err) < 0 || n < 1000 || n > 600 * 1000)
+            {
+              sbx_error_free (err);
+              return fail ("--code-start-timeout `%s` is not a duration of 1s to 10m", val);
+            }
+          cfg->code_start_ms = n;
+        }
       else if (strcmp (name, "--template-max-size") == 0)
         {
           if (sbx_parse_size (val, &n, &err) < 0 || n < 4096)
@@ -281,6 +314,44 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
           if (val[0] != '/' || strlen (val) >= sizeof cfg->template_cache)
             return fail ("--template-cache `%s` is not an absolute path", val);
           snprintf (cfg->template_cache, sizeof cfg->template_cache, "%s", val);
+        }
+      else if (strcmp (name, "--egress-connections") == 0
+               || strcmp (name, "--egress-tenant-connections") == 0
+               || strcmp (name, "--egress-sandbox-connections") == 0)
+        {
+          char *end;
+          errno = 0;
+          n = strtoull (val, &end, 10);
+          if (errno || *end || *val == '\0' || n < 1 || n > 65536)
+            return fail ("%s `%s` is not a count (1 .. 65536)", name, val);
+          if (strcmp (name, "--egress-connections") == 0)
+            cfg->egress_max_total = (unsigned) n;
+          else if (strcmp (name, "--egress-tenant-connections") == 0)
+            cfg->egress_max_tenant = (unsigned) n;
+          else
+            cfg->egress_max_sandbox = (unsigned) n;
+        }
+      else if (strcmp (name, "--tenant-templates") == 0)
+        {
+          char *end;
+          errno = 0;
+          n = strtoull (val, &end, 10);
+          if (errno || *end || *val == '\0' || n > 100000)
+            return fail ("--tenant-templates `%s` is not a count (0 .. 100000)", val);
+          cfg->tenant_max_templates = (unsigned) n;
+        }
+      else if (strcmp (name, "--tenant-template-bytes") == 0
+               || strcmp (name, "--tenant-snapshot-bytes") == 0)
+        {
+          if (sbx_parse_size (val, &n, &err) < 0)
+            {
+              sbx_error_free (err);
+              return fail ("%s `%s` is not a size", name, val);
+            }
+          if (strcmp (name, "--tenant-template-bytes") == 0)
+            cfg->tenant_template_bytes = n;
+          else
+            cfg->tenant_snapshot_bytes = n;
         }
       else if (strcmp (name, "--template-max-files") == 0)
         {
@@ -377,13 +448,13 @@ take_name (const char *name, const char *what)
 }
 
 /* Two daemons on one host must not share a state directory, a cgroup
-   parent (each removes "leftover" cgroups under its parent at start) or a
-   uid range (their sandboxes could then signal each other). */
+   parent (each removes "leftover" cgroups under its parent at start; named
+   by its path from the cgroup root) or a uid range (their sandboxes could
+   then signal each other). */
 static int
-take_host_locks (const struct sbx_config *cfg)
+take_host_locks (const struct sbx_config *cfg, const char *parent)
 {
   char path[700], what[600], name[100], hex[2 * SHA256_DIGEST_LENGTH + 1];
-  const char *parent = cfg->engine.cgroup_parent ? cfg->engine.cgroup_parent : "sbx";
   unsigned char digest[SHA256_DIGEST_LENGTH];
   size_t i;
 
@@ -479,6 +550,67 @@ give_state_dir (const char *dir, uid_t uid, gid_t gid)
   return 0;
 }
 
+/* What a start made before it refused: removed again, so that a refusal
+   leaves the host as it found it. */
+struct start_undo
+{
+  const struct sbx_cgroup_place *place; /* the daemon moved into its leaf */
+  int made_state;             /* the state directory is new */
+  int made_ca;                /* its egress CA directory is new */
+  int published;              /* its CA is in /run/sbx (sbx_egress_ca_ensure ran) */
+  struct sbx_engine *engine;  /* opened: its cgroup parents go with it */
+};
+
+static int
+state_has (const char *state_dir, const char *name)
+{
+  char path[700];
+  struct stat st;
+
+  snprintf (path, sizeof path, "%s/%s", state_dir, name);
+  return lstat (path, &st) == 0;
+}
+
+static void
+undo_start (const struct sbx_config *cfg, const struct start_undo *undo, int listen_fds[2])
+{
+  char path[700];
+  int i;
+
+  if (undo->engine)
+    sbx_engine_close (undo->engine);
+  if (undo->place)
+    sbx_cgroup_leave (cfg->engine.cgroup_mount ? cfg->engine.cgroup_mount : "/sys/fs/cgroup",
+                      undo->place);
+  /* Another daemon's socket and CA (it holds the state directory) are
+     not ours: only what this start made goes. */
+  if (listen_fds[0] >= 0)
+    {
+      snprintf (path, sizeof path, "%s/sbx.sock", cfg->state_dir);
+      unlink (path);
+    }
+  for (i = 0; i < 2; i++)
+    if (listen_fds[i] >= 0)
+      close (listen_fds[i]);
+  if (undo->published)
+    sbx_egress_ca_unpublish (cfg->state_dir);
+  if (undo->made_state)
+    {
+      /* All of it is ours: made by this start. */
+      sbx_remove_tree_at (AT_FDCWD, cfg->state_dir, 16);
+      return;
+    }
+  if (undo->made_ca)
+    {
+      int sd = open (cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (sd >= 0)
+        {
+          sbx_remove_tree_at (sd, SBX_EGRESS_CA_DIR, 2);
+          close (sd);
+        }
+    }
+}
+
 struct frontend
 {
   pid_t pid;
@@ -486,28 +618,46 @@ struct frontend
   int master;
 };
 
+/* The argument vector of a child that is this binary again (the front end,
+   the egress proxy): ours with FLAG and a spec string put in front. Made
+   once at start, so that a restart, which may come while the host is out
+   of memory, allocates nothing (an allocation failure there would end the
+   parent and with it every sandbox's daemon side). */
+struct child_argv
+{
+  char **argv; /* argv[2] is spec */
+  char flag[16];
+  char spec[128];
+};
+
+static void
+child_argv_init (struct child_argv *c, char **argv, int argc, const char *flag)
+{
+  int i;
+
+  c->argv = calloc ((size_t) argc + 3, sizeof *c->argv);
+  if (c->argv == NULL)
+    sbx_oom ();
+  snprintf (c->flag, sizeof c->flag, "%s", flag);
+  c->argv[0] = argv[0];
+  c->argv[1] = c->flag;
+  c->argv[2] = c->spec;
+  for (i = 1; i < argc; i++)
+    c->argv[i + 2] = argv[i];
+}
+
 /* fork + exec ourselves as the front end: a fresh process with nothing of
    ours in its memory (and no locks another thread held at fork). */
 static int
-spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], int egress_fd,
+spawn_frontend (int self, struct child_argv *c, const int listen_fds[2], int egress_fd,
                 uid_t uid, gid_t gid, struct frontend *fe)
 {
-  static char frontend_flag[] = "--frontend";
-  char spec[128], **nargv;
-  int sv[2], i;
+  int sv[2];
 
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     return -1;
-  snprintf (spec, sizeof spec, "%d,%d,%d,%u,%u,%d", sv[1], listen_fds[0], listen_fds[1],
+  snprintf (c->spec, sizeof c->spec, "%d,%d,%d,%u,%u,%d", sv[1], listen_fds[0], listen_fds[1],
             (unsigned) uid, (unsigned) gid, egress_fd);
-  nargv = calloc ((size_t) argc + 3, sizeof *nargv);
-  if (nargv == NULL)
-    sbx_oom ();
-  nargv[0] = argv[0];
-  nargv[1] = frontend_flag;
-  nargv[2] = spec;
-  for (i = 1; i < argc; i++)
-    nargv[i + 2] = argv[i];
   fe->pid = fork ();
   if (fe->pid == 0)
     {
@@ -517,10 +667,9 @@ spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], int eg
       if (listen_fds[1] >= 0)
         fcntl (listen_fds[1], F_SETFD, 0);
       fcntl (egress_fd, F_SETFD, 0);
-      syscall (SYS_execveat, self, "", nargv, environ, AT_EMPTY_PATH);
+      syscall (SYS_execveat, self, "", c->argv, environ, AT_EMPTY_PATH);
       _exit (127);
     }
-  free (nargv);
   close (sv[1]);
   if (fe->pid < 0)
     {
@@ -535,30 +684,18 @@ spawn_frontend (int self, char **argv, int argc, const int listen_fds[2], int eg
    end of the channel the front end hands it connections on. The parent
    keeps both ends: either side restarts without the other noticing. */
 static pid_t
-spawn_egress (int self, char **argv, int argc, int channel, uid_t uid, gid_t gid)
+spawn_egress (int self, struct child_argv *c, int channel, uid_t uid, gid_t gid)
 {
-  static char egress_flag[] = "--egress";
-  char spec[64], **nargv;
   pid_t pid;
-  int i;
 
-  snprintf (spec, sizeof spec, "%d,%u,%u", channel, (unsigned) uid, (unsigned) gid);
-  nargv = calloc ((size_t) argc + 3, sizeof *nargv);
-  if (nargv == NULL)
-    sbx_oom ();
-  nargv[0] = argv[0];
-  nargv[1] = egress_flag;
-  nargv[2] = spec;
-  for (i = 1; i < argc; i++)
-    nargv[i + 2] = argv[i];
+  snprintf (c->spec, sizeof c->spec, "%d,%u,%u", channel, (unsigned) uid, (unsigned) gid);
   pid = fork ();
   if (pid == 0)
     {
       fcntl (channel, F_SETFD, 0);
-      syscall (SYS_execveat, self, "", nargv, environ, AT_EMPTY_PATH);
+      syscall (SYS_execveat, self, "", c->argv, environ, AT_EMPTY_PATH);
       _exit (127);
     }
-  free (nargv);
   return pid;
 }
 
@@ -581,6 +718,16 @@ egress_main_from_args (int argc, char **argv)
   sbx_egress_opts_defaults (&o);
   o.allow_private = cfg.egress_allow_private;
   o.max_bytes = cfg.egress_max_bytes;
+  if (cfg.egress_max_total)
+    o.max_total = cfg.egress_max_total;
+  if (cfg.egress_max_sandbox)
+    o.max_conns = cfg.egress_max_sandbox;
+  /* A tenant's bound: a quarter of all, unless given (never above all). */
+  o.max_tenant = cfg.egress_max_tenant ? cfg.egress_max_tenant : o.max_total / 4;
+  if (o.max_tenant == 0)
+    o.max_tenant = 1;
+  if (o.max_tenant > o.max_total)
+    o.max_tenant = o.max_total;
   if (cfg.egress_idle_ms)
     o.idle_ms = cfg.egress_idle_ms;
   o.state_dir = cfg.state_dir;
@@ -651,6 +798,92 @@ __asan_default_options (void)
 }
 #endif
 
+/* `sbxd --cgroup-holder`: what sbx-sandboxes.service runs (share/systemd).
+   It holds the delegated cgroup the daemon's sandboxes live in, so that
+   the daemon's own unit can be restarted (upgraded) while they run: with
+   systemd before 254 a unit whose cgroup has sandboxes below it cannot be
+   started again (docs/architecture.md, Cgroups). It moves into its leaf,
+   enables the controllers, and waits for its stop, which systemd makes the
+   end of every sandbox below it. */
+/* Tell systemd we are ready (Type=notify: sbx.service starts only once
+   the controllers are given, or its own write would race ours), the
+   protocol of sd_notify(3) without libsystemd: one datagram to
+   $NOTIFY_SOCKET. */
+static void
+notify_ready (void)
+{
+  const char *path = getenv ("NOTIFY_SOCKET");
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  socklen_t len;
+  int fd;
+
+  if (path == NULL || (path[0] != '/' && path[0] != '@') || strlen (path) >= sizeof sa.sun_path)
+    return;
+  memcpy (sa.sun_path, path, strlen (path));
+  if (path[0] == '@')
+    sa.sun_path[0] = '\0';
+  len = (socklen_t) (offsetof (struct sockaddr_un, sun_path) + strlen (path));
+  fd = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return;
+  (void) sendto (fd, "READY=1", 7, MSG_NOSIGNAL, (struct sockaddr *) &sa, len);
+  close (fd);
+}
+
+static time_t
+mono_s (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec;
+}
+
+static int
+cgroup_holder_main (void)
+{
+  sbx_error_t *err = NULL;
+  sigset_t set;
+  int sig = 0;
+
+  if (sbx_cgroup_hold ("/sys/fs/cgroup", &err) < 0)
+    {
+      fprintf (stderr, "sbxd --cgroup-holder: %s\n", err->msg);
+      sbx_error_free (err);
+      return 1;
+    }
+  notify_ready ();
+  sigemptyset (&set);
+  sigaddset (&set, SIGTERM);
+  sigaddset (&set, SIGINT);
+  sigprocmask (SIG_BLOCK, &set, NULL);
+  sigwait (&set, &sig);
+  return 0;
+}
+
+/* The kernel settings docs/security.md recommends (iso/kernel_settings.h),
+   read for HELLO (the front end warns of each weak one once it serves), or
+   a refusal under --require-hardened-host. */
+static int
+check_kernel_settings (const struct sbx_config *cfg)
+{
+  cleanup_close int procsys = open ("/proc/sys", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  char weak[512];
+
+  sbx_kernel_settings_read (procsys, sbx_kernel.settings);
+  if (sbx_kernel_settings_weak_list (sbx_kernel.settings, weak, sizeof weak) == 0)
+    return 0;
+  if (cfg->require_hardened_host)
+    {
+      fprintf (stderr,
+               "sbx serve: weak kernel settings (--require-hardened-host): %s; see"
+               " docs/security.md, Deploying\n",
+               weak);
+      return -1;
+    }
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -666,8 +899,12 @@ main (int argc, char **argv)
   siginfo_t info;
   int rc, self, listen_fds[2] = {-1, -1}, restarts = 0, status = 0, egress[2];
   int egress_restarts = 0;
+  struct start_undo undo = {0};
+  struct child_argv egress_argv, frontend_argv;
+  struct sbx_cgroup_place place;
+  char place_parent[520];
   pid_t egress_pid;
-  time_t egress_start;
+  time_t egress_start, egress_next = 0;
   time_t last_start;
   uid_t fe_uid;
   gid_t fe_gid;
@@ -688,6 +925,8 @@ main (int argc, char **argv)
     return frontend_main_from_args (argc, argv);
   if (argc >= 2 && strcmp (argv[1], "--egress") == 0)
     return egress_main_from_args (argc, argv);
+  if (argc == 2 && strcmp (argv[1], "--cgroup-holder") == 0)
+    return cgroup_holder_main ();
   sbx_config_defaults (&cfg);
   rc = parse_args (argc, argv, &cfg);
   if (rc)
@@ -697,6 +936,16 @@ main (int argc, char **argv)
       fprintf (stderr, "sbx serve: must run as root (it creates namespaces and cgroups)\n");
       return 1;
     }
+  /* The kernel first: a kernel below the floor is one line, before
+     anything exists on the host (iso/kernel.h). */
+  if (sbx_kernel_probe (&sbx_kernel, &err) < 0)
+    {
+      fprintf (stderr, "sbx serve: %s\n", err->msg);
+      sbx_error_free (err);
+      return 1;
+    }
+  if (check_kernel_settings (&cfg) < 0)
+    return 1;
   umask (022);
   /* No supplementary groups: file operations on behalf of sandboxes must
      carry the sandbox user's ids only. */
@@ -723,19 +972,56 @@ main (int argc, char **argv)
   sigaddset (&mask, SIGCHLD);
   pthread_sigmask (SIG_BLOCK, &mask, NULL);
 
-  if (mkdir (cfg.state_dir, 0700) < 0 && errno != EEXIST)
+  if (mkdir (cfg.state_dir, 0700) == 0)
+    undo.made_state = 1;
+  else if (errno != EEXIST)
     {
       fprintf (stderr, "sbx serve: create `%s`: %s\n", cfg.state_dir, strerror (errno));
       return 1;
     }
+  /* Where the sandboxes' cgroups go: below the daemon's own, delegated
+     cgroup where it has one (iso/cgroup.h). */
+  if (sbx_cgroup_place (cfg.engine.cgroup_mount ? cfg.engine.cgroup_mount : "/sys/fs/cgroup",
+                        cfg.engine.cgroup_parent ? cfg.engine.cgroup_parent : "sbx", &place,
+                        &err)
+      < 0)
+    {
+      fprintf (stderr, "sbx serve: %s\n", err->msg);
+      sbx_error_free (err);
+      undo_start (&cfg, &undo, listen_fds);
+      return 1;
+    }
+  if (place.move_to_leaf && getenv ("INVOCATION_ID") != NULL && strlen (place.base) > 8
+      && strcmp (place.base + strlen (place.base) - 8, ".service") == 0)
+    {
+      /* systemd started us at the root of our service's cgroup, so it has
+         no DelegateSubgroup= (systemd 254) to start us in a leaf:
+         sandboxes below it would make the unit's next start fail (a
+         process may not join a cgroup that gives controllers to its
+         children: 219/CGROUP, seen with Debian 12's systemd 252). */
+      fprintf (stderr,
+               "sbx serve: systemd started sbx at the root of its unit's cgroup /%s, and"
+               " sandboxes below it would make the unit's next start fail: use the shipped"
+               " units (share/systemd: sbx-sandboxes.service holds the sandboxes' cgroups), or"
+               " DelegateSubgroup=" SBX_CGROUP_DAEMON_LEAF " with systemd 254 or newer\n",
+               place.base);
+      undo_start (&cfg, &undo, listen_fds);
+      return 1;
+    }
+  cfg.engine.cgroup_place = &place;
+  snprintf (place_parent, sizeof place_parent, "%s%s%s", place.base, place.base[0] ? "/" : "",
+            place.parent);
   /* The lock fds stay open (close-on-exec) until we exit. */
-  if (take_host_locks (&cfg) < 0 || frontend_account (cfg.frontend_user, &fe_uid, &fe_gid) < 0
+  if (take_host_locks (&cfg, place_parent) < 0
+      || frontend_account (cfg.frontend_user, &fe_uid, &fe_gid) < 0
       || give_state_dir (cfg.state_dir, fe_uid, fe_gid) < 0)
-    return 1;
+    {
+      undo_start (&cfg, &undo, listen_fds);
+      return 1;
+    }
   /* The names only guard running daemons; sandboxes outlive theirs. */
   if (sbx_iso_check_unshared (cfg.engine.cgroup_mount ? cfg.engine.cgroup_mount : "/sys/fs/cgroup",
-                              cfg.engine.cgroup_parent ? cfg.engine.cgroup_parent : "sbx",
-                              cfg.uid_base,
+                              place_parent, cfg.uid_base,
                               (uint64_t) cfg.uid_base
                                   + (uint64_t) (cfg.max_sandboxes + cfg.pool_size + 16)
                                         * SBX_IDS_PER_SANDBOX,
@@ -744,6 +1030,7 @@ main (int argc, char **argv)
     {
       fprintf (stderr, "sbx serve: %s\n", err->msg);
       sbx_error_free (err);
+      undo_start (&cfg, &undo, listen_fds);
       return 1;
     }
   self = open ("/proc/self/exe", O_PATH | O_CLOEXEC);
@@ -752,26 +1039,41 @@ main (int argc, char **argv)
       perror ("sbx serve: /proc/self/exe");
       return 1;
     }
+  /* What the state directory's filesystem can do: overlay layers, and
+     snapshots as idmapped layers or copies (iso/kernel.h). */
+  {
+    int sd = open (cfg.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sd >= 0)
+      {
+        sbx_kernel_probe_state (&sbx_kernel, sd);
+        close (sd);
+      }
+  }
   /* The egress CA, for hosts with credential rules (egress/tls.h): before
      the templates, which give sandboxes its certificate. */
+  undo.made_ca = !state_has (cfg.state_dir, SBX_EGRESS_CA_DIR);
+  undo.published = 1;
   if (sbx_egress_ca_ensure (cfg.state_dir, &err) < 0
       || sbx_server_listen (cfg.state_dir, cfg.listen, listen_fds, &err) < 0
-      || sbx_engine_open (&engine, &cfg.engine, &err) < 0
-      || sbx_priv_server_init (&cfg, &engine, &err) < 0)
+      || (undo.place = &place, sbx_engine_open (&engine, &cfg.engine, &err) < 0)
+      || (undo.engine = &engine, sbx_priv_server_init (&cfg, &engine, &err) < 0))
     {
       fprintf (stderr, "sbx serve: %s\n", err->msg);
       sbx_error_free (err);
+      undo_start (&cfg, &undo, listen_fds);
       return 1;
     }
 
+  child_argv_init (&egress_argv, argv, argc, "--egress");
+  child_argv_init (&frontend_argv, argv, argc, "--frontend");
   /* The egress proxy: the only way out of a sandbox (docs/egress.md). */
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, egress) < 0
-      || (egress_pid = spawn_egress (self, argv, argc, egress[1], fe_uid, fe_gid)) < 0)
+      || (egress_pid = spawn_egress (self, &egress_argv, egress[1], fe_uid, fe_gid)) < 0)
     {
       fprintf (stderr, "sbx serve: cannot start the egress proxy: %s\n", strerror (errno));
       return 1;
     }
-  egress_start = time (NULL);
+  egress_start = mono_s ();
   /* recipe build commands reach the mirror through it too */
   sbx_tmpl_recipe_set_egress (egress[0]);
 
@@ -780,7 +1082,7 @@ main (int argc, char **argv)
       int stop = 0;
 
       last_start = time (NULL);
-      if (spawn_frontend (self, argv, argc, listen_fds, egress[0], fe_uid, fe_gid, &fe) < 0
+      if (spawn_frontend (self, &frontend_argv, listen_fds, egress[0], fe_uid, fe_gid, &fe) < 0
           || pthread_create (&fe.serving, NULL, serve_frontend, &fe) != 0)
         {
           fprintf (stderr, "sbx serve: cannot start the front end: %s\n", strerror (errno));
@@ -789,7 +1091,26 @@ main (int argc, char **argv)
         }
       for (;;)
         {
-          if (sigwaitinfo (&mask, &info) < 0)
+          /* An egress proxy that keeps dying is started again later and
+             later (1 s, 2 s, ... 30 s), never given up on: what killed it
+             (the host out of memory, say) may pass, and without it no
+             sandbox has egress. */
+          if (egress_pid < 0)
+            {
+              struct timespec wait = {egress_next - mono_s (), 0};
+              if (wait.tv_sec <= 0 || sigtimedwait (&mask, &info, &wait) < 0)
+                {
+                  if (wait.tv_sec <= 0 || errno == EAGAIN)
+                    {
+                      egress_start = mono_s ();
+                      egress_pid = spawn_egress (self, &egress_argv, egress[1], fe_uid, fe_gid);
+                      if (egress_pid < 0)
+                        egress_next = mono_s () + 1;
+                    }
+                  continue;
+                }
+            }
+          else if (sigwaitinfo (&mask, &info) < 0)
             continue;
           if (info.si_signo == SIGCHLD)
             {
@@ -798,18 +1119,16 @@ main (int argc, char **argv)
                 {
                   /* Its connections are cut; the channel (both ends ours)
                      keeps what the front end sends meanwhile. */
-                  egress_restarts = time (NULL) - egress_start < 10 ? egress_restarts + 1 : 0;
-                  sbx_error ("the egress proxy died (%s %d)%s",
+                  unsigned delay;
+                  egress_restarts = mono_s () - egress_start < 10 ? egress_restarts + 1 : 0;
+                  delay = egress_restarts == 0 ? 0 : egress_restarts > 5 ? 30 : 1u << (egress_restarts - 1);
+                  sbx_error ("the egress proxy died (%s %d); restarting it%s",
                              WIFSIGNALED (estatus) ? "signal" : "status",
                              WIFSIGNALED (estatus) ? WTERMSIG (estatus) : WEXITSTATUS (estatus),
-                             egress_restarts >= 5 ? "; it keeps dying, sandboxes have no egress"
-                                                  : "; restarting it");
+                             delay ? " later (it keeps dying: sandboxes have no egress meanwhile)"
+                                   : "");
                   egress_pid = -1;
-                  if (egress_restarts < 5)
-                    {
-                      egress_start = time (NULL);
-                      egress_pid = spawn_egress (self, argv, argc, egress[1], fe_uid, fe_gid);
-                    }
+                  egress_next = mono_s () + delay;
                 }
               if (reaped (fe.pid, &status))
                 break;
@@ -860,6 +1179,8 @@ main (int argc, char **argv)
     }
   sbx_priv_server_stop ();
   sbx_engine_close (&engine);
+  free (egress_argv.argv);
+  free (frontend_argv.argv);
   /* Sandboxes left running keep their bind of it. */
   sbx_egress_ca_unpublish (cfg.state_dir);
   if (rc == 0)

@@ -313,6 +313,8 @@ def run_cell(msg):
     shell = SHELL
     EXEC_ID = msg.get("x")
     saved = {}
+    for k, v in (msg.get("base_env") or {}).items():
+        os.environ[k] = v
     for k, v in (msg.get("env") or {}).items():
         saved[k] = os.environ.get(k)
         os.environ[k] = v
@@ -627,6 +629,10 @@ class Server:
         self.zlock = threading.Lock()
         self.zchan = None
         self.ready = threading.Event()
+        # The sandbox's environment (its create's env, POST /env by the
+        # daemon once it has one: this server may be a pool's, started
+        # before): set in every context at its next execution, for good.
+        self.sandbox_env = {}
         self.exited = {}
         self.exited_cond = threading.Condition()
         self.seq = 0
@@ -819,7 +825,8 @@ class Server:
                 self.seq += 1
                 xid = self.seq
             try:
-                ctx.chan.send({"op": "execute", "x": xid, "code": code, "env": env})
+                ctx.chan.send({"op": "execute", "x": xid, "code": code, "env": env,
+                               "base_env": self.sandbox_env})
             except OSError:
                 pass  # it died while idle: the reads below say how
             start = time.monotonic()
@@ -963,6 +970,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, "OK")
             if method == "POST" and parts == ["execute"]:
                 return self.execute(self.body())
+            if method == "POST" and parts == ["env"]:
+                env = self.body().get("env")
+                if not isinstance(env, dict) or not all(
+                        isinstance(k, str) and isinstance(v, str) and k and "=" not in k
+                        and "\0" not in k + v for k, v in env.items()):
+                    raise HttpError(400, "env must be an object of strings")
+                SERVER.sandbox_env = dict(env)
+                return self.reply(200, None)
             if parts[:1] == ["contexts"]:
                 if method == "GET" and len(parts) == 1:
                     with SERVER.lock:

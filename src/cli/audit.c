@@ -158,18 +158,82 @@ sbx_audit_files (const char *dir, struct sbx_audit_files *f, char *msg, size_t c
 
 /* ---- verify ------------------------------------------------------------ */
 
+/* The parent's anchor (priv/audit_anchor.h): its seq and hash in hex,
+   and the "remade" line's text ("" when none). 0, or 1 with why (not
+   root's, not an anchor, missing). */
+struct anchor
+{
+  unsigned long long seq;
+  char hash[65];
+  char remade[96];
+};
+
+static int
+read_anchor (const char *path, struct anchor *a, char *why, size_t cap)
+{
+  char text[512], dirpath[4096];
+  struct stat st, dst;
+  cleanup_close int fd = -1;
+  ssize_t n;
+  int used = 0;
+  const char *rest;
+
+  memset (a, 0, sizeof *a);
+  snprintf (dirpath, sizeof dirpath, "%s", path);
+  if (strrchr (dirpath, '/'))
+    *strrchr (dirpath, '/') = '\0';
+  fd = open (path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    {
+      snprintf (why, cap,
+                "the log's anchor `%.900s` is %s: moved or removed — the log's end cannot be"
+                " vouched for",
+                path, errno == ENOENT ? "missing" : strerror (errno));
+      return 1;
+    }
+  /* The front end owns the state directory, never this: root's alone. */
+  if (fstat (fd, &st) < 0 || !S_ISREG (st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0
+      || lstat (dirpath, &dst) < 0 || !S_ISDIR (dst.st_mode) || dst.st_uid != 0
+      || (dst.st_mode & 022) != 0)
+    {
+      snprintf (why, cap,
+                "the log's anchor `%.900s` is not root's (file and directory, written by root"
+                " only) — replaced",
+                path);
+      return 1;
+    }
+  n = read (fd, text, sizeof text - 1);
+  if (n < 0)
+    n = 0;
+  text[n] = '\0';
+  if (sscanf (text, "sbx audit anchor 1\nseq %llu\nhash %64[0-9a-f]\n%n", &a->seq, a->hash, &used)
+          != 2
+      || used == 0 || strlen (a->hash) != 64)
+    {
+      snprintf (why, cap, "the log's anchor `%.900s` is not an anchor — edited", path);
+      return 1;
+    }
+  rest = text + used;
+  if (strncmp (rest, "remade ", 7) == 0)
+    snprintf (a->remade, sizeof a->remade, "%.*s", (int) strcspn (rest + 7, "\n"), rest + 7);
+  return 0;
+}
+
 int
-sbx_audit_verify (const char *dir, struct sbx_audit_verdict *v)
+sbx_audit_verify (const char *dir, const char *anchor_path, struct sbx_audit_verdict *v)
 {
   struct sbx_audit_files files;
   unsigned char prev_hash[32];
-  char expected[65], zeros[65];
+  char expected[65], zeros[65], anchored[65] = "";
+  struct anchor anchor;
   int have_prev = 0, rc = 0;
   size_t fi;
 
   memset (v, 0, sizeof *v);
   memset (zeros, '0', 64);
   zeros[64] = '\0';
+  if (anchor_path != NULL && read_anchor (anchor_path, &anchor, v->message, sizeof v->message))
+    return 1;
   if (sbx_audit_files (dir, &files, v->message, sizeof v->message) < 0)
     return -1;
   if (files.n == 0)
@@ -297,6 +361,8 @@ sbx_audit_verify (const char *dir, struct sbx_audit_verdict *v)
               break;
             }
           have_prev = 1;
+          if (anchor_path != NULL && (unsigned long long) seq == anchor.seq)
+            to_hex (prev_hash, 32, anchored);
           v->last_seq = (uint64_t) seq;
           v->records++;
           snprintf (v->file, sizeof v->file, "%s", files.names[fi]);
@@ -305,15 +371,45 @@ sbx_audit_verify (const char *dir, struct sbx_audit_verdict *v)
       free (line);
       fclose (fp);
     }
+  if (rc == 0 && anchor_path != NULL && anchor.seq > 0)
+    {
+      /* The daemon synced seq `anchor.seq` with this hash: the log must
+         still reach it (a valid chain whose end was cut shows nothing
+         else), and hold that very record there. */
+      if (anchor.seq > v->last_seq)
+        {
+          snprintf (v->message, sizeof v->message,
+                    "records were cut from the log's end: it ends at seq %llu, the daemon had"
+                    " written seq %llu (its anchor, `%.700s`)",
+                    (unsigned long long) v->last_seq, anchor.seq, anchor_path);
+          rc = 1;
+        }
+      else if (strcmp (anchored, anchor.hash) != 0)
+        {
+          snprintf (v->message, sizeof v->message,
+                    "record seq %llu is not the one the daemon wrote (its hash differs from the"
+                    " anchor's) — the log's end was rewritten",
+                    anchor.seq);
+          rc = 1;
+        }
+    }
   if (rc == 0)
     {
+      char note[256] = "";
+
+      if (anchor_path != NULL && anchor.remade[0])
+        snprintf (note, sizeof note,
+                  "; the anchor was remade (seq and time: %.60s) when it was missing: the log's"
+                  " end before then is vouched for by its chain alone",
+                  anchor.remade);
       if (v->records == 0)
-        snprintf (v->message, sizeof v->message, "ok: 0 records");
+        snprintf (v->message, sizeof v->message, "ok: 0 records%s", note);
       else
-        snprintf (v->message, sizeof v->message, "ok: %llu records, last seq %llu%s",
+        snprintf (v->message, sizeof v->message, "ok: %llu records, last seq %llu%s%s",
                   (unsigned long long) v->records, (unsigned long long) v->last_seq,
                   v->trimmed ? " (older files were removed: the chain starts at a later seq)"
-                             : "");
+                             : "",
+                  note);
     }
   sbx_audit_files_free (&files);
   return rc;
@@ -581,7 +677,11 @@ sbx_cmd_audit (int argc, char **argv)
   if (strcmp (sub, "verify") == 0)
     {
       struct sbx_audit_verdict v;
-      int rc = sbx_audit_verify (dir, &v);
+      char anchor[4096];
+      int rc;
+
+      snprintf (anchor, sizeof anchor, "%.3900s/audit-anchor/head", state_dir (state));
+      rc = sbx_audit_verify (dir, anchor, &v);
       /* A live log: the line being written at that instant may not be
          whole yet. Once more, a moment later, before calling it cut. */
       if (rc == 1 && strncmp (v.message, "record at " AUDIT_FILE ":", sizeof "record at " AUDIT_FILE ":" - 1)
@@ -590,7 +690,7 @@ sbx_cmd_audit (int argc, char **argv)
         {
           struct timespec ts = {0, 300 * 1000 * 1000};
           nanosleep (&ts, NULL);
-          rc = sbx_audit_verify (dir, &v);
+          rc = sbx_audit_verify (dir, anchor, &v);
         }
       if (rc < 0)
         {

@@ -28,9 +28,12 @@ struct sbx_audit_verdict
 };
 /* Check every record of the log in dir (STATE/audit): each line whole and
    canonical, seq one more than the one before, prev the SHA-256 of the
-   line before. 0 when it holds; 1 at the first break (message says where);
-   -1 when it could not be read. */
-int sbx_audit_verify (const char *dir, struct sbx_audit_verdict *v);
+   line before; and when anchor is not NULL (STATE/audit-anchor/head, the
+   parent's: priv/audit_anchor.h), that the log still reaches the record
+   the daemon last synced, with that very hash (the end not cut). 0 when
+   it holds; 1 at the first break (message says where); -1 when it could
+   not be read. */
+int sbx_audit_verify (const char *dir, const char *anchor, struct sbx_audit_verdict *v);
 
 /* SHA-256 through the system's libcrypto (dlopen on first use). -1 when
    it cannot be loaded. */

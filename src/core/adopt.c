@@ -31,7 +31,7 @@
 struct record
 {
   struct sbx_sandbox_record r;
-  char *strings[10]; /* owned copies behind r's pointers */
+  char *strings[11]; /* owned copies behind r's pointers */
 };
 
 struct records
@@ -65,6 +65,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->strings[7] = strdup (r->traffic_token);
   c->strings[8] = strdup (r->network_json);
   c->strings[9] = strdup (r->snapshot ? r->snapshot : "");
+  c->strings[10] = strdup (r->pending ? r->pending : "");
   for (size_t i = 0; i < sizeof c->strings / sizeof *c->strings; i++)
     if (c->strings[i] == NULL)
       sbx_oom ();
@@ -78,6 +79,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->r.traffic_token = c->strings[7];
   c->r.network_json = c->strings[8];
   c->r.snapshot = c->strings[9];
+  c->r.pending = c->strings[10];
 }
 
 /* The egress policy of a record, checked again (a record is ours, but a
@@ -276,6 +278,7 @@ from_record (const struct sbx_sandbox_record *r)
   sb->expires_mono = sbx_mono_ms () + (r->expires_ms - now);
   sb->lifecycle = r->lifecycle & SBX_LIFECYCLE_MASK;
   snprintf (sb->snapshot, sizeof sb->snapshot, "%s", r->snapshot ? r->snapshot : "");
+  sb->snapshot_copied = r->snapshot_copied;
   sb->limits.memory_bytes = r->memory;
   sb->limits.cpu_milli = r->cpu_milli;
   sb->limits.pids = r->pids;
@@ -356,6 +359,14 @@ adopt_one (const struct sbx_sandbox_record *r)
       end_record (r, "its id range is not this daemon's (was --uid-base or --max-sandboxes changed?)");
       return NULL;
     }
+  if (r->pending[0] != '\0')
+    {
+      /* Made by a fork the previous daemon did not finish: its client got
+         an error or nothing, never this sandbox. Half a fork is no fork
+         (the parent kills what is not adopted). */
+      end_record (r, "its fork did not complete (the daemon stopped during it)");
+      return NULL;
+    }
   if (r->hibernated)
     return adopt_hibernated (r);
   /* Checked before the cast to pid_t: a stored value that names a
@@ -425,6 +436,7 @@ sbx__adopt_all (void)
   sbx_error_t *err = NULL;
   size_t i, adopted = 0;
 
+  sbx__snapshot_roll_back_pending ();
   if (sbx_store_sandbox_running (sbx_core.store, collect, &rs, &err) < 0)
     {
       sbx_warn ("reading running sandboxes: %s", err->msg);

@@ -12,6 +12,7 @@
  */
 #include "core/audit.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 
 #include "util/buf.h"
 #include "util/cleanup.h"
+#include "util/hex.h"
 #include "util/log.h"
 #include "util/utf8.h"
 
@@ -60,7 +62,8 @@ static struct
   unsigned char prev[SHA256_DIGEST_LENGTH];
   unsigned next_index;    /* of the next rotated file */
   int healthy;
-  char error[200];
+  char error[200];        /* the cause of the current failure, "" when healthy */
+  int cause_known;        /* this write attempt has failed: error holds its first cause */
   int64_t last_sync_mono;
   int dirty;
 } A = {
@@ -103,19 +106,6 @@ sbx_audit_format_time (int64_t ms, char out[32])
   snprintf (out, 32, "%.31s", buf);
 }
 
-static void
-hex (const unsigned char *d, size_t n, char *out)
-{
-  static const char digits[] = "0123456789abcdef";
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    {
-      out[2 * i] = digits[d[i] >> 4];
-      out[2 * i + 1] = digits[d[i] & 15];
-    }
-  out[2 * n] = '\0';
-}
 
 void
 sbx_audit_sha256_hex (const void *p, size_t n, char out[65])
@@ -123,7 +113,7 @@ sbx_audit_sha256_hex (const void *p, size_t n, char out[65])
   unsigned char d[SHA256_DIGEST_LENGTH];
 
   SHA256 (p, n, d);
-  hex (d, sizeof d, out);
+  sbx_hex_encode (d, sizeof d, out);
 }
 
 /* A JSON string of any bytes: invalid UTF-8 becomes U+FFFD, so a
@@ -346,18 +336,27 @@ sbx_audit_info_json (void)
   return o;
 }
 
+/* The first failure of a write attempt is its cause: what fails after it
+   in the same attempt (a sync of the file it left behind, say) follows
+   from it and must not hide it from the operator. A later attempt that
+   fails for another reason reports that one. */
 static void
 set_error_text (const char *msg)
 {
   pthread_mutex_lock (&A.mu);
-  if (A.healthy)
-    sbx_error ("audit log: %s; state-changing requests are refused until it can be"
-               " written again",
-               msg);
+  if (!A.cause_known)
+    {
+      if (A.healthy || strcmp (A.error, msg) != 0)
+        sbx_error ("audit log: %s; state-changing requests are refused until it can be"
+                   " written again",
+                   msg);
+      snprintf (A.error, sizeof A.error, "%s", msg);
+      A.cause_known = 1;
+    }
   A.healthy = 0;
-  snprintf (A.error, sizeof A.error, "%s", msg);
   pthread_mutex_unlock (&A.mu);
 }
+
 
 static void
 set_error (int e, const char *what)
@@ -514,9 +513,16 @@ rotate (char *previous, size_t cap, sbx_error_t **err)
   snprintf (previous, cap, SBX_AUDIT_FILE ".%u", A.next_index);
   if (A.fd >= 0)
     {
-      fdatasync (A.fd);
+      int synced = fdatasync (A.fd);
+      int e = errno;
+
       close (A.fd);
       A.fd = -1;
+      /* Nothing open holds unsynced data now: the writer's periodic sync
+         has no file to sync until open_current gives it one. */
+      A.dirty = 0;
+      if (synced < 0)
+        return sbx_err_sys (err, e, "fdatasync `" SBX_AUDIT_FILE "` before its rotation");
     }
   if (renameat (A.dir, SBX_AUDIT_FILE, A.dir, previous) < 0)
     return sbx_err_sys (err, errno, "rename `%s` to `%s`", SBX_AUDIT_FILE, previous);
@@ -536,7 +542,7 @@ format_line (json_t *o, uint64_t seq, size_t *len)
   char prev[65];
   char *text;
 
-  hex (A.prev, sizeof A.prev, prev);
+  sbx_hex_encode (A.prev, sizeof A.prev, prev);
   if (json_object_set_new (o, "seq", json_integer ((json_int_t) seq)) < 0
       || json_object_set_new (o, "prev", json_string (prev)) < 0)
     return NULL;
@@ -580,6 +586,7 @@ write_record (json_t *o)
         return -2;
       if (rotate (previous, sizeof previous, &err) < 0)
         {
+          json_decref (r);
           set_error_text (err->msg);
           sbx_error_free (err);
           return -1; /* the next write opens audit.log again */
@@ -656,6 +663,27 @@ deadline (struct timespec *ts, int64_t in_ms)
     }
 }
 
+static void (*anchor_fn) (uint64_t seq, const unsigned char hash[32]);
+
+void
+sbx_audit_set_anchor (void (*fn) (uint64_t seq, const unsigned char hash[32]))
+{
+  anchor_fn = fn;
+}
+
+/* What is synced now, for the anchor (the writer's own A.seq and A.prev). */
+static void
+anchor (void)
+{
+  uint64_t seq;
+
+  pthread_mutex_lock (&A.mu);
+  seq = A.seq;
+  pthread_mutex_unlock (&A.mu);
+  if (anchor_fn && seq > 0)
+    anchor_fn (seq, A.prev);
+}
+
 static void *
 writer_main (void *arg)
 {
@@ -682,6 +710,7 @@ writer_main (void *arg)
             }
         }
       dropped = A.dropped;
+      A.cause_known = 0; /* a new attempt: its first failure is its cause */
       pthread_mutex_unlock (&A.mu);
 
       if (dropped)
@@ -708,10 +737,15 @@ writer_main (void *arg)
         }
       if (!failed)
         set_healthy ();
+      /* Only a successful write sets dirty, and every path that closes
+         the file clears it (rotate): a sync never meets a closed fd. */
+      assert (!A.dirty || A.fd >= 0);
       if (A.dirty && (failed == -1 || mono_ms () - A.last_sync_mono >= 1000))
         {
           if (fdatasync (A.fd) < 0)
             set_error (errno, "fdatasync");
+          else
+            anchor ();
           A.dirty = 0;
           A.last_sync_mono = mono_ms ();
         }
@@ -728,8 +762,8 @@ writer_main (void *arg)
         }
     }
   pthread_mutex_unlock (&A.mu);
-  if (A.fd >= 0)
-    fdatasync (A.fd);
+  if (A.fd >= 0 && fdatasync (A.fd) == 0)
+    anchor ();
   return NULL;
 }
 

@@ -35,6 +35,9 @@
    past it (at least 4 KiB). The directory must exist (the parent makes
    it) or be creatable. */
 int sbx_audit_open (const char *state_dir, uint64_t max_size, sbx_error_t **err);
+/* Called by the writer after each sync of the log with the last record's
+   seq and hash (the parent's anchor: priv/audit_anchor.h). Before open. */
+void sbx_audit_set_anchor (void (*fn) (uint64_t seq, const unsigned char hash[32]));
 /* Write what is queued, sync, stop the writer, close. */
 void sbx_audit_close (void);
 

@@ -136,7 +136,9 @@ sbx_code_open (struct sbx_sandbox *sb, const char *method, const char *path, con
                size_t body_len, struct sbx_code_conn *c, sbx_error_t **err)
 {
   struct sbx_buf req = SBX_BUF_INIT;
-  int64_t deadline = sbx_mono_ms () + scaled (sb, READY_WAIT_MS);
+  int64_t ready_ms = sbx_core.cfg.code_start_ms ? (int64_t) sbx_core.cfg.code_start_ms
+                                                 : READY_WAIT_MS;
+  int64_t deadline = sbx_mono_ms () + scaled (sb, ready_ms);
   char *end, *sp;
   unsigned status;
 
@@ -320,4 +322,31 @@ sbx__code_start (struct sbx_sandbox *sb, sbx_error_t **err)
     return sbx_err (err, SBX_E_SYSTEM, "the code interpreter did not start (status %u)",
                     c.status);
   return 0;
+}
+
+int
+sbx__code_set_env (struct sbx_sandbox *sb, sbx_error_t **err)
+{
+  struct sbx_code_conn c;
+  json_t *msg;
+  char *body;
+  int rc;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  msg = json_pack ("{s:O}", "env", sb->env);
+  pthread_mutex_unlock (&sbx_core.lock);
+  body = msg ? json_dumps (msg, JSON_COMPACT) : NULL;
+  json_decref (msg);
+  if (body == NULL)
+    return sbx_err_oom (err);
+  rc = sbx_code_open (sb, "POST", "/env", body, strlen (body), &c, err);
+  free (body);
+  if (rc < 0)
+    return -1;
+  rc = c.status == 200 ? 0
+                       : sbx_err (err, SBX_E_SYSTEM,
+                                  "the code interpreter refused the sandbox's environment (%u)",
+                                  c.status);
+  sbx_code_close (&c);
+  return rc;
 }

@@ -44,5 +44,9 @@ void sbx_code_close (struct sbx_code_conn *c);
 /* Start the server in a sandbox of the code template and wait until it is
    warm (core/internal.h callers: the pool and create). */
 int sbx__code_start (struct sbx_sandbox *sb, sbx_error_t **err);
+/* Give the running server the sandbox's environment (its create's `env`):
+   every context, those the pool warmed before anyone named it included,
+   has it from the next execution on, as commands do. */
+int sbx__code_set_env (struct sbx_sandbox *sb, sbx_error_t **err);
 
 #endif

@@ -37,8 +37,12 @@ struct sbx_config
   /* The egress proxy (egress/egress.h): its options, and the front end's
      end of the channel to it (-1 in the parent and in tests). */
   int egress_allow_private; /* --egress-allow-private: tests only */
+  int require_hardened_host; /* --require-hardened-host (iso/kernel_settings.h) */
   uint64_t egress_max_bytes; /* per sandbox; 0: unbounded */
   uint64_t egress_idle_ms;   /* a relay silent both ways this long is closed; 0: default */
+  /* Egress connections open at once (egress/limits.h); 0: the default. */
+  unsigned egress_max_total, egress_max_tenant, egress_max_sandbox;
+  uint64_t code_start_ms;    /* --code-start-timeout: the code interpreter's start; 0: default */
   int egress_fd;
   const char *egress_upstream_ca; /* --egress-upstream-ca FILE: tests only */
   uint64_t audit_max_size; /* rotate STATE/audit/audit.log at this size */
@@ -49,6 +53,12 @@ struct sbx_config
   uint64_t template_max_upload;
   uint64_t template_max_bytes;
   uint64_t template_max_inodes;
+  /* Per tenant (API keys; the administrator has none): templates it may
+     own and their bytes, and the bytes of its snapshots (their count is
+     bounded by SNAPSHOTS_PER_TENANT). */
+  unsigned tenant_max_templates;
+  uint64_t tenant_template_bytes;
+  uint64_t tenant_snapshot_bytes;
   char template_mirror[512]; /* recipes: the Debian mirror */
   char template_cache[512];  /* recipes: built layers by recipe hash ("": in the state dir) */
 };

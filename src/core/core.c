@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -44,6 +45,9 @@ sbx_config_defaults (struct sbx_config *cfg)
   cfg->template_max_upload = 2 * GIB;
   cfg->template_max_bytes = 4 * GIB;
   cfg->template_max_inodes = 500000;
+  cfg->tenant_max_templates = 16;
+  cfg->tenant_template_bytes = 8 * GIB;
+  cfg->tenant_snapshot_bytes = 8 * GIB;
   snprintf (cfg->template_mirror, sizeof cfg->template_mirror, "http://deb.debian.org/debian");
   cfg->defaults.memory_bytes = 512 * MIB;
   cfg->defaults.cpu_milli = 1000;
@@ -91,12 +95,16 @@ sbx_mono_ms (void)
 json_t *
 sbx_json_time (int64_t ms)
 {
-  char buf[40];
+  char buf[48];
   time_t t = (time_t) (ms / 1000);
   struct tm tm;
+  size_t n;
 
+  /* Milliseconds: sandboxes made in one second must still sort by their
+     start (E2B's startedAt), and RFC 3339 takes the fraction. */
   gmtime_r (&t, &tm);
-  strftime (buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  n = strftime (buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf (buf + n, sizeof buf - n, ".%03dZ", (int) (((ms % 1000) + 1000) % 1000));
   return json_string (buf);
 }
 
@@ -112,10 +120,22 @@ json_malloc (size_t n)
   return p;
 }
 
+/* What jansson gives back is overwritten first: its parser's buffers and
+   the strings it made hold request bodies, secrets' values among them,
+   which must not linger in freed memory (read by a later bug, or in a
+   core file). The bodies it handles are small; the cost is one memset. */
+static void
+json_free_wiped (void *p)
+{
+  if (p != NULL)
+    explicit_bzero (p, malloc_usable_size (p));
+  free (p);
+}
+
 void
 sbx_json_checked_alloc (void)
 {
-  json_set_alloc_funcs (json_malloc, free);
+  json_set_alloc_funcs (json_malloc, json_free_wiped);
 }
 
 int
@@ -148,11 +168,10 @@ sbx_core_store (void)
   return sbx_core.store;
 }
 
-void
-sbx_core_host_info (unsigned *cgroup_mode, unsigned *landlock_abi)
+const struct sbx_host_info *
+sbx_core_host_info (void)
 {
-  *cgroup_mode = sbx_core.host.cgroup_mode;
-  *landlock_abi = sbx_core.host.landlock_abi;
+  return &sbx_core.host;
 }
 
 int
@@ -182,8 +201,11 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
      parent told us about the host at HELLO. */
   sbx_core.host = *sbx_host_get_info ();
   snprintf (path, sizeof path, "%s/sbx.db", cfg->state_dir);
-  if (sbx_store_open (path, &sbx_core.store, err) < 0)
+  if (sbx_store_open (path, sbx_core.host.seal_key, &sbx_core.store, err) < 0)
     return -1;
+  /* The store has its copy; none is left about elsewhere. */
+  explicit_bzero (sbx_core.host.seal_key, sizeof sbx_core.host.seal_key);
+  sbx_host_forget_seal_key ();
   sbx_core.devnull = open ("/dev/null", O_RDWR | O_CLOEXEC);
   if (sbx_core.devnull < 0)
     return sbx_err_sys (err, errno, "open /dev/null");
@@ -215,6 +237,8 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   sbx_info ("core ready: cgroup %s, Landlock ABI %u, pool %u, uid base %u",
             sbx_core.host.cgroup_mode == SBX_CGROUP_V2 ? "v2" : "v1", sbx_core.host.landlock_abi,
             cfg->pool_size, (unsigned) cfg->uid_base);
+  sbx_info ("cgroups: sandboxes under %s (%s)", sbx_core.host.cgroup_parent,
+            sbx_core.host.cgroup_why);
   return 0;
 }
 

@@ -117,7 +117,14 @@ struct sbx_process
   int timed_out;
   int oom_killed;
   int killed_by_api; /* a signal came through the API */
-  int unpaced;       /* BLOCK: the stream that paced it is gone; output is discarded */
+  int sandbox_ended; /* killed because its sandbox ended (a kill, its lifetime) */
+  /* BLOCK: every attached reader paces it (the buffer keeps what the
+     slowest has not read). With none attached (the last went away) it
+     runs unpaced: the newest `cap` bytes stay for the next reader, who
+     starts where the last one stopped and is told what was dropped. */
+  struct sbx_reader *readers;
+  int unpaced;
+  uint64_t resume_off[2];
   char reason[160];
   uint64_t oom_before;
   uint64_t limit_hits_before;
@@ -187,7 +194,12 @@ struct sbx_sandbox
      clock stands: remaining_ms is what is left of it. `transition` is set
      while a pause or resume runs (others wait on cond); pause_queued while
      the janitor is to pause it (its lifetime ended, on_timeout "pause"). */
-  char snapshot[65]; /* the snapshot under its disk (a layer), "" when none */
+  /* The snapshot it was made from, "" when none: under its disk as a
+     layer, or (snapshot_copied) copied into it where the kernel cannot
+     layer it (iso/kernel.h). Either way the snapshot is in use while it
+     runs: its delete is a 409 on every kernel. */
+  char snapshot[65];
+  int snapshot_copied;
   uint32_t lifecycle;
   int paused;
   /* Paused to disk (core/vm_hibernate.c): a VM whose QEMU ended, its
@@ -219,6 +231,10 @@ struct sbx_create_opts
      its name is not in the catalog, so this record stands in for it):
      NULL for every request from a client. */
   const struct sbx_snapshot_record *internal_snapshot;
+  /* The tag of the operation that makes it (a fork's): its record stays
+     pending, and a restart ends it, until sbx_store_sandbox_complete;
+     NULL: it counts once made. */
+  const char *pending;
 };
 
 struct sbx_exec_opts
@@ -268,9 +284,14 @@ void sbx_core_free (void);
 const struct sbx_config *sbx_core_config (void);
 struct sbx_store *sbx_core_store (void);
 /* The cgroup version and Landlock ABI of the host (for /v1/info). */
-void sbx_core_host_info (unsigned *cgroup_mode, unsigned *landlock_abi);
+/* What the privileged parent said of the host at HELLO (priv/host.h). */
+const struct sbx_host_info *sbx_core_host_info (void);
+/* Why snapshots are copied into new sandboxes instead of layered under
+   their disks, into buf; "" when they are layers. */
+const char *sbx_core_snapshot_copy_reason (char *buf, size_t cap);
 int64_t sbx_now_ms (void);
-/* A wall-clock time in ms as an RFC 3339 UTC string. */
+/* A wall-clock time in ms as an RFC 3339 UTC string, with milliseconds
+   ("2026-12-02T05:51:30.123Z"). */
 json_t *sbx_json_time (int64_t ms);
 /* jansson reports a failed allocation only as a NULL from the call that
    made it, which most JSON building passes on silently (json_object_set_new
@@ -337,6 +358,10 @@ void sbx_fork_result_release (struct sbx_fork_result *out);
    returns its JSON. List (name NULL: all) and delete a tenant's. */
 json_t *sbx_snapshot_create (struct sbx_sandbox *sb, const char *name, sbx_error_t **err);
 json_t *sbx_snapshot_list (const char *tenant, const char *name, sbx_error_t **err);
+/* A tenant's snapshots, at most. */
+#define SBX_SNAPSHOTS_PER_TENANT 64
+/* The snapshots tenant has: how many, and their bytes (GET /v1/info). */
+int sbx_snapshot_usage (const char *tenant, unsigned *count, uint64_t *bytes, sbx_error_t **err);
 int sbx_snapshot_delete (const char *tenant, const char *name, sbx_error_t **err);
 /* {"sandboxes": [native JSON...], "processes_not_carried": true,
    "copied": {"files", "directories", "symlinks", "bytes", "skipped_special"}} */
@@ -453,16 +478,25 @@ void sbx_watch_stop (struct sbx_watch *w);
 struct sbx_reader
 {
   struct sbx_process *p; /* holds a reference */
+  struct sbx_reader *next_reader; /* BLOCK: in p->readers */
   uint64_t off[2];       /* next absolute offset per stream */
-  int sent_start, sent_exit, primary;
+  int sent_start, sent_exit;
   int base64;
   unsigned char utf8_hold[2][4]; /* partial UTF-8 sequences between chunks */
   int utf8_hold_len[2];
 };
-/* Start reading p from its oldest buffered byte. `primary` readers of a
-   BLOCK-mode process control its flow. */
-void sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int base64);
+/* Start reading p. HEAD and TAIL: from its first byte (what the buffer
+   no longer holds is reported as dropped). BLOCK (lossless): from the
+   oldest byte an attached reader has not read yet, or, when none is
+   attached, from where the last one stopped; every attached reader paces
+   the command, so each gets every byte from there on. */
+void sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int base64);
 void sbx_reader_release (struct sbx_reader *r);
+/* Wait up to wait_ms until sbx_reader_next has something to give without
+   waiting: 1 then, 0 after the wait. A stream checks that its client is
+   still there in between, so a reader whose client hung up takes nothing
+   the next reader (a reconnect) would miss. */
+int sbx_reader_wait (struct sbx_reader *r, int64_t wait_ms);
 /* Append the next NDJSON lines to out, waiting up to wait_ms for something
    to happen. Returns 1 when the stream is complete (the exit line is in
    out), 0 otherwise (out may be empty after a timeout), -1 when memory ran

@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 
 #include "core/internal.h"
+#include "iso/kernel.h"
 #include "core/code.h"
 #include "core/secrets.h"
 #include "core/template.h"
@@ -122,6 +123,47 @@ build (const struct sbx_limits *limits, int background, const char *template_nam
   if (snapshot)
     snprintf (sb->snapshot, sizeof sb->snapshot, "%s", snapshot);
   return sb;
+}
+
+/* Snapshots are copied, not layered, once the kernel said it cannot layer
+   them: at start (iso/kernel.c's probe of the store's filesystem) or at a
+   sandbox's setup (overlayfs refusing the layer): said once, in the log
+   and in GET /v1/info, never silently. */
+static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+static char copy_reason[200];
+
+static int
+snapshots_copied (void)
+{
+  int copied;
+
+  pthread_mutex_lock (&copy_lock);
+  copied = copy_reason[0] != '\0' || !(sbx_core.host.kernel_paths & SBX_KERNEL_SNAPSHOT_LAYERS);
+  pthread_mutex_unlock (&copy_lock);
+  return copied;
+}
+
+static void
+copy_snapshots_from_now (const char *why)
+{
+  pthread_mutex_lock (&copy_lock);
+  if (copy_reason[0] == '\0')
+    {
+      snprintf (copy_reason, sizeof copy_reason, "%s", why);
+      sbx_warn ("snapshots cannot be layers on this host (%s): sandboxes made from one get a"
+                " copy of it from now on",
+                why);
+    }
+  pthread_mutex_unlock (&copy_lock);
+}
+
+const char *
+sbx_core_snapshot_copy_reason (char *buf, size_t cap)
+{
+  pthread_mutex_lock (&copy_lock);
+  snprintf (buf, cap, "%s", copy_reason[0] ? copy_reason : sbx_core.host.snapshot_copy_reason);
+  pthread_mutex_unlock (&copy_lock);
+  return buf;
 }
 
 struct sbx_sandbox *
@@ -262,6 +304,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   cleanup_free char *env_json = NULL, *meta_json = NULL, *net_json = NULL;
   struct sbx_create_opts from_snapshot;
   struct sbx_snapshot_record snap;
+  struct sbx_limits copy_limits;
   int vm_snapshot = 0;
 
   json_t *tmeta = NULL, *env_all = NULL;
@@ -419,16 +462,37 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (sb == NULL && opts->snapshot)
     {
       /* The snapshot as the lower layer of its disk; where the kernel
-         cannot (overlayfs in a user namespace, idmapped mounts), a copy
-         into a plain one below. */
+         cannot (idmapped mounts of the store's filesystem, overlayfs on
+         them in a user namespace: iso/kernel.h), a copy into a plain one
+         below, its disk grown by the snapshot's size so that what the
+         sandbox may write is what a layer would leave it. */
       sbx_error_t *e = NULL;
-      sb = sbx__build_layered (&limits, stored || code ? opts->template_name : NULL,
+      if (!snapshots_copied ())
+        sb = sbx__build_layered (&limits, stored || code ? opts->template_name : NULL,
                                  tenant ? tenant : "default", opts->snapshot, &e);
       fresh = sb != NULL;
       if (sb == NULL)
         {
-          sbx_warn ("a sandbox on snapshot %s: %s; copying it instead", opts->snapshot, e->msg);
+          /* The kernel refusing the layer (overlayfs, the idmap) is this
+             host's for good; anything else (memory, a race) this
+             request's only. */
+          if (e && (strstr (e->msg, "overlay") || strstr (e->msg, "idmap")))
+            copy_snapshots_from_now (e->msg);
+          else if (e)
+            sbx_warn ("a sandbox on snapshot %s: %s; copying it instead", opts->snapshot, e->msg);
           sbx_error_free (e);
+          /* Both: the disk is a tmpfs, its pages charged to the memory
+             limit, which caps it (sbx__effective_disk). */
+          copy_limits = limits;
+          copy_limits.disk_bytes = sbx__effective_disk (&limits) + snap.bytes;
+          copy_limits.memory_bytes = limits.memory_bytes + snap.bytes;
+          sb = sbx__build (&copy_limits, 0, stored || code ? opts->template_name : NULL, err);
+          if (sb == NULL)
+            goto fail_unreserve;
+          sb->limits = limits;
+          sb->snapshot_copied = 1;
+          snprintf (sb->snapshot, sizeof sb->snapshot, "%s", opts->snapshot);
+          fresh = 1;
         }
     }
   if (sb == NULL)
@@ -519,6 +583,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.network_json = net_json;
   rec.lifecycle = sb->lifecycle;
   rec.snapshot = sb->snapshot;
+  rec.snapshot_copied = sb->snapshot_copied;
+  rec.pending = opts->pending;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next
@@ -549,9 +615,17 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop (); /* a new deadline */
   sbx_audit_lifecycle ("created", sb->id, sb->tenant, NULL);
-  if (opts->snapshot && !vm_snapshot && sb->snapshot[0] == '\0' && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
+  if (sb->snapshot_copied && sbx__snapshot_load (sb, opts->snapshot, err) < 0)
     {
       sbx_sandbox_kill (sb, "its snapshot could not be copied", NULL);
+      sbx_sandbox_unref (sb);
+      return NULL;
+    }
+  /* The server was started before the sandbox had an environment (in the
+     pool): runCode must see it as commands do. */
+  if (code && json_object_size (sb->env) > 0 && sbx__code_set_env (sb, err) < 0)
+    {
+      sbx_sandbox_kill (sb, "its environment could not reach the code interpreter", NULL);
       sbx_sandbox_unref (sb);
       return NULL;
     }

@@ -185,14 +185,21 @@ sbx__egress_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
   ev->fd = -1;
   if (fd < 0)
     return;
-  if (sbx_core.cfg.egress_fd < 0)
+  /* A sandbox whose policy allows nothing has no egress: its connections
+     go nowhere, not even to the egress process, where they would count
+     against everyone's room (issue 16). Reset (SO_LINGER 0), the same
+     answer whatever the client sent or will send. */
+  if (sbx_core.cfg.egress_fd < 0 || !sbx__network_allows_any (sb->network))
     {
+      struct linger reset = {1, 0};
+      setsockopt (fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
       close (fd);
       return;
     }
   memset (&m, 0, sizeof m);
   m.type = SBX_EGRESS_MSG_CONN;
   snprintf (m.sandbox, sizeof m.sandbox, "%s", sb->id);
+  snprintf (m.tenant, sizeof m.tenant, "%s", sb->tenant[0] ? sb->tenant : "default");
   /* The policy as it is now (the loop holds the core's lock). */
   if (sb->network != NULL)
     {

@@ -44,6 +44,7 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
   char tenant[sizeof src->tenant], template_name[sizeof src->template_name],
       user[sizeof src->user];
   json_t *env = NULL, *metadata = NULL, *network = NULL;
+  char nonce[17], pending[96];
   int was_paused = 0, rc = -1;
   unsigned i;
 
@@ -79,11 +80,18 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
   opts.env = env;
   opts.metadata = metadata;
   opts.network = network;
+  /* All or nothing, also across a crash: the new sandboxes' records stay
+     pending (a restart ends them) until every copy is made. */
+  sbx_random_hex (nonce, 8);
+  snprintf (pending, sizeof pending, "fork of %s %s", src->id, nonce);
+  opts.pending = pending;
 
   if (src->isolation == SBX_ISOLATION_VM)
     {
       out->vm = 1;
       rc = sbx__vm_fork (src, tenant, &opts, count, out, err);
+      if (rc == 0)
+        rc = sbx_store_sandbox_complete (sbx_core.store, pending, err);
       if (rc < 0)
         undo (out);
       else
@@ -133,6 +141,8 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
         }
     }
   sbx__transition_end (src);
+  if (rc == 0)
+    rc = sbx_store_sandbox_complete (sbx_core.store, pending, err);
   if (rc < 0)
     {
       sbx_err_wrap (err, "fork of sandbox `%s`", src->id);

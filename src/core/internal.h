@@ -125,6 +125,9 @@ void sbx__sandbox_pause_expired (struct sbx_sandbox *sb);
    its copy into a just-made sandbox. */
 int sbx__snapshot_lookup (const char *tenant, const char *name, struct sbx_snapshot_record *out,
                           sbx_error_t **err);
+/* At the start, before adoption: remove every snapshot whose save did not
+   complete under the previous daemon (its pending record, its files). */
+void sbx__snapshot_roll_back_pending (void);
 int sbx__snapshot_load (struct sbx_sandbox *sb, const char *name, sbx_error_t **err);
 int sbx__transition_begin (struct sbx_sandbox *sb, int *was_paused, sbx_error_t **err);
 void sbx__transition_end (struct sbx_sandbox *sb);

@@ -372,12 +372,13 @@ again:
   if (p->mode == SBX_OUT_BLOCK)
     {
       size_t room = o->cap - (size_t) (o->end - o->start);
-      if (p->unpaced && room == 0)
+      if (p->unpaced && room < want && room < o->cap)
         {
           /* Nobody paces it any more: the newest output stays (for a
              reader that attaches later), the oldest makes room. */
-          o->start = o->end;
-          room = o->cap;
+          size_t make = want < o->cap ? want - room : o->cap - room;
+          o->start += make;
+          room += make;
         }
       if (room == 0)
         {
@@ -515,6 +516,7 @@ sbx__process_kill_all (struct sbx_sandbox *sb, const char *reason)
               p->wait_status = SIGKILL; /* as waitpid reports a SIGKILL death */
             }
           snprintf (p->reason, sizeof p->reason, "%s", reason);
+          p->sandbox_ended = 1;
           for (i = 0; i < 2; i++)
             sbx__outbuf_close (&p->out[i]);
           sbx__process_maybe_done (p);

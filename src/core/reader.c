@@ -1,6 +1,8 @@
 /* sbx: streaming readers: turn a command's output buffers into NDJSON
  * lines (start, stdout, stderr, dropped, exit) for an HTTP stream, and
- * release a lossless (BLOCK) buffer as the reader consumes it. */
+ * release a lossless (BLOCK) buffer as its slowest attached reader
+ * consumes it. */
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,19 +18,56 @@
 
 #define LINE_CHUNK 49152 /* output bytes per NDJSON line */
 
-void
-sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int primary, int base64)
+/* BLOCK: the buffer keeps what the slowest attached reader has not read
+   (its start follows the lowest offset), and reading the pipe resumes
+   once that frees room. Core lock held. */
+static void
+pace_locked (struct sbx_process *p)
 {
+  int i;
+
+  assert (p->mode == SBX_OUT_BLOCK);
+  for (i = 0; i < 2; i++)
+    {
+      struct sbx_outbuf *o = &p->out[i];
+      uint64_t lowest = o->end;
+      const struct sbx_reader *r;
+
+      for (r = p->readers; r != NULL; r = r->next_reader)
+        if (r->off[i] < lowest)
+          lowest = r->off[i];
+      if (lowest > o->start)
+        {
+          o->start = lowest;
+          sbx__outbuf_resume (p, i);
+        }
+    }
+}
+
+void
+sbx_reader_init (struct sbx_reader *r, struct sbx_process *p, int base64)
+{
+  int i;
+
   memset (r, 0, sizeof *r);
   pthread_mutex_lock (&sbx_core.lock);
   p->refs++;
   r->p = p;
-  r->primary = primary;
   r->base64 = base64;
-  /* From the very first byte: what the buffer no longer holds is reported
-     as dropped by the first sbx_reader_next. */
-  r->off[0] = 0;
-  r->off[1] = 0;
+  /* HEAD and TAIL from the very first byte: what the buffer no longer
+     holds is reported as dropped by the first sbx_reader_next. BLOCK from
+     what the attached readers still hold, or from where the last reader
+     stopped (a reconnect then hears what was dropped meanwhile). */
+  for (i = 0; i < 2; i++)
+    r->off[i] = p->mode != SBX_OUT_BLOCK ? 0
+                : p->readers != NULL     ? p->out[i].start
+                                         : p->resume_off[i];
+  if (p->mode == SBX_OUT_BLOCK)
+    {
+      r->next_reader = p->readers;
+      p->readers = r;
+      p->unpaced = 0;
+    }
   pthread_mutex_unlock (&sbx_core.lock);
 }
 
@@ -36,28 +75,77 @@ void
 sbx_reader_release (struct sbx_reader *r)
 {
   struct sbx_process *p = r->p;
+  struct sbx_reader **link;
   int i;
 
   if (p == NULL)
     return;
-  if (r->primary && p->mode == SBX_OUT_BLOCK)
+  pthread_mutex_lock (&sbx_core.lock);
+  if (p->mode == SBX_OUT_BLOCK)
     {
-      /* The stream that paced this command is gone (its client hung up).
-         Nobody reads this output any more: discard it from now on, and let
-         the loop read paused pipes again. Otherwise a command killed with
-         a full buffer is never drained, never finishes, and holds its pipe
-         and its place in the process list until the sandbox dies. */
-      pthread_mutex_lock (&sbx_core.lock);
-      p->unpaced = 1;
-      for (i = 0; i < 2; i++)
+      for (link = &p->readers; *link != r; link = &(*link)->next_reader)
+        assert (*link != NULL);
+      *link = r->next_reader;
+      if (p->readers == NULL)
         {
-          p->out[i].start = p->out[i].end;
-          sbx__outbuf_resume (p, i);
+          /* Nobody paces it any more: it runs on unpaced (its newest
+             output stays for a reader that attaches later, see
+             sbx__process_on_output), and a later reader starts where
+             this one stopped. Otherwise a command with a full buffer and
+             no reader would never finish. */
+          p->unpaced = 1;
+          for (i = 0; i < 2; i++)
+            {
+              struct sbx_outbuf *o = &p->out[i];
+              p->resume_off[i] = r->off[i] > o->start ? r->off[i] : o->start;
+              o->start = p->resume_off[i];
+              sbx__outbuf_resume (p, i);
+            }
         }
-      pthread_mutex_unlock (&sbx_core.lock);
+      else
+        pace_locked (p);
     }
+  pthread_mutex_unlock (&sbx_core.lock);
   sbx_process_unref (p);
   r->p = NULL;
+}
+
+/* Whether sbx_reader_next would give something now. Core lock held. */
+static int
+has_news_locked (const struct sbx_reader *r)
+{
+  const struct sbx_process *p = r->p;
+  int i, all_read = 1;
+
+  if (!r->sent_start)
+    return 1;
+  for (i = 0; i < 2; i++)
+    {
+      if (r->off[i] < p->out[i].end)
+        return 1; /* output, or a drop to report */
+      if (p->out[i].fd >= 0)
+        all_read = 0;
+    }
+  return !r->sent_exit && p->state == SBX_PROC_DONE && all_read;
+}
+
+int
+sbx_reader_wait (struct sbx_reader *r, int64_t wait_ms)
+{
+  struct sbx_process *p = r->p;
+  struct timespec ts;
+  int news;
+
+  sbx__abstime (&ts, wait_ms);
+  pthread_mutex_lock (&sbx_core.lock);
+  while (!(news = has_news_locked (r)))
+    if (pthread_cond_timedwait (&p->cond, &sbx_core.lock, &ts) == ETIMEDOUT)
+      {
+        news = has_news_locked (r);
+        break;
+      }
+  pthread_mutex_unlock (&sbx_core.lock);
+  return news;
 }
 
 static int emit_json_line (struct sbx_buf *out, json_t *o);
@@ -175,11 +263,8 @@ sbx_reader_next (struct sbx_reader *r, struct sbx_buf *out, int64_t wait_ms)
               if (emit_data (r, out, i, chunk, n, 0) < 0)
                 goto oom;
               progress = 1;
-              if (r->primary && p->mode == SBX_OUT_BLOCK)
-                {
-                  o->start = r->off[i];
-                  sbx__outbuf_resume (p, i);
-                }
+              if (p->mode == SBX_OUT_BLOCK)
+                pace_locked (p);
             }
           if (r->off[i] < o->end || o->fd >= 0)
             all_read = 0;

@@ -166,6 +166,10 @@ sandbox_json_locked (struct sbx_sandbox *sb)
                                   (sb->lifecycle & SBX_LIFECYCLE_PAUSE_ON_TIMEOUT) ? "pause" : "kill",
                                   "auto_resume", (sb->lifecycle & SBX_LIFECYCLE_AUTO_RESUME) != 0));
   json_object_set_new (o, "limits", limits);
+  /* Made from a snapshot: as a layer under its disk, or a copy in it. */
+  if (sb->snapshot[0] && sb->isolation != SBX_ISOLATION_VM)
+    json_object_set_new (o, "snapshot", json_pack ("{s:s, s:s}", "name", sb->snapshot, "as",
+                                                   sb->snapshot_copied ? "copy" : "layer"));
   json_object_set (o, "env", sb->env);
   json_object_set (o, "metadata", sb->metadata);
   /* The egress policy: empty lists for none. A copy: it is replaced (not

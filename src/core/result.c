@@ -175,6 +175,7 @@ sbx__process_result_locked (struct sbx_process *p, int with_output, int base64)
     }
   json_object_set_new (o, "timed_out", json_boolean (p->timed_out));
   json_object_set_new (o, "oom_killed", json_boolean (p->oom_killed));
+  json_object_set_new (o, "sandbox_ended", json_boolean (p->sandbox_ended));
   json_object_set_new (o, "duration",
                        json_real ((double) ((p->end_mono ? p->end_mono : sbx_mono_ms ())
                                             - p->start_mono)

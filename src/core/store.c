@@ -9,17 +9,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/seal.h"
 #include "util/cleanup.h"
+#include "util/hex.h"
+#include "util/log.h"
 
 struct sbx_store
 {
   sqlite3 *db;
   pthread_mutex_t lock;
+  uint8_t key[SBX_SEAL_KEY_LEN]; /* secrets and tokens are sealed with it (core/seal.h) */
 };
 
 static const char schema[]
     = "PRAGMA journal_mode=WAL;"
       "PRAGMA synchronous=NORMAL;"
+      /* What is deleted or overwritten (a secret, a token sealed in
+         place) is zeroed in the file, not left in a free page. */
+      "PRAGMA secure_delete=ON;"
       "PRAGMA foreign_keys=ON;"
       "CREATE TABLE IF NOT EXISTS sandboxes ("
       "  id TEXT PRIMARY KEY,"
@@ -47,7 +54,8 @@ static const char schema[]
       "  lifecycle INTEGER NOT NULL DEFAULT 0,"
       "  remaining_ms INTEGER NOT NULL DEFAULT 0,"
       "  snapshot TEXT NOT NULL DEFAULT '',"
-      "  hibernated INTEGER NOT NULL DEFAULT 0);"
+      "  hibernated INTEGER NOT NULL DEFAULT 0,"
+      "  pending TEXT NOT NULL DEFAULT '');"
       "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);"
       "CREATE TABLE IF NOT EXISTS snapshots ("
       "  tenant TEXT NOT NULL,"
@@ -61,6 +69,7 @@ static const char schema[]
       "  isolation INTEGER NOT NULL DEFAULT 0,"
       "  memory INTEGER NOT NULL DEFAULT 0,"
       "  cpu_milli INTEGER NOT NULL DEFAULT 0,"
+      "  pending INTEGER NOT NULL DEFAULT 0,"
       "  PRIMARY KEY (tenant, name));"
       "CREATE TABLE IF NOT EXISTS api_keys ("
       "  id TEXT PRIMARY KEY,"
@@ -128,14 +137,249 @@ check_integrity (struct sbx_store *st, const char *path, sbx_error_t **err)
   return 0;
 }
 
+/* ---- sealed values (core/seal.h) ---------------------------------------- */
+
+/* Where a value belongs, its associated data: "secret\0TENANT\0NAME" or
+   "token\0SANDBOX\0access": moved to another row, it does not unseal. */
+static size_t
+seal_aad (char *buf, size_t cap, const char *kind, const char *a, const char *b)
+{
+  int n = snprintf (buf, cap, "%s%c%s%c%s", kind, 0, a, 0, b);
+
+  return n > 0 && (size_t) n < cap ? (size_t) n : 0;
+}
+
+/* Sealed text in a TEXT column (a sandbox's tokens, its environment):
+   "s1:" and the sealed bytes in hex. Text in the clear from before
+   sealing never starts so (a token is 40 hex digits, the environment a
+   JSON object). */
+#define SEALED_PREFIX "s1:"
+
+/* A sandbox's columns that are sealed: its data-plane tokens, and its
+   environment (E2B users pass API keys there). */
+static const char *const sealed_columns[] = {"access_token", "traffic_token", "env"};
+
+/* text sealed into out (wiped when freed) for sandbox id's column which;
+   "" stays "". */
+static int
+seal_text (struct sbx_store *st, const char *id, const char *which, const char *text,
+           struct sbx_buf *out, sbx_error_t **err)
+{
+  struct sbx_buf sealed = SBX_BUF_INIT;
+  char aad[200];
+  size_t aad_len = seal_aad (aad, sizeof aad, "sandbox", id, which);
+
+  sbx_buf_reset (out);
+  out->wipe = 1;
+  sbx_buf_append (out, "", 0);
+  if (text[0] == '\0')
+    return out->failed ? sbx_err_oom (err) : 0;
+  if (aad_len == 0)
+    return sbx_err (err, SBX_E_INVALID, "a sandbox id to seal for is malformed");
+  if (sbx_seal (st->key, aad, aad_len, text, strlen (text), &sealed, err) < 0)
+    return -1;
+  sbx_buf_append (out, SEALED_PREFIX, 3);
+  sbx_buf_reserve (out, 2 * sealed.len);
+  if (!out->failed)
+    {
+      sbx_hex_encode (sealed.data, sealed.len, out->data + out->len);
+      out->len += 2 * sealed.len;
+    }
+  sbx_buf_free (&sealed);
+  return out->failed ? sbx_err_oom (err) : 0;
+}
+
+/* The text of a column (sealed, or in the clear from before sealing) into
+   out; -1 when it does not unseal (the key replaced, the value changed or
+   moved from another row), logged. */
+static int
+open_text (struct sbx_store *st, const char *id, const char *which, const char *text,
+           struct sbx_buf *out)
+{
+  struct sbx_buf raw = SBX_BUF_INIT;
+  sbx_error_t *e = NULL;
+  char aad[200];
+  size_t aad_len = seal_aad (aad, sizeof aad, "sandbox", id, which), n;
+  int rc = -1;
+
+  sbx_buf_reset (out);
+  out->wipe = 1;
+  if (strncmp (text, SEALED_PREFIX, 3) != 0)
+    {
+      sbx_buf_append (out, text, strlen (text));
+      return out->failed ? -1 : 0;
+    }
+  n = strlen (text + 3);
+  raw.wipe = 1;
+  sbx_buf_reserve (&raw, n / 2);
+  if (!raw.failed && sbx_hex_decode (text + 3, n, raw.data) >= 0)
+    raw.len = n / 2;
+  if (raw.len == n / 2 && n > 0 && aad_len
+      && sbx_unseal (st->key, aad, aad_len, raw.data, raw.len, out, &e) == 0)
+    rc = 0;
+  else
+    {
+      sbx_warn ("sandbox %s: its %s does not unseal (%s)", id, which, e ? e->msg : "malformed");
+      sbx_error_free (e);
+    }
+  sbx_buf_free (&raw);
+  return rc;
+}
+
+/* One secret of value[0..n) sealed into out, for tenant's name. */
+static int
+seal_secret (struct sbx_store *st, const char *tenant, const char *name, const void *value,
+             size_t n, struct sbx_buf *out, sbx_error_t **err)
+{
+  char aad[200];
+  size_t aad_len = seal_aad (aad, sizeof aad, "secret", tenant, name);
+
+  if (aad_len == 0)
+    return sbx_err (err, SBX_E_INVALID, "a secret's name is malformed");
+  return sbx_seal (st->key, aad, aad_len, value, n, out, err);
+}
+
+static int run (struct sbx_store *st, const char *sql,
+                void (*bind) (sqlite3_stmt *, const void *), const void *arg, int *changes,
+                sbx_error_t **err);
+
+struct seal_row
+{
+  const char *a, *b, *c;
+  const void *blob;
+  size_t blob_len;
+};
+
+static void
+bind_seal_row (sqlite3_stmt *s, const void *arg)
+{
+  const struct seal_row *r = arg;
+
+  sqlite3_bind_text (s, 1, r->a, -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 2, r->b, -1, SQLITE_STATIC);
+  if (r->blob)
+    sqlite3_bind_blob (s, 3, r->blob, (int) r->blob_len, SQLITE_STATIC);
+  else
+    sqlite3_bind_text (s, 3, r->c, -1, SQLITE_STATIC);
+}
+
+/* The first row of sql (two or three text columns and a blob), copied
+   into the caller's buffers; 0 none, 1 one, -1 error. */
+static int
+legacy_row (struct sbx_store *st, const char *sql, char a[256], char b[256], struct sbx_buf *blob,
+           sbx_error_t **err)
+{
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+
+  if (sqlite3_prepare_v2 (st->db, sql, -1, &stmt, NULL) != SQLITE_OK)
+    return db_err (st, err, "prepare");
+  rc = sqlite3_step (stmt);
+  if (rc == SQLITE_ROW)
+    {
+      const char *ta = (const char *) sqlite3_column_text (stmt, 0);
+      const char *tb = (const char *) sqlite3_column_text (stmt, 1);
+      snprintf (a, 256, "%s", ta ? ta : "");
+      snprintf (b, 256, "%s", tb ? tb : "");
+      sbx_buf_reset (blob);
+      sbx_buf_append (blob, sqlite3_column_blob (stmt, 2), (size_t) sqlite3_column_bytes (stmt, 2));
+    }
+  sqlite3_finalize (stmt);
+  if (rc == SQLITE_ROW)
+    return 1;
+  return rc == SQLITE_DONE ? 0 : db_err (st, err, "read");
+}
+
+/* Values from before sealing, sealed in place, one row at a time; then
+   the write-ahead log is emptied, so the clear copies are gone from the
+   files too (secure_delete zeroes the pages they were on). */
+static int
+seal_legacy (struct sbx_store *st, sbx_error_t **err)
+{
+  struct sbx_buf value = SBX_BUF_INIT, sealed = SBX_BUF_INIT;
+  char a[256], b[256];
+  unsigned done = 0;
+  int rc;
+
+  value.wipe = 1;
+  while ((rc = legacy_row (st, "SELECT tenant, name, value FROM secrets WHERE sealed = 0 LIMIT 1",
+                          a, b, &value, err))
+         == 1)
+    {
+      struct seal_row r = {a, b, NULL, NULL, 0};
+      if (seal_secret (st, a, b, value.data, value.len, &sealed, err) < 0)
+        {
+          rc = -1;
+          break;
+        }
+      r.blob = sealed.data;
+      r.blob_len = sealed.len;
+      if (run (st, "UPDATE secrets SET value = ?3, sealed = 1 WHERE tenant = ?1 AND name = ?2",
+               bind_seal_row, &r, NULL, err)
+          < 0)
+        {
+          rc = -1;
+          break;
+        }
+      done++;
+    }
+  /* Then a sandbox's sealed columns, one column at a time (rc is 0 here,
+     or we are done). */
+  for (size_t c = 0; rc == 0 && c < sizeof sealed_columns / sizeof sealed_columns[0]; c++)
+    while (rc == 0)
+      {
+        char sql[300];
+        struct seal_row r = {a, NULL, NULL, NULL, 0};
+        int row;
+
+        snprintf (sql, sizeof sql,
+                  "SELECT id, '', %s FROM sandboxes WHERE %s != '' AND substr (%s, 1, 3) != 's1:'"
+                  " LIMIT 1",
+                  sealed_columns[c], sealed_columns[c], sealed_columns[c]);
+        row = legacy_row (st, sql, a, b, &value, err);
+        if (row <= 0)
+          {
+            rc = row;
+            break;
+          }
+        snprintf (sql, sizeof sql, "UPDATE sandboxes SET %s = ?3 WHERE id = ?1",
+                  sealed_columns[c]);
+        r.b = "";
+        if (seal_text (st, a, sealed_columns[c], value.data, &sealed, err) < 0)
+          rc = -1;
+        else
+          {
+            r.c = sealed.data;
+            if (run (st, sql, bind_seal_row, &r, NULL, err) < 0)
+              rc = -1;
+            else
+              done++;
+          }
+      }
+  sbx_buf_free (&value);
+  sbx_buf_free (&sealed);
+  if (rc != 0)
+    return -1;
+  if (done)
+    {
+      sqlite3_exec (st->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+      sbx_info ("store: sealed %u values kept in the clear by an older daemon", done);
+    }
+  return 0;
+}
+
+static int seal_legacy (struct sbx_store *st, sbx_error_t **err);
+
 int
-sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
+sbx_store_open (const char *path, const uint8_t key[SBX_SEAL_KEY_LEN], struct sbx_store **out,
+                sbx_error_t **err)
 {
   struct sbx_store *st = calloc (1, sizeof *st);
   char *msg = NULL;
 
   if (st == NULL)
     return sbx_err (err, SBX_E_SYSTEM, "open database `%s`: out of memory", path);
+  memcpy (st->key, key, sizeof st->key);
   pthread_mutex_init (&st->lock, NULL);
   if (sqlite3_open_v2 (path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
                                            | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE,
@@ -199,6 +443,19 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
                   "ALTER TABLE sandboxes ADD COLUMN hibernated INTEGER NOT NULL DEFAULT 0",
                   NULL, NULL, &msg);
   if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT snapshot_copied FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before snapshots could be copies: every one was a layer. */
+    sqlite3_exec (st->db,
+                  "ALTER TABLE sandboxes ADD COLUMN snapshot_copied INTEGER NOT NULL DEFAULT 0",
+                  NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT pending FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before forks were all or nothing: every record is complete. */
+    sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN pending TEXT NOT NULL DEFAULT ''",
+                  NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
       && sqlite3_exec (st->db, "SELECT isolation FROM snapshots LIMIT 0", NULL, NULL, NULL)
              != SQLITE_OK)
     /* From before VM snapshots: every snapshot is a namespace one's disk. */
@@ -207,10 +464,29 @@ sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err)
                   "ALTER TABLE snapshots ADD COLUMN memory INTEGER NOT NULL DEFAULT 0;"
                   "ALTER TABLE snapshots ADD COLUMN cpu_milli INTEGER NOT NULL DEFAULT 0",
                   NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT pending FROM snapshots LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before saves were recorded as pending first: all complete. */
+    sqlite3_exec (st->db, "ALTER TABLE snapshots ADD COLUMN pending INTEGER NOT NULL DEFAULT 0",
+                  NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT sealed FROM secrets LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before values were sealed: every one is in the clear (sealed
+       by seal_legacy below). */
+    sqlite3_exec (st->db, "ALTER TABLE secrets ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0",
+                  NULL, NULL, &msg);
   if (msg != NULL || sqlite3_errcode (st->db) != SQLITE_OK)
     {
       sbx_err (err, SBX_E_SYSTEM, "database `%s`: %s", path, msg ? msg : "schema failed");
       sqlite3_free (msg);
+      sbx_store_close (st);
+      return -1;
+    }
+  if (seal_legacy (st, err) < 0)
+    {
+      sbx_err_wrap (err, "database `%s`", path);
       sbx_store_close (st);
       return -1;
     }
@@ -225,6 +501,7 @@ sbx_store_close (struct sbx_store *st)
     return;
   sqlite3_close_v2 (st->db);
   pthread_mutex_destroy (&st->lock);
+  explicit_bzero (st->key, sizeof st->key);
   free (st);
 }
 
@@ -286,18 +563,51 @@ bind_insert (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_text (s, 19, r->network_json ? r->network_json : "", -1, SQLITE_STATIC);
   sqlite3_bind_int64 (s, 20, r->lifecycle);
   sqlite3_bind_text (s, 21, r->snapshot ? r->snapshot : "", -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 22, r->snapshot_copied);
+  sqlite3_bind_text (s, 23, r->pending ? r->pending : "", -1, SQLITE_STATIC);
 }
+
+static int insert_sealed (struct sbx_store *st, const struct sbx_sandbox_record *r,
+                          sbx_error_t **err);
 
 int
 sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record *r,
                           sbx_error_t **err)
 {
+  struct sbx_buf access = SBX_BUF_INIT, traffic = SBX_BUF_INIT, env = SBX_BUF_INIT;
+  struct sbx_sandbox_record sealed = *r;
+  int rc = -1;
+
+  const char *id = r->id ? r->id : "";
+
+  if (seal_text (st, id, "access_token", r->access_token ? r->access_token : "", &access, err)
+          == 0
+      && seal_text (st, id, "traffic_token", r->traffic_token ? r->traffic_token : "", &traffic,
+                    err)
+             == 0
+      && seal_text (st, id, "env", r->env_json ? r->env_json : "", &env, err) == 0)
+    {
+      sealed.access_token = access.data;
+      sealed.traffic_token = traffic.data;
+      sealed.env_json = env.data;
+      rc = insert_sealed (st, &sealed, err);
+    }
+  sbx_buf_free (&access);
+  sbx_buf_free (&traffic);
+  sbx_buf_free (&env);
+  return rc;
+}
+
+static int
+insert_sealed (struct sbx_store *st, const struct sbx_sandbox_record *r, sbx_error_t **err)
+{
   return run (st,
               "INSERT INTO sandboxes (id, tenant, template, user, state, created_ms, expires_ms,"
               " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid, timeout_ms,"
-              " access_token, traffic_token, network, lifecycle, snapshot)"
+              " access_token, traffic_token, network, lifecycle, snapshot, snapshot_copied,"
+              " pending)"
               " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-              " ?16, ?17, ?18, ?19, ?20, ?21)",
+              " ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
               bind_insert, r, NULL, err);
 }
 
@@ -399,6 +709,20 @@ sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int64_t 
                      "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4,"
                      " hibernated = 1 WHERE id = ?1 AND state IN ('running', 'paused')",
                      &a, err);
+}
+
+static void
+bind_pending (sqlite3_stmt *s, const void *arg)
+{
+  sqlite3_bind_text (s, 1, arg, -1, SQLITE_STATIC);
+}
+
+int
+sbx_store_sandbox_complete (struct sbx_store *st, const char *pending, sbx_error_t **err)
+{
+  assert (pending != NULL && pending[0] != '\0');
+  return run (st, "UPDATE sandboxes SET pending = '' WHERE pending = ?1", bind_pending, pending,
+              NULL, err);
 }
 
 int
@@ -566,7 +890,8 @@ sbx_store_sandbox_running (struct sbx_store *st,
                           "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
                           " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid,"
                           " timeout_ms, access_token, traffic_token, network, state, lifecycle,"
-                          " remaining_ms, snapshot, hibernated FROM sandboxes"
+                          " remaining_ms, snapshot, hibernated, snapshot_copied, pending"
+                          " FROM sandboxes"
                           " WHERE state IN ('running', 'paused')"
                           " ORDER BY created_ms",
                           -1, &stmt, NULL)
@@ -579,6 +904,7 @@ sbx_store_sandbox_running (struct sbx_store *st,
   while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
     {
       struct sbx_sandbox_record r;
+      struct sbx_buf access = SBX_BUF_INIT, traffic = SBX_BUF_INIT, env = SBX_BUF_INIT;
       int64_t cpu = sqlite3_column_int64 (stmt, 7), pids = sqlite3_column_int64 (stmt, 8);
       int64_t slot = sqlite3_column_int64 (stmt, 12);
 
@@ -610,9 +936,35 @@ sbx_store_sandbox_running (struct sbx_store *st,
       if (r.snapshot == NULL)
         r.snapshot = "";
       r.hibernated = r.paused && sqlite3_column_int64 (stmt, 23) == 1;
+      r.snapshot_copied = sqlite3_column_int64 (stmt, 24) == 1;
+      r.pending = (const char *) sqlite3_column_text (stmt, 25);
+      if (r.pending == NULL)
+        r.pending = "";
       if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json
           && r.access_token && r.traffic_token && r.network_json)
-        fn (&r, arg);
+        {
+          /* Tokens that do not open are "" (core/adopt.c makes new ones);
+             an environment that does not, none. */
+          if (open_text (st, r.id, "access_token", r.access_token, &access) < 0)
+            sbx_buf_reset (&access);
+          if (open_text (st, r.id, "traffic_token", r.traffic_token, &traffic) < 0)
+            sbx_buf_reset (&traffic);
+          if (open_text (st, r.id, "env", r.env_json, &env) < 0)
+            {
+              sbx_buf_reset (&env);
+              sbx_buf_append (&env, "{}", 2);
+            }
+          sbx_buf_append (&access, "", 0);
+          sbx_buf_append (&traffic, "", 0);
+          r.access_token = access.data;
+          r.traffic_token = traffic.data;
+          r.env_json = env.data;
+          if (r.access_token && r.traffic_token && r.env_json)
+            fn (&r, arg);
+          sbx_buf_free (&access);
+          sbx_buf_free (&traffic);
+          sbx_buf_free (&env);
+        }
     }
   if (rc != SQLITE_DONE)
     db_err (st, err, "list running sandboxes");
@@ -650,9 +1002,21 @@ int
 sbx_store_sandbox_set_tokens (struct sbx_store *st, const char *id, const char *access_token,
                               const char *traffic_token, sbx_error_t **err)
 {
-  struct tokens a = {id, access_token, traffic_token};
-  return run (st, "UPDATE sandboxes SET access_token = ?2, traffic_token = ?3 WHERE id = ?1",
-              bind_tokens, &a, NULL, err);
+  struct sbx_buf access = SBX_BUF_INIT, traffic = SBX_BUF_INIT;
+  struct tokens a = {id, NULL, NULL};
+  int rc = -1;
+
+  if (seal_text (st, id, "access_token", access_token, &access, err) == 0
+      && seal_text (st, id, "traffic_token", traffic_token, &traffic, err) == 0)
+    {
+      a.access = access.data;
+      a.traffic = traffic.data;
+      rc = run (st, "UPDATE sandboxes SET access_token = ?2, traffic_token = ?3 WHERE id = ?1",
+                bind_tokens, &a, NULL, err);
+    }
+  sbx_buf_free (&access);
+  sbx_buf_free (&traffic);
+  return rc;
 }
 
 static void
@@ -690,6 +1054,7 @@ bind_snapshot (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_int64 (s, 9, (sqlite3_int64) r->isolation);
   sqlite3_bind_int64 (s, 10, (sqlite3_int64) r->memory);
   sqlite3_bind_int64 (s, 11, (sqlite3_int64) r->cpu_milli);
+  sqlite3_bind_int64 (s, 12, r->pending ? 1 : 0);
 }
 
 int
@@ -698,9 +1063,26 @@ sbx_store_snapshot_insert (struct sbx_store *st, const struct sbx_snapshot_recor
 {
   return run (st,
               "INSERT INTO snapshots (tenant, name, template, source, created_ms, bytes, files,"
-              " disk, isolation, memory, cpu_milli)"
-              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+              " disk, isolation, memory, cpu_milli, pending)"
+              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
               bind_snapshot, r, NULL, err);
+}
+
+int
+sbx_store_snapshot_complete (struct sbx_store *st, const struct sbx_snapshot_record *r,
+                             sbx_error_t **err)
+{
+  int changes = 0;
+
+  if (run (st,
+           "UPDATE snapshots SET created_ms = ?5, bytes = ?6, files = ?7, pending = 0"
+           " WHERE tenant = ?1 AND name = ?2 AND pending = 1",
+           bind_snapshot, r, &changes, err)
+      < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "snapshot `%s`'s pending record is gone", r->name);
+  return 0;
 }
 
 static void
@@ -713,13 +1095,15 @@ bind_two (sqlite3_stmt *s, const void *arg)
 
 int
 sbx_store_snapshot_delete (struct sbx_store *st, const char *tenant, const char *name,
-                           sbx_error_t **err)
+                           int pending, sbx_error_t **err)
 {
   const char *a[2] = {tenant, name};
   int changes = 0;
 
-  if (run (st, "DELETE FROM snapshots WHERE tenant = ?1 AND name = ?2", bind_two, a, &changes,
-           err)
+  if (run (st,
+           pending ? "DELETE FROM snapshots WHERE tenant = ?1 AND name = ?2 AND pending = 1"
+                   : "DELETE FROM snapshots WHERE tenant = ?1 AND name = ?2 AND pending = 0",
+           bind_two, a, &changes, err)
       < 0)
     return -1;
   if (changes == 0)
@@ -738,7 +1122,7 @@ sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *n
   pthread_mutex_lock (&st->lock);
   if (sqlite3_prepare_v2 (st->db,
                           "SELECT tenant, name, template, source, created_ms, bytes, files, disk,"
-                          " isolation, memory, cpu_milli"
+                          " isolation, memory, cpu_milli, pending"
                           " FROM snapshots WHERE (?1 IS NULL OR tenant = ?1)"
                           " AND (?2 IS NULL OR name = ?2) ORDER BY created_ms, name",
                           -1, &stmt, NULL)
@@ -773,6 +1157,7 @@ sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *n
       r.isolation = (uint32_t) sqlite3_column_int64 (stmt, 8);
       r.memory = (uint64_t) sqlite3_column_int64 (stmt, 9);
       r.cpu_milli = (uint64_t) sqlite3_column_int64 (stmt, 10);
+      r.pending = sqlite3_column_int64 (stmt, 11) != 0;
       fn (&r, arg);
     }
   if (rc != SQLITE_DONE)
@@ -809,14 +1194,21 @@ sbx_store_secret_insert (struct sbx_store *st, const char *tenant, const char *n
                          const void *value, size_t value_len, const char *description,
                          int64_t created_ms, sbx_error_t **err)
 {
-  struct secret_args a = {tenant, name, description, value, value_len, created_ms};
+  struct secret_args a = {tenant, name, description, NULL, 0, created_ms};
+  struct sbx_buf sealed = SBX_BUF_INIT;
   sbx_error_t *e = NULL;
+  int rc;
 
-  if (run (st,
-           "INSERT INTO secrets (tenant, name, value, description, created_ms)"
-           " VALUES (?1, ?2, ?3, ?4, ?5)",
-           bind_secret, &a, NULL, &e)
-      == 0)
+  if (seal_secret (st, tenant, name, value, value_len, &sealed, err) < 0)
+    return -1;
+  a.value = sealed.data;
+  a.value_len = sealed.len;
+  rc = run (st,
+            "INSERT INTO secrets (tenant, name, value, description, created_ms, sealed)"
+            " VALUES (?1, ?2, ?3, ?4, ?5, 1)",
+            bind_secret, &a, NULL, &e);
+  sbx_buf_free (&sealed);
+  if (rc == 0)
     return 0;
   if ((sqlite3_extended_errcode (st->db) == SQLITE_CONSTRAINT_PRIMARYKEY)
       || strstr (e->msg, "UNIQUE") != NULL)
@@ -848,14 +1240,16 @@ int
 sbx_store_secret_get (struct sbx_store *st, const char *tenant, const char *name, char **value,
                       size_t *len, sbx_error_t **err)
 {
+  struct sbx_buf sealed = SBX_BUF_INIT, plain = SBX_BUF_INIT;
   sqlite3_stmt *stmt = NULL;
-  int rc;
+  int rc, opened = 0;
 
   *value = NULL;
   *len = 0;
   pthread_mutex_lock (&st->lock);
-  if (sqlite3_prepare_v2 (st->db, "SELECT value FROM secrets WHERE tenant = ?1 AND name = ?2", -1,
-                          &stmt, NULL)
+  if (sqlite3_prepare_v2 (st->db,
+                          "SELECT value FROM secrets WHERE tenant = ?1 AND name = ?2 AND sealed = 1",
+                          -1, &stmt, NULL)
       != SQLITE_OK)
     {
       db_err (st, err, "prepare");
@@ -866,24 +1260,28 @@ sbx_store_secret_get (struct sbx_store *st, const char *tenant, const char *name
   sqlite3_bind_text (stmt, 2, name, -1, SQLITE_STATIC);
   rc = sqlite3_step (stmt);
   if (rc == SQLITE_ROW)
-    {
-      const void *b = sqlite3_column_blob (stmt, 0);
-      int n = sqlite3_column_bytes (stmt, 0);
-      *value = malloc ((size_t) n + 1);
-      if (*value != NULL)
-        {
-          if (n > 0)
-            memcpy (*value, b, (size_t) n);
-          (*value)[n] = '\0';
-          *len = (size_t) n;
-        }
-    }
+    sbx_buf_append (&sealed, sqlite3_column_blob (stmt, 0),
+                    (size_t) sqlite3_column_bytes (stmt, 0));
   sqlite3_finalize (stmt);
   pthread_mutex_unlock (&st->lock);
-  if (rc == SQLITE_ROW && *value == NULL)
-    return sbx_err_oom (err);
   if (rc == SQLITE_ROW)
-    return 0;
+    {
+      char aad[200];
+      size_t aad_len = seal_aad (aad, sizeof aad, "secret", tenant, name);
+
+      opened = sealed.data != NULL && aad_len > 0
+               && sbx_unseal (st->key, aad, aad_len, sealed.data, sealed.len, &plain, err) == 0;
+      sbx_buf_free (&sealed);
+      if (!opened)
+        {
+          sbx_buf_free (&plain);
+          return err && *err ? sbx_err_wrap (err, "secret `%s`", name)
+                             : sbx_err (err, SBX_E_SYSTEM, "secret `%s` cannot be read", name);
+        }
+      *len = plain.len;
+      *value = sbx_buf_steal (&plain); /* the caller wipes it */
+      return *value ? 0 : sbx_err_oom (err);
+    }
   if (rc == SQLITE_DONE)
     return sbx_err (err, SBX_E_NOT_FOUND, "secret `%s` not found", name);
   return sbx_err (err, SBX_E_SYSTEM, "secret lookup failed");

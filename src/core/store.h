@@ -32,17 +32,27 @@ struct sbx_sandbox_record
   uint32_t lifecycle;
   int paused;
   int64_t remaining_ms;
-  const char *snapshot; /* the snapshot that is the lower layer of its disk, "" */
+  const char *snapshot; /* the snapshot it was made from, "" */
+  int snapshot_copied;  /* ... copied into its disk, not its disk's lower layer */
   /* Paused to disk (core/vm_hibernate.c): a VM whose memory is in the
      store, no process of it running; init_pid is a relay long gone. */
   int hibernated;
+  /* Made by an operation not complete yet (a fork's tag, see
+     sbx_store_sandbox_complete); "" or NULL: complete. A daemon that
+     finds such a record at its start ends the sandbox: the client never
+     got it (core/adopt.c). */
+  const char *pending;
 };
 
 #define SBX_LIFECYCLE_PAUSE_ON_TIMEOUT 0x1 /* its lifetime ends in a pause, not a kill */
 #define SBX_LIFECYCLE_AUTO_RESUME 0x2      /* a request to it while paused resumes it */
 #define SBX_LIFECYCLE_MASK 0x3
 
-int sbx_store_open (const char *path, struct sbx_store **out, sbx_error_t **err);
+/* key: what secrets' values and sandboxes' data-plane tokens are sealed
+   with in the file (core/seal.h); values an older daemon kept in the
+   clear are sealed at open. */
+int sbx_store_open (const char *path, const uint8_t key[32], struct sbx_store **out,
+                    sbx_error_t **err);
 void sbx_store_close (struct sbx_store *st);
 
 int sbx_store_sandbox_insert (struct sbx_store *st, const struct sbx_sandbox_record *r,
@@ -61,6 +71,9 @@ int sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paus
    neither). */
 int sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int64_t remaining_ms,
                                       int64_t expires_ms, sbx_error_t **err);
+/* The operation tagged `pending` completed: every sandbox it made counts,
+   all at once (one statement). */
+int sbx_store_sandbox_complete (struct sbx_store *st, const char *pending, sbx_error_t **err);
 int sbx_store_sandbox_end (struct sbx_store *st, const char *id, const char *state,
                            const char *reason, int64_t ended_ms, sbx_error_t **err);
 /* Call fn for every record still "running" (what a restarted daemon
@@ -85,12 +98,21 @@ struct sbx_snapshot_record
      (the snapshot is the guest's RAM, disk included); 0 for namespace */
   uint32_t isolation;
   uint64_t memory, cpu_milli;
+  /* Being saved: the name is taken, nothing may use it yet, and a daemon
+     that finds it so at its start removes it (the save was cut short, or
+     its record was never completed). */
+  int pending;
 };
 int sbx_store_snapshot_insert (struct sbx_store *st, const struct sbx_snapshot_record *r,
                                sbx_error_t **err);
+/* A pending snapshot's save is done: it counts, with what it holds. */
+int sbx_store_snapshot_complete (struct sbx_store *st, const struct sbx_snapshot_record *r,
+                                 sbx_error_t **err);
+/* Delete a complete record (pending 0) or a pending one (1); SBX_E_NOT_FOUND
+   when there is no such record. */
 int sbx_store_snapshot_delete (struct sbx_store *st, const char *tenant, const char *name,
-                               sbx_error_t **err);
-/* tenant and name NULL: any. */
+                               int pending, sbx_error_t **err);
+/* tenant and name NULL: any. Pending records too (r->pending says). */
 int sbx_store_snapshot_list (struct sbx_store *st, const char *tenant, const char *name,
                              void (*fn) (const struct sbx_snapshot_record *r, void *arg),
                              void *arg, sbx_error_t **err);

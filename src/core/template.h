@@ -40,6 +40,8 @@ json_t *sbx_template_get_json (const char *tenant, const char *name, sbx_error_t
 json_t *sbx_template_list_json (const char *tenant);
 /* 1 when `tenant` may create sandboxes from `name` (built-in or visible). */
 int sbx_template_usable (const char *tenant, const char *name);
+/* The templates tenant owns: how many, and their bytes (quota, GET /v1/info). */
+void sbx_template_usage (const char *tenant, unsigned *count, uint64_t *bytes);
 /* 1 when `name` would be a stored template (not a built-in). */
 int sbx_template_is_stored (const char *name);
 /* {env: {K: V}, workdir?, user?, source} of a stored template, or NULL. */

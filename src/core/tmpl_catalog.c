@@ -23,6 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "core/template.h"
 #include "iso/tmpl.h"
 #include "priv/host.h"
@@ -166,6 +168,97 @@ sbx_template_list_json (const char *tenant)
     }
   closedir (d);
   return arr;
+}
+
+/* ---- a tenant's quota (--tenant-templates, --tenant-template-bytes) ---- */
+
+/* Builds under way count against their tenant's quota from their start:
+   two at once cannot both take what only one may. */
+static pthread_mutex_t quota_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct
+{
+  char tenant[64];
+  uint64_t bytes; /* the most the build may store */
+} building[64];
+
+void
+sbx_template_usage (const char *tenant, unsigned *count, uint64_t *bytes)
+{
+  char path[1024];
+  struct dirent *de;
+  DIR *d;
+
+  *count = 0;
+  *bytes = 0;
+  snprintf (path, sizeof path, "%s/templates/by-name", sbx_core.cfg.state_dir);
+  d = opendir (path);
+  while (d && (de = readdir (d)) != NULL)
+    {
+      cleanup_free char *owner = NULL, *created = NULL;
+      long long ms = 0;
+      unsigned long long b = 0;
+      if (!sbx_tmpl_name_ok (de->d_name)
+          || (owner = read_small (de->d_name, "owner", 128)) == NULL || strcmp (owner, tenant) != 0)
+        continue;
+      created = read_small (de->d_name, "created", 128);
+      if (created)
+        sscanf (created, "%lld %llu", &ms, &b);
+      (*count)++;
+      *bytes += b;
+    }
+  if (d)
+    closedir (d);
+}
+
+/* Reserve a build's place in tenant's quota: the bytes it may store, or
+   -1 with err (TOO_MANY, TOO_LARGE) when none is left. */
+static int
+reserve (const char *tenant, uint64_t *may, unsigned *slot, sbx_error_t **err)
+{
+  const struct sbx_config *c = &sbx_core.cfg;
+  unsigned count, i, free_slot = UINT32_MAX;
+  uint64_t bytes;
+  int rc = 0;
+
+  pthread_mutex_lock (&quota_lock);
+  sbx_template_usage (tenant, &count, &bytes);
+  for (i = 0; i < sizeof building / sizeof *building; i++)
+    if (building[i].tenant[0] == '\0')
+      free_slot = free_slot == UINT32_MAX ? i : free_slot;
+    else if (strcmp (building[i].tenant, tenant) == 0)
+      {
+        count++;
+        bytes += building[i].bytes;
+      }
+  if (count >= c->tenant_max_templates)
+    rc = sbx_err (err, SBX_E_LIMIT,
+                  "tenant `%s` has %u templates (at most %u: sbx serve --tenant-templates);"
+                  " remove one first",
+                  tenant, count, c->tenant_max_templates);
+  else if (bytes + 4096 > c->tenant_template_bytes)
+    rc = sbx_err (err, SBX_E_TOO_LARGE,
+                  "tenant `%s`'s templates hold %llu of its %llu bytes"
+                  " (sbx serve --tenant-template-bytes); remove one first",
+                  tenant, (unsigned long long) bytes, (unsigned long long) c->tenant_template_bytes);
+  else if (free_slot == UINT32_MAX)
+    rc = sbx_err (err, SBX_E_LIMIT, "too many template builds at once; try again");
+  else
+    {
+      *may = c->tenant_template_bytes - bytes;
+      *slot = free_slot;
+      snprintf (building[free_slot].tenant, sizeof building[free_slot].tenant, "%s", tenant);
+      building[free_slot].bytes = *may;
+    }
+  pthread_mutex_unlock (&quota_lock);
+  return rc;
+}
+
+static void
+unreserve (unsigned slot)
+{
+  pthread_mutex_lock (&quota_lock);
+  building[slot].tenant[0] = '\0';
+  pthread_mutex_unlock (&quota_lock);
 }
 
 int
@@ -334,7 +427,22 @@ sbx_template_build (const char *tenant, const char *name, const char *format, in
     return sbx_err (err, SBX_E_INVALID, "this tenant's name cannot own templates");
   if (f == SBX_TMPL_RECIPE && canonical_recipe (fd, err) < 0)
     return -1;
-  return sbx_host_template_build (fd, name, tenant ? tenant : GLOBAL_OWNER, f, err);
+  if (tenant == NULL)
+    return sbx_host_template_build (fd, name, GLOBAL_OWNER, f, 0, err);
+  {
+    uint64_t may = 0;
+    unsigned slot = 0;
+    int rc;
+
+    if (reserve (tenant, &may, &slot, err) < 0)
+      return -1;
+    rc = sbx_host_template_build (fd, name, tenant, f, may, err);
+    unreserve (slot);
+    if (rc < 0 && (*err)->kind == SBX_E_TOO_LARGE && may < sbx_core.cfg.template_max_bytes)
+      sbx_err_wrap (err, "tenant `%s`'s template quota leaves %llu bytes", tenant,
+                    (unsigned long long) may);
+    return rc;
+  }
 }
 
 int

@@ -14,6 +14,7 @@ struct sbx_egress_opts
   uint64_t max_bytes;         /* per sandbox, both ways, over the process's life; 0: none */
   unsigned max_conns;         /* per sandbox at once */
   unsigned max_total;         /* all sandboxes at once */
+  unsigned max_tenant;        /* one tenant's sandboxes at once */
   uint64_t idle_ms;           /* a relay silent both ways this long is closed */
   const char *state_dir;      /* the CA in STATE/egress-ca (egress/tls.h); NULL: none */
   const char *upstream_ca;    /* tests: a PEM file trusted for upstreams besides the system's */

@@ -8,8 +8,10 @@
  * service is caught, and the address checked is the one connected to:
  * no second lookup a rebinding DNS server could answer differently),
  * connects, and relays bytes both ways until either side closes or the
- * connection is idle too long. Per sandbox: connections at once and bytes
- * over the process's life are bounded; in all, connections at once.
+ * connection is idle too long. Connections at once are bounded in all,
+ * per tenant (with a fair share when the proxy is busy) and per sandbox,
+ * those yet to send their request apart and fewer (egress/limits.h);
+ * bytes per sandbox over the process's life.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,28 +31,22 @@
 
 #include "egress/creds.h"
 #include "egress/egress.h"
+#include "egress/limits.h"
 #include "egress/tls.h"
 #include "egress/wire.h"
 #include "util/log.h"
 
+/* A connection's request head must come within this: until then it is
+   pending (egress/limits.h), and pending ones are few. */
+#define REQUEST_HEAD_MS 10000
+/* The request inside a TLS connection to a host with rules (an open one). */
 #define HEAD_TIMEOUT_MS 30000
 #define CONNECT_TIMEOUT_MS 10000
-#define MAX_SANDBOXES 4096
 #define RELAY_CHUNK 65536 /* per connection: 1024 of them hold 64 MiB */
 
 static struct sbx_egress_opts opts;
 
-struct sandbox_stats
-{
-  char id[SBX_EGRESS_ID_MAX];
-  unsigned conns;
-  uint64_t bytes;
-  int reported; /* the byte limit was logged */
-};
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sandbox_stats *stats;
-static unsigned nstats, total_conns;
+static struct sbx_egress_limits *limits;
 
 static int channel_fd = -1;
 static uint64_t reports_dropped;
@@ -58,7 +54,8 @@ static uint64_t reports_dropped;
 struct conn
 {
   int client, upstream;
-  struct sandbox_stats *sb;
+  char sandbox[SBX_EGRESS_ID_MAX];
+  struct sbx_egress_slot slot; /* what it holds of the limits (egress/limits.h) */
   /* For the report (wire.h). */
   char host[256];
   uint16_t port;
@@ -77,6 +74,7 @@ sbx_egress_opts_defaults (struct sbx_egress_opts *o)
   memset (o, 0, sizeof *o);
   o->max_conns = 64;
   o->max_total = 1024;
+  o->max_tenant = 256;
   o->idle_ms = 300 * 1000;
   o->max_bytes = 0;
 }
@@ -90,78 +88,15 @@ now_ms (void)
   return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The entry of sandbox id, counted as one more connection; NULL when a
-   limit says no (why set). */
-static struct sandbox_stats *
-acquire (const char *id, const char **why)
-{
-  struct sandbox_stats *s = NULL;
-  unsigned i;
-
-  pthread_mutex_lock (&lock);
-  for (i = 0; i < nstats && s == NULL; i++)
-    if (strcmp (stats[i].id, id) == 0)
-      s = &stats[i];
-  if (s == NULL)
-    {
-      if (nstats == MAX_SANDBOXES)
-        {
-          /* Forget a sandbox with nothing open (its byte count goes). */
-          for (i = 0; i < nstats; i++)
-            if (stats[i].conns == 0)
-              {
-                stats[i] = stats[--nstats];
-                break;
-              }
-        }
-      if (nstats < MAX_SANDBOXES)
-        {
-          s = &stats[nstats++];
-          memset (s, 0, sizeof *s);
-          memcpy (s->id, id, sizeof s->id);
-        }
-    }
-  *why = NULL;
-  if (s == NULL || total_conns >= opts.max_total)
-    *why = "the daemon has too many egress connections open";
-  else if (s->conns >= opts.max_conns)
-    *why = "this sandbox has too many egress connections open";
-  else if (opts.max_bytes && s->bytes >= opts.max_bytes)
-    *why = "this sandbox has used up its egress byte allowance";
-  if (*why == NULL)
-    {
-      s->conns++;
-      total_conns++;
-    }
-  pthread_mutex_unlock (&lock);
-  return *why ? NULL : s;
-}
-
-static void
-release (struct sandbox_stats *s)
-{
-  pthread_mutex_lock (&lock);
-  s->conns--;
-  total_conns--;
-  pthread_mutex_unlock (&lock);
-}
-
 /* Count n more bytes; 0 when the sandbox is now over its allowance. */
 static int
-count_bytes (struct sandbox_stats *s, size_t n)
+count_bytes (struct conn *c, size_t n)
 {
-  int ok;
+  int first_over, ok = sbx_egress_count_bytes (limits, &c->slot, n, &first_over);
 
-  pthread_mutex_lock (&lock);
-  s->bytes += n;
-  ok = opts.max_bytes == 0 || s->bytes <= opts.max_bytes;
-  if (!ok && !s->reported)
-    {
-      s->reported = 1;
-      sbx_warn ("sandbox %s: egress byte allowance (%llu bytes) used up; its connections are"
-                " closed", s->id, (unsigned long long) opts.max_bytes);
-    }
-  pthread_mutex_unlock (&lock);
+  if (first_over)
+    sbx_warn ("sandbox %s: egress byte allowance (%llu bytes) used up; its connections are"
+              " closed", c->sandbox, (unsigned long long) opts.max_bytes);
   return ok;
 }
 
@@ -266,6 +201,10 @@ answer (int fd, int status, const char *reason, const char *text)
 static void
 respond (struct conn *c, int status, const char *phrase, const char *text)
 {
+  /* Every such answer is the connection's last: its place is free before
+     the client reads it, so a client that tries again at once is not
+     refused for a connection that is over. */
+  sbx_egress_release (limits, &c->slot);
   c->status = status;
   snprintf (c->reason, sizeof c->reason, "%s", strncmp (text, "sbx: ", 5) == 0 ? text + 5 : text);
   answer (c->client, status, phrase, text);
@@ -299,7 +238,7 @@ refuse_now (int fd, const char *text)
 static ssize_t
 read_head (struct conn *c)
 {
-  int64_t deadline = now_ms () + HEAD_TIMEOUT_MS;
+  int64_t deadline = now_ms () + REQUEST_HEAD_MS;
   char *end;
 
   c->head = malloc (SBX_EGRESS_HEAD_MAX + 1);
@@ -381,6 +320,39 @@ to_addr (const struct addrinfo *a, struct sbx_net_addr *out)
 
 /* Decide, resolve, check, connect: the upstream fd, or -1 after answering
    the client. */
+/* 1 when the kernel routes a's address to this host itself (RTN_LOCAL):
+   any address of any of its interfaces, a public one included, where a
+   sandbox with open egress would reach every service bound to 0.0.0.0
+   from inside, past firewall rules written for the outside. Asked of the
+   kernel's own routing: a UDP socket connected to the address is given
+   the address itself as its source exactly when the route is local. A
+   check that cannot be made counts as local (refused). */
+static int
+routed_here (const struct addrinfo *a)
+{
+  struct sockaddr_storage src;
+  socklen_t len = sizeof src;
+  int fd = socket (a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), here = 1;
+
+  if (fd < 0)
+    return 1;
+  if (connect (fd, a->ai_addr, a->ai_addrlen) < 0)
+    here = errno == ENETUNREACH || errno == EHOSTUNREACH ? 0 : 1; /* unroutable: dial fails */
+  else if (getsockname (fd, (struct sockaddr *) &src, &len) == 0)
+    {
+      if (a->ai_family == AF_INET)
+        here = memcmp (&((struct sockaddr_in *) &src)->sin_addr,
+                       &((const struct sockaddr_in *) a->ai_addr)->sin_addr, 4)
+               == 0;
+      else
+        here = memcmp (&((struct sockaddr_in6 *) &src)->sin6_addr,
+                       &((const struct sockaddr_in6 *) a->ai_addr)->sin6_addr, 16)
+               == 0;
+    }
+  close (fd);
+  return here;
+}
+
 static int
 open_upstream (struct conn *c, const struct sbx_egress_req *r)
 {
@@ -431,6 +403,8 @@ open_upstream (struct conn *c, const struct sbx_egress_req *r)
         continue;
       to_addr (a, &addr);
       special = sbx_net_addr_special (&addr);
+      if (special == NULL && !opts.allow_private && routed_here (a))
+        special = "this host";
       if (special != NULL && !opts.allow_private)
         {
           sbx_net_addr_format (&addr, a_text, sizeof a_text);
@@ -518,7 +492,7 @@ relay (struct conn *c)
             c->bytes_out += (uint64_t) n;
           else
             c->bytes_in += (uint64_t) n;
-          if (!count_bytes (c->sb, (size_t) n)
+          if (!count_bytes (c, (size_t) n)
               || write_all (to, buf, (size_t) n, (int) opts.idle_ms) < 0)
             goto out;
         }
@@ -575,7 +549,7 @@ relay_tls (struct conn *c, SSL *cl, SSL *up)
             c->bytes_out += (uint64_t) n;
           else
             c->bytes_in += (uint64_t) n;
-          if (!count_bytes (c->sb, (size_t) n) || SSL_write (to, buf, n) != n)
+          if (!count_bytes (c, (size_t) n) || SSL_write (to, buf, n) != n)
             goto out;
         }
     }
@@ -663,7 +637,7 @@ intercept (struct conn *c, const struct sbx_egress_req *r, const char *pattern, 
       goto out;
     }
   c->bytes_out += len;
-  if (!count_bytes (c->sb, len) || SSL_write (up, out, (int) out_len) != (int) out_len)
+  if (!count_bytes (c, len) || SSL_write (up, out, (int) out_len) != (int) out_len)
     goto out;
   if ((size_t) (end + 4 - head) < len)
     {
@@ -749,7 +723,7 @@ serve (void *arg)
   struct conn *c = arg;
   struct sbx_egress_req r;
   char why[200], text[300];
-  const char *ruled = NULL;
+  const char *ruled = NULL, *refusal;
   ssize_t hl;
 
   memset (&r, 0, sizeof r);
@@ -764,6 +738,15 @@ serve (void *arg)
     {
       snprintf (text, sizeof text, "sbx: bad proxy request: %s", why);
       respond (c, 400, "Bad Request", text);
+      goto done;
+    }
+  /* A request: from now on it counts as open. */
+  if (sbx_egress_promote (limits, &c->slot, &refusal) < 0)
+    {
+      snprintf (c->host, sizeof c->host, "%s", r.host);
+      c->port = r.port;
+      snprintf (text, sizeof text, "sbx: %s", refusal);
+      respond (c, 429, "Too Many Requests", text);
       goto done;
     }
   if (apply_rules (c, &r, &ruled) < 0)
@@ -783,14 +766,14 @@ serve (void *arg)
       else
         {
           c->bytes_out += r.head_len;
-          ok = count_bytes (c->sb, r.head_len)
+          ok = count_bytes (c, r.head_len)
                && write_all (c->upstream, r.head, r.head_len, (int) opts.idle_ms) == 0;
         }
       /* What the client sent after the head (a body, a TLS hello). */
       if (ok && c->head_len > (size_t) hl)
         {
           c->bytes_out += c->head_len - (size_t) hl;
-          ok = count_bytes (c->sb, c->head_len - (size_t) hl)
+          ok = count_bytes (c, c->head_len - (size_t) hl)
                && write_all (c->upstream, c->head + hl, c->head_len - (size_t) hl,
                              (int) opts.idle_ms) == 0;
         }
@@ -801,16 +784,17 @@ done:
   if (r.head)
     explicit_bzero (r.head, r.head_len);
   free (r.head);
-  /* A connection that never sent a request attempted nothing. */
-  if (c->status != 0)
-    report (c->sb->id, c->host, c->port, c->status, c->allowed, c->reason, c->bytes_out,
-            c->bytes_in);
   if (c->upstream >= 0)
     close (c->upstream);
   /* The place is free before the client sees the end: a client (or a VM's
      agent, which opens its next stream only then) that connects again at
-     once is not refused for a connection that is over. */
-  release (c->sb);
+     once is not refused for a connection that is over. And before the
+     report: a connection's audit record means its place is free. */
+  sbx_egress_release (limits, &c->slot);
+  /* A connection that never sent a request attempted nothing. */
+  if (c->status != 0)
+    report (c->sandbox, c->host, c->port, c->status, c->allowed, c->reason, c->bytes_out,
+            c->bytes_in);
   close (c->client);
   sbx_net_policy_free (&c->policy);
   sbx_egress_creds_free (&c->creds);
@@ -863,7 +847,8 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
   pthread_t t;
 
   if (n < sizeof *m || m->type != SBX_EGRESS_MSG_CONN || m->len != n
-      || memchr (m->sandbox, '\0', sizeof m->sandbox) == NULL || m->sandbox[0] == '\0')
+      || memchr (m->sandbox, '\0', sizeof m->sandbox) == NULL || m->sandbox[0] == '\0'
+      || memchr (m->tenant, '\0', sizeof m->tenant) == NULL || m->tenant[0] == '\0')
     {
       sbx_warn ("egress: a malformed packet from the front end");
       close (fd);
@@ -877,6 +862,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
     }
   c->client = fd;
   c->upstream = -1;
+  memcpy (c->sandbox, m->sandbox, sizeof c->sandbox);
   if (policy_from (m, n, &c->policy, &c->creds) < 0)
     {
       sbx_warn ("egress: a malformed policy for sandbox %s", m->sandbox);
@@ -884,8 +870,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
       free (c);
       return;
     }
-  c->sb = acquire (m->sandbox, &why);
-  if (c->sb == NULL)
+  if (sbx_egress_admit (limits, m->tenant, m->sandbox, &c->slot, &why) < 0)
     {
       char text[200];
       snprintf (text, sizeof text, "sbx: %s", why);
@@ -903,7 +888,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
     {
       refuse_now (fd, "sbx: the egress proxy is out of threads");
       report (m->sandbox, "", 0, 429, 0, "the egress proxy is out of threads", 0, 0);
-      release (c->sb);
+      sbx_egress_release (limits, &c->slot);
       sbx_net_policy_free (&c->policy);
       sbx_egress_creds_free (&c->creds);
       free (c);
@@ -924,7 +909,13 @@ sbx_egress_main (const struct sbx_egress_opts *o, int channel, uid_t uid, gid_t 
   /* SIGTERM ends us at once (nothing to save); the parent's death too. */
   sigemptyset (&mask);
   pthread_sigmask (SIG_SETMASK, &mask, NULL);
-  stats = calloc (MAX_SANDBOXES, sizeof *stats);
+  {
+    struct sbx_egress_bounds open = {opts.max_total, opts.max_tenant, opts.max_conns};
+    struct sbx_egress_bounds pending;
+
+    sbx_egress_pending_bounds (&open, &pending);
+    limits = sbx_egress_limits_new (&pending, &open, opts.max_bytes);
+  }
   /* Before the drop: the CA key is root's and Landlock then opens nothing.
      Without it, hosts with rules are refused (502), the rest works. */
   if (opts.state_dir != NULL && sbx_egress_tls_init (opts.state_dir, opts.upstream_ca, &err) < 0)
@@ -933,7 +924,7 @@ sbx_egress_main (const struct sbx_egress_opts *o, int channel, uid_t uid, gid_t 
       sbx_error_free (err);
       err = NULL;
     }
-  if (stats == NULL || sbx_egress_drop (uid, gid, &err) < 0)
+  if (limits == NULL || sbx_egress_drop (uid, gid, &err) < 0)
     {
       fprintf (stderr, "sbx egress: %s\n", err ? err->msg : "out of memory");
       sbx_error_free (err);

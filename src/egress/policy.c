@@ -424,6 +424,11 @@ sbx_net_addr_special (const struct sbx_net_addr *addr)
 {
   static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+  /* SIIT's IPv4-translated ::ffff:0:0:0/96 (RFC 7915), and the local-use
+     NAT64 prefix 64:ff9b:1::/48 (RFC 8215, any /96 in it): each carries
+     an IPv4 address a translator on the path would reach. */
+  static const uint8_t siit[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
+  static const uint8_t nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 0x01};
   static const uint8_t zero[16] = {0};
   static const uint8_t metadata6[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0,
                                         0, 0, 0, 0, 0, 0, 0x02, 0x54};
@@ -433,8 +438,10 @@ sbx_net_addr_special (const struct sbx_net_addr *addr)
     return v4_special (b);
   if (addr->family != AF_INET6)
     return "unknown";
-  if (memcmp (b, mapped, 12) == 0 || memcmp (b, nat64, 12) == 0)
+  if (memcmp (b, mapped, 12) == 0 || memcmp (b, nat64, 12) == 0 || memcmp (b, siit, 12) == 0)
     return v4_special (b + 12);
+  if (memcmp (b, nat64_local, 6) == 0)
+    return v4_special (b + 12) ? v4_special (b + 12) : "local NAT64";
   if (memcmp (b, zero, 15) == 0)
     return b[15] == 1 ? "loopback" : "unspecified"; /* ::1, :: (and ::N) */
   if (memcmp (b, zero, 12) == 0)

@@ -6,7 +6,9 @@
  * packet is one connection a sandbox opened to its proxy address
  * (127.0.0.1:3128 inside), with exactly one descriptor (SCM_RIGHTS): the
  * accepted socket, which belongs to the sandbox's network namespace. The
- * packet carries the sandbox's policy as it was when the connection came:
+ * packet carries the sandbox's tenant (its connections count against the
+ * tenant's share too: egress/limits.h) and its policy as it was when the
+ * connection came:
  * a policy change applies to the next connection. The egress process
  * re-parses every entry (egress/policy.c) and drops a malformed packet
  * with its descriptor.
@@ -29,6 +31,7 @@
 #define SBX_EGRESS_MSG_CONN 1
 #define SBX_EGRESS_MSG_REPORT 2
 #define SBX_EGRESS_ID_MAX 32 /* the sandbox id, NUL-padded */
+#define SBX_EGRESS_TENANT_MAX 80 /* its tenant's name, NUL-padded (egress/limits.h) */
 #define SBX_EGRESS_CREDS_MAX (48 * 1024) /* the credential strings of one packet */
 #define SBX_EGRESS_MSG_MAX                                                                      \
   (sizeof (struct sbx_egress_conn) + 2 * SBX_NET_MAX_ENTRIES * (SBX_NET_ENTRY_MAX + 1)          \
@@ -39,6 +42,7 @@ struct sbx_egress_conn
   uint32_t type; /* SBX_EGRESS_MSG_CONN */
   uint32_t len;  /* whole packet */
   char sandbox[SBX_EGRESS_ID_MAX];
+  char tenant[SBX_EGRESS_TENANT_MAX];
   uint32_t nallow, ndeny; /* NUL-terminated entries that follow: allow first */
   uint32_t strings_len;
   uint32_t reserved;

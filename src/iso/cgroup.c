@@ -48,7 +48,9 @@ write_at (int dir, const char *file, const char *value, sbx_error_t **err)
 static int
 read_at (int dir, const char *file, char *buf, size_t cap)
 {
-  cleanup_close int fd = openat (dir, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  /* O_NONBLOCK: a cgroup file never blocks, anything planted that
+     would (a FIFO) fails the read instead of stalling the daemon. */
+  cleanup_close int fd = openat (dir, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   size_t got = 0;
 
   if (fd < 0)
@@ -143,16 +145,78 @@ find_duplicates (struct sbx_cgroup_root *root)
     }
 }
 
-/* mkdir -p of a relative path under dirfd, returning an fd of the last. */
+/* What to do about a cgroup that refuses us, by errno. */
+static const char *
+refusal_hint (int e)
+{
+  switch (e)
+    {
+    case EBUSY:
+      return "it holds processes, and cgroup v2 lets only a cgroup without processes give"
+             " controllers to children: run sbx in a cgroup of its own (systemd: the shipped"
+             " units, docs/architecture.md), or give --cgroup-parent /PATH";
+    case EROFS:
+    case EACCES:
+    case EPERM:
+      return "the cgroup tree is read-only or not ours: systemd delegates a subtree with"
+             " Delegate=yes; a container needs a writable cgroup mount";
+    case ENOENT:
+      return "the controller is not offered here: enable it in the parent's"
+             " cgroup.subtree_control, or delegate it (systemd: Delegate=yes)";
+    default:
+      return "see docs/architecture.md, Cgroups";
+    }
+}
+
+/* v2 delegates controllers level by level: children of dir (at `where`,
+   for messages) get memory and pids; "cpu" is optional, some hosts do not
+   offer it to delegated subtrees. */
 static int
-open_or_make_path (int base, const char *path, int enable_v2, sbx_error_t **err)
+enable_controllers (int dir, const char *where, sbx_error_t **err)
+{
+  sbx_error_t *ignored = NULL;
+  char have[512];
+
+  char given[512];
+
+  if (read_at (dir, "cgroup.controllers", have, sizeof have) == 0
+      && (strstr (have, "memory") == NULL || strstr (have, "pids") == NULL))
+    return sbx_err (err, SBX_E_SYSTEM,
+                    "cgroup `%s` offers no memory or pids controller (it has: %.*s): %s",
+                    where, (int) strcspn (have, "\n"), have, refusal_hint (ENOENT));
+  /* Given already (by systemd, the holder, our last start): nothing to
+     write, which a cgroup that still holds a process would refuse. */
+  if (read_at (dir, "cgroup.subtree_control", given, sizeof given) == 0
+      && strstr (given, "memory") && strstr (given, "pids")
+      && (strstr (given, "cpu") || strstr (have, "cpu") == NULL))
+    return 0;
+  if (write_at (dir, "cgroup.subtree_control", "+memory +pids", &ignored) < 0)
+    {
+      int e = ignored ? ignored->sys_errno : 0;
+      sbx_error_free (ignored);
+      return sbx_err_errno (err, SBX_E_SYSTEM, e,
+                            "cannot enable the memory and pids controllers in cgroup `%s` (%s):"
+                            " %s",
+                            where, strerror (e), refusal_hint (e));
+    }
+  write_at (dir, "cgroup.subtree_control", "+cpu", &ignored);
+  sbx_error_free (ignored);
+  return 0;
+}
+
+/* mkdir -p of a relative path under dirfd (which is at `base_path`, for
+   messages), returning an fd of the last. */
+static int
+open_or_make_path (int base, const char *base_path, const char *path, int enable_v2,
+                   int *first_made, sbx_error_t **err)
 {
   cleanup_free char *copy = strdup (path);
-  char *part, *save = NULL;
-  int dir;
+  char *part, *save = NULL, where[600];
+  int dir, depth = 0;
 
   if (copy == NULL)
     sbx_oom ();
+  snprintf (where, sizeof where, "/%s", base_path);
   dir = fcntl (base, F_DUPFD_CLOEXEC, 3);
   if (dir < 0)
     return sbx_err_sys (err, errno, "dup");
@@ -164,37 +228,47 @@ open_or_make_path (int base, const char *path, int enable_v2, sbx_error_t **err)
           close (dir);
           return sbx_err (err, SBX_E_INVALID, "cgroup parent `%s` must not contain . or ..", path);
         }
-      if (enable_v2)
+      if (enable_v2 && enable_controllers (dir, where, err) < 0)
         {
-          /* v2 delegates controllers level by level. "cpu" is optional:
-             some hosts do not offer it to delegated subtrees. */
-          sbx_error_t *ignored = NULL;
-          if (write_at (dir, "cgroup.subtree_control", "+memory +pids", err) < 0)
-            {
-              close (dir);
-              return sbx_err_wrap (err, "enable memory and pids controllers");
-            }
-          write_at (dir, "cgroup.subtree_control", "+cpu", &ignored);
-          sbx_error_free (ignored);
+          close (dir);
+          return -1;
         }
-      if (mkdirat (dir, part, 0755) < 0 && errno != EEXIST)
+      if (mkdirat (dir, part, 0755) == 0)
+        {
+          if (*first_made < 0)
+            *first_made = depth;
+        }
+      else if (errno != EEXIST)
         {
           int e = errno;
           close (dir);
           return sbx_err_sys (err, e, "mkdir cgroup `%s`", path);
         }
+      depth++;
       next = openat (dir, part, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
       close (dir);
       if (next < 0)
         return sbx_err_sys (err, errno, "open cgroup `%s`", path);
       dir = next;
+      snprintf (where + strlen (where), sizeof where - strlen (where), "%s%s",
+                strcmp (where, "/") == 0 ? "" : "/", part);
     }
   return dir;
 }
 
+static void remove_what_was_made (struct sbx_cgroup_root *root);
+
 int
 sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
                       const char *parent_name, enum sbx_cgroup_mode force_mode, sbx_error_t **err)
+{
+  return sbx_cgroup_root_open_at (root, mount_root, "", parent_name, force_mode, err);
+}
+
+int
+sbx_cgroup_root_open_at (struct sbx_cgroup_root *root, const char *mount_root, const char *base,
+                         const char *parent_name, enum sbx_cgroup_mode force_mode,
+                         sbx_error_t **err)
 {
   cleanup_close int mnt = -1;
   struct statfs sfs;
@@ -202,7 +276,7 @@ sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
 
   memset (root, 0, sizeof *root);
   for (c = 0; c < SBX_CG_NCTRL; c++)
-    root->parent[c] = root->hierarchy[c] = -1;
+    root->parent[c] = root->hierarchy[c] = root->first_made[c] = -1;
   mnt = open (mount_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (mnt < 0)
     return sbx_err_sys (err, errno, "open `%s`", mount_root);
@@ -217,22 +291,24 @@ sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
 
   if (root->mode == SBX_CGROUP_V2)
     {
+      /* From the base down only: above it the tree is another manager's
+         (systemd's slices), and ours is what it delegated. */
+      while (*base == '/')
+        base++;
+      snprintf (root->base_path, sizeof root->base_path, "%s", base);
       snprintf (root->parent_name, sizeof root->parent_name, "%s", parent_name);
-      root->hierarchy[0] = fcntl (mnt, F_DUPFD_CLOEXEC, 3);
-      root->parent[0] = open_or_make_path (mnt, parent_name, 1, err);
-      if (root->parent[0] < 0)
-        return -1;
+      root->hierarchy[0] = base[0] ? openat (mnt, base, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                   : fcntl (mnt, F_DUPFD_CLOEXEC, 3);
+      if (root->hierarchy[0] < 0)
+        return sbx_err_sys (err, errno, "open cgroup `/%s`", base);
+      root->parent[0] = open_or_make_path (root->hierarchy[0], base, parent_name, 1,
+                                           &root->first_made[0], err);
       /* Children of PARENT get the controllers too. */
-      if (write_at (root->parent[0], "cgroup.subtree_control", "+memory +pids", err) < 0)
+      if (root->parent[0] < 0 || enable_controllers (root->parent[0], parent_name, err) < 0)
         {
-          sbx_cgroup_root_close (root);
-          return sbx_err_wrap (err, "enable controllers in `%s`", parent_name);
+          remove_what_was_made (root);
+          return -1;
         }
-      {
-        sbx_error_t *ignored = NULL;
-        write_at (root->parent[0], "cgroup.subtree_control", "+cpu", &ignored);
-        sbx_error_free (ignored);
-      }
       return 0;
     }
 
@@ -258,10 +334,11 @@ sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
         }
       snprintf (root->parent_name, sizeof root->parent_name, "%s", parent_name);
       root->hierarchy[c] = fcntl (hier, F_DUPFD_CLOEXEC, 3);
-      root->parent[c] = open_or_make_path (hier, parent_name, 0, err);
+      root->parent[c] = open_or_make_path (hier, v1_names[c], parent_name, 0, &root->first_made[c],
+                                           err);
       if (root->parent[c] < 0)
         {
-          sbx_cgroup_root_close (root);
+          remove_what_was_made (root);
           return -1;
         }
     }
@@ -286,6 +363,50 @@ sbx_cgroup_root_close (struct sbx_cgroup_root *root)
     }
 }
 
+/* rmdir the components of path under dir from the deepest up to the one
+   at index first (those this daemon made), stopping at the first that will
+   not go (it holds something). */
+static void
+remove_made (int dir, const char *path, int first)
+{
+  char buf[256];
+  int depth = 0, i;
+  size_t n;
+
+  snprintf (buf, sizeof buf, "%s", path);
+  n = strlen (buf);
+  while (n > 0 && buf[n - 1] == '/')
+    buf[--n] = '\0';
+  for (i = 0; buf[i]; i++)
+    if (buf[i] == '/' && i > 0 && buf[i - 1] != '/')
+      depth++;
+  /* depth: the index of the last component */
+  while (depth >= first && n > 0)
+    {
+      /* ENOENT: a component never made (the failure came first). */
+      if (unlinkat (dir, buf, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        return;
+      while (n > 0 && buf[n - 1] != '/')
+        buf[--n] = '\0';
+      while (n > 0 && buf[n - 1] == '/')
+        buf[--n] = '\0';
+      depth--;
+    }
+}
+
+/* A refused open: the directories it made go, none it found (an
+   operator's, with its settings). */
+static void
+remove_what_was_made (struct sbx_cgroup_root *root)
+{
+  int c;
+
+  for (c = 0; c < SBX_CG_NCTRL; c++)
+    if (root->hierarchy[c] >= 0 && root->first_made[c] >= 0 && !root->duplicate[c])
+      remove_made (root->hierarchy[c], root->parent_name, root->first_made[c]);
+  sbx_cgroup_root_close (root);
+}
+
 void
 sbx_cgroup_root_remove (struct sbx_cgroup_root *root)
 {
@@ -293,7 +414,14 @@ sbx_cgroup_root_remove (struct sbx_cgroup_root *root)
 
   for (c = 0; c < SBX_CG_NCTRL; c++)
     if (root->hierarchy[c] >= 0 && root->parent_name[0] && !root->duplicate[c])
-      unlinkat (root->hierarchy[c], root->parent_name, AT_REMOVEDIR);
+      {
+        /* What this start made, all of it that is empty; a parent found
+           there (a restart's: sandboxes may live on in it), if empty. */
+        if (root->first_made[c] >= 0)
+          remove_made (root->hierarchy[c], root->parent_name, root->first_made[c]);
+        else
+          unlinkat (root->hierarchy[c], root->parent_name, AT_REMOVEDIR);
+      }
   sbx_cgroup_root_close (root);
 }
 
@@ -545,25 +673,39 @@ sbx_cgroup_has_pid (const struct sbx_cgroup_root *root, const struct sbx_cgroup 
   return 0;
 }
 
+/* Sleep *step ms and return it; the next sleep is twice as long, up to
+   SBX_CGROUP_KILL_STEP_MAX_MS. */
+static int
+next_step (int *step)
+{
+  int slept = *step;
+
+  sleep_ms (slept);
+  *step = slept * 2 < SBX_CGROUP_KILL_STEP_MAX_MS ? slept * 2 : SBX_CGROUP_KILL_STEP_MAX_MS;
+  return slept;
+}
+
 int
 sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg,
                  sbx_error_t **err)
 {
   int dir = root->mode == SBX_CGROUP_V2 ? cg->dir[0] : cg->dir[SBX_CG_PIDS];
   int freezer = root->mode == SBX_CGROUP_V1 ? cg->dir[SBX_CG_FREEZER] : -1;
-  int round;
+  int step = 5, waited;
 
   if (dir < 0)
     return 0;
   if (root->mode == SBX_CGROUP_V2 && write_at (dir, "cgroup.kill", "1", NULL) == 0)
     {
-      for (round = 0; round < 200; round++)
-        {
-          if (read_keyed_at (dir, "cgroup.events", "populated") == 0)
-            return 0;
-          sleep_ms (5);
-        }
-      return sbx_err (err, SBX_E_SYSTEM, "cgroup `%s` still populated after cgroup.kill", cg->name);
+      /* Dying takes as long as the last process's exit frees what the
+         sandbox held (a disk of hundreds of MB): over a second on a loaded
+         or emulated machine, where a second's bound left the cgroup behind
+         for good (a fork cut by a crash, in a 6.1 guest). */
+      for (waited = 0; waited < SBX_CGROUP_KILL_WAIT_MS; waited += next_step (&step))
+        if (read_keyed_at (dir, "cgroup.events", "populated") == 0)
+          return 0;
+      return sbx_err (err, SBX_E_SYSTEM, "cgroup `%s` still populated 10 s after cgroup.kill",
+                      cg->name);
     }
   /* v1 (or v2 before 5.14). Usually the cgroup is already empty (killing
      init ended its pid namespace), and freezing costs milliseconds, so
@@ -571,7 +713,8 @@ sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg
      kill what is listed, and always thaw (a frozen task cannot die). */
   if (kill_listed (dir) == 0)
     return 0;
-  for (round = 0; round < 200; round++)
+  /* Bounded as above: exits that free much take long on a slow machine. */
+  for (waited = 0; waited < SBX_CGROUP_KILL_WAIT_MS; waited += next_step (&step))
     {
       int n;
       if (freezer >= 0)
@@ -581,9 +724,9 @@ sbx_cgroup_kill (const struct sbx_cgroup_root *root, const struct sbx_cgroup *cg
         write_at (freezer, "freezer.state", "THAWED", NULL);
       if (n == 0)
         return 0;
-      sleep_ms (5);
     }
-  return sbx_err (err, SBX_E_SYSTEM, "cgroup `%s` still has processes after SIGKILL", cg->name);
+  return sbx_err (err, SBX_E_SYSTEM, "cgroup `%s` still has processes 10 s after SIGKILL",
+                  cg->name);
 }
 
 /* Pause and resume (docs/api.md "Pause and resume"). The kernel freezes
@@ -797,4 +940,246 @@ sbx_cgroup_list (const struct sbx_cgroup_root *root, void (*fn) (const char *nam
     fn (names[i], arg);
   free (names);
   return 0;
+}
+
+/* ---- where the daemon's subtree is (v2) -------------------------------- */
+
+/* 1 when the cgroup dir holds no process but self. */
+static int
+holds_only (int dir, pid_t self)
+{
+  char buf[4096], *line, *save = NULL;
+  int n = 0;
+
+  if (read_at (dir, "cgroup.procs", buf, sizeof buf) < 0)
+    return 0;
+  for (line = strtok_r (buf, "\n", &save); line; line = strtok_r (NULL, "\n", &save))
+    {
+      if (strtol (line, NULL, 10) != (long) self)
+        return 0;
+      n++;
+    }
+  return n == 1;
+}
+
+int
+sbx_cgroup_place_from (const char *mount_root, const char *own, pid_t self,
+                       const char *parent_name, struct sbx_cgroup_place *out, sbx_error_t **err)
+{
+  cleanup_close int mnt = -1, dir = -1;
+  const char *rel = own;
+  const char *leaf;
+
+  memset (out, 0, sizeof *out);
+  while (*rel == '/')
+    rel++;
+  snprintf (out->daemon, sizeof out->daemon, "%s", rel);
+  if (parent_name[0] == '/')
+    {
+      /* The operator's choice, from the root: its parent cgroup (one that
+         is delegated to us, such as sbx-sandboxes.service's) must exist;
+         nothing above it is written to. */
+      const char *slash;
+      while (*parent_name == '/')
+        parent_name++;
+      slash = strrchr (parent_name, '/');
+      if (slash)
+        snprintf (out->base, sizeof out->base, "%.*s", (int) (slash - parent_name), parent_name);
+      snprintf (out->parent, sizeof out->parent, "%s", slash ? slash + 1 : parent_name);
+      snprintf (out->why, sizeof out->why, "--cgroup-parent is absolute");
+      return 0;
+    }
+  snprintf (out->parent, sizeof out->parent, "%s", parent_name);
+  mnt = open (mount_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (mnt < 0)
+    return sbx_err_sys (err, errno, "open `%s`", mount_root);
+  if (rel[0] == '\0')
+    {
+      /* The root: exempt from v2's rule on processes in inner cgroups,
+         unless it is only the root of a cgroup namespace (which has the
+         files every non-root cgroup has). */
+      if (faccessat (mnt, "cgroup.events", F_OK, 0) < 0)
+        {
+          snprintf (out->why, sizeof out->why, "the daemon runs in the root cgroup");
+          return 0;
+        }
+      if (!holds_only (mnt, self))
+        return sbx_err (err, SBX_E_SYSTEM,
+                        "the daemon's cgroup (the root of its cgroup namespace) holds other"
+                        " processes, and no cgroup above it is ours: run sbx alone in its"
+                        " container, or give --cgroup-parent /PATH");
+      out->move_to_leaf = 1;
+      snprintf (out->daemon, sizeof out->daemon, SBX_CGROUP_DAEMON_LEAF);
+      snprintf (out->why, sizeof out->why,
+                "the daemon is alone in its cgroup namespace's root: it moves into /"
+                SBX_CGROUP_DAEMON_LEAF);
+      return 0;
+    }
+  leaf = strrchr (rel, '/');
+  leaf = leaf ? leaf + 1 : rel;
+  if (strcmp (leaf, SBX_CGROUP_DAEMON_LEAF) == 0)
+    {
+      /* Started in our leaf (systemd's DelegateSubgroup=daemon). */
+      snprintf (out->base, sizeof out->base, "%.*s", (int) (leaf - rel > 0 ? leaf - rel - 1 : 0),
+                rel);
+      snprintf (out->why, sizeof out->why, "the daemon starts in its leaf /%s", rel);
+      return 0;
+    }
+  dir = openat (mnt, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return sbx_err_sys (err, errno, "open the daemon's cgroup `/%s`", rel);
+  if (holds_only (dir, self) && strlen (leaf) > 6 && strcmp (leaf + strlen (leaf) - 6, ".scope") == 0)
+    {
+      /* A transient scope (systemd-run --scope) ends with the daemon, and
+         the next start is in another: sandboxes below it could never be
+         adopted again. */
+      snprintf (out->why, sizeof out->why,
+                "the daemon's cgroup /%s is a transient scope, which its next start will not"
+                " share: its sandboxes go at the root of the hierarchy; run sbx as the shipped"
+                " systemd units to keep them in a subtree of its own",
+                rel);
+      return 0;
+    }
+  if (holds_only (dir, self))
+    {
+      snprintf (out->base, sizeof out->base, "%s", rel);
+      snprintf (out->daemon, sizeof out->daemon, "%s/" SBX_CGROUP_DAEMON_LEAF, rel);
+      out->move_to_leaf = 1;
+      snprintf (out->why, sizeof out->why,
+                "the daemon is alone in /%s: it moves into /%s and its sandboxes go under it",
+                rel, out->daemon);
+      return 0;
+    }
+  snprintf (out->why, sizeof out->why,
+            "the daemon's cgroup /%s holds other processes (a login shell's?): its sandboxes"
+            " go at the root of the hierarchy; run sbx as the shipped systemd units to keep"
+            " them in a subtree of its own",
+            rel);
+  return 0;
+}
+
+int
+sbx_cgroup_place (const char *mount_root, const char *parent_name, struct sbx_cgroup_place *out,
+                  sbx_error_t **err)
+{
+  char buf[4096], *line, *save = NULL;
+  struct statfs sfs;
+
+  if (statfs (mount_root, &sfs) == 0 && sfs.f_type != CGROUP2_SUPER_MAGIC)
+    {
+      /* v1 (and hybrid): PARENT under each controller's root, as given. */
+      memset (out, 0, sizeof *out);
+      while (*parent_name == '/')
+        parent_name++;
+      snprintf (out->parent, sizeof out->parent, "%s", parent_name);
+      snprintf (out->why, sizeof out->why, "cgroup v1: under each controller's hierarchy");
+      return 0;
+    }
+
+  if (read_at (AT_FDCWD, "/proc/self/cgroup", buf, sizeof buf) < 0)
+    return sbx_err_sys (err, errno, "read /proc/self/cgroup");
+  for (line = strtok_r (buf, "\n", &save); line; line = strtok_r (NULL, "\n", &save))
+    if (strncmp (line, "0::", 3) == 0)
+      return sbx_cgroup_place_from (mount_root, line + 3, getpid (), parent_name, out, err);
+  return sbx_err (err, SBX_E_SYSTEM, "/proc/self/cgroup names no cgroup v2 path");
+}
+
+int
+sbx_cgroup_enter (const char *mount_root, const struct sbx_cgroup_place *place,
+                  sbx_error_t **err)
+{
+  cleanup_close int mnt = -1, leaf = -1;
+  char pid[32];
+
+  if (!place->move_to_leaf)
+    return 0;
+  mnt = open (mount_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (mnt < 0)
+    return sbx_err_sys (err, errno, "open `%s`", mount_root);
+  if (mkdirat (mnt, place->daemon, 0755) < 0 && errno != EEXIST)
+    return sbx_err_sys (err, errno, "make the daemon's leaf cgroup `/%s` (%s)", place->daemon,
+                        refusal_hint (errno));
+  leaf = openat (mnt, place->daemon, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (leaf < 0)
+    return sbx_err_sys (err, errno, "open cgroup `/%s`", place->daemon);
+  /* The whole process, every thread: cgroup.procs takes a thread group. */
+  snprintf (pid, sizeof pid, "%d", (int) getpid ());
+  if (write_at (leaf, "cgroup.procs", pid, err) < 0)
+    return sbx_err_wrap (err, "move the daemon into `/%s`", place->daemon);
+  return 0;
+}
+
+void
+sbx_cgroup_root_describe (const struct sbx_cgroup_root *root, char *parent, size_t cap)
+{
+  if (root->mode == SBX_CGROUP_V2)
+    snprintf (parent, cap, "/%s%s%s", root->base_path, root->base_path[0] ? "/" : "",
+              root->parent_name);
+  else
+    snprintf (parent, cap, "/%s", root->parent_name);
+}
+
+int
+sbx_cgroup_hold (const char *mount_root, sbx_error_t **err)
+{
+  struct sbx_cgroup_place place;
+  cleanup_close int base = -1;
+  char where[300];
+
+  if (sbx_cgroup_place (mount_root, SBX_CGROUP_DAEMON_LEAF, &place, err) < 0)
+    return -1;
+  if (strncmp (place.why, "cgroup v1", 9) == 0)
+    return 1; /* v1 and hybrid: each controller's tree has no such rule to hold for */
+  if (!place.move_to_leaf)
+    return sbx_err (err, SBX_E_SYSTEM,
+                    "the cgroup holder must be alone in a cgroup of its own (systemd:"
+                    " sbx-sandboxes.service with Delegate=yes): %s", place.why);
+  if (sbx_cgroup_enter (mount_root, &place, err) < 0)
+    return -1;
+  base = open (mount_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (base >= 0 && place.base[0])
+    {
+      int dir = openat (base, place.base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      close (base);
+      base = dir;
+    }
+  if (base < 0)
+    return sbx_err_sys (err, errno, "open cgroup `/%s`", place.base);
+  snprintf (where, sizeof where, "/%s", place.base);
+  return enable_controllers (base, where, err);
+}
+
+int
+sbx_cgroup_leave (const char *mount_root, const struct sbx_cgroup_place *place)
+{
+  cleanup_close int mnt = -1, base = -1;
+  char pid[32], *slash;
+  char own[256];
+
+  char now[4096], want[300];
+
+  if (!place->move_to_leaf)
+    return 0;
+  /* Only if we did move (the start may have been refused before). */
+  snprintf (want, sizeof want, "0::/%s\n", place->daemon);
+  if (read_at (AT_FDCWD, "/proc/self/cgroup", now, sizeof now) < 0 || strstr (now, want) == NULL)
+    return 0;
+  mnt = open (mount_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (mnt < 0)
+    return -1;
+  snprintf (own, sizeof own, "%s", place->daemon);
+  slash = strrchr (own, '/');
+  if (slash)
+    *slash = '\0';
+  base = slash ? openat (mnt, own, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+               : fcntl (mnt, F_DUPFD_CLOEXEC, 3);
+  if (base < 0)
+    return -1;
+  /* Back where we were started (which must give no controllers for a
+     process to join it), and the leaf gone. */
+  snprintf (pid, sizeof pid, "%d", (int) getpid ());
+  if (write_at (base, "cgroup.subtree_control", "-cpu -memory -pids", NULL) < 0
+      || write_at (base, "cgroup.procs", pid, NULL) < 0)
+    return -1;
+  return unlinkat (mnt, place->daemon, AT_REMOVEDIR);
 }

@@ -12,6 +12,7 @@
 #ifndef SBX_ISO_CGROUP_H
 #define SBX_ISO_CGROUP_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -49,10 +50,57 @@ struct sbx_cgroup_root
      cpuacct are co-mounted both point at the same hierarchy). */
   int parent[SBX_CG_NCTRL];
   int duplicate[SBX_CG_NCTRL]; /* same hierarchy as an earlier controller */
-  int hierarchy[SBX_CG_NCTRL]; /* where parent lives (to remove it at the end) */
-  char parent_name[256];
+  int hierarchy[SBX_CG_NCTRL]; /* where parent lives (to remove it at the end): v2, the base */
+  int first_made[SBX_CG_NCTRL]; /* index of the first component of parent we made, or -1 */
+  char parent_name[256];        /* relative to hierarchy[] */
+  char base_path[256];          /* v2: the base's path from the root, no leading '/' ("": root) */
   int v1_memsw; /* swap accounting files exist */
 };
+
+/* v2: where a daemon's sandboxes go, worked out from the cgroup it was
+   started in (sbx_cgroup_place); every path from the root, without the
+   leading '/'. The rules (docs/architecture.md, Cgroups):
+   - --cgroup-parent /P (absolute): P, wherever the daemon runs;
+   - the daemon alone in its cgroup C (a systemd service with Delegate=yes,
+     a container's own cgroup): it moves itself into C/daemon, a leaf
+     (v2 allows no processes in a cgroup that gives controllers to its
+     children), and sandboxes go under C/PARENT;
+   - already in a leaf named "daemon" (systemd's DelegateSubgroup=daemon,
+     a restart into it): likewise, with C its parent;
+   - the root cgroup, or C shared with other processes (started by hand
+     from a login shell): /PARENT at the root of the hierarchy. */
+#define SBX_CGROUP_DAEMON_LEAF "daemon"
+struct sbx_cgroup_place
+{
+  char base[256];   /* the subtree that is ours ("" : the root) */
+  char parent[256]; /* PARENT, relative to base */
+  char daemon[256]; /* the daemon's cgroup once placed */
+  int move_to_leaf; /* the daemon moves into base/daemon first (sbx_cgroup_enter) */
+  char why[800];    /* how it was chosen, for the log */
+};
+/* own: the daemon's cgroup path ("/..."), self: its pid (tests pass both;
+   sbx_cgroup_place reads /proc/self/cgroup). Nothing is changed. */
+int sbx_cgroup_place_from (const char *mount_root, const char *own, pid_t self,
+                           const char *parent_name, struct sbx_cgroup_place *out,
+                           sbx_error_t **err);
+int sbx_cgroup_place (const char *mount_root, const char *parent_name,
+                      struct sbx_cgroup_place *out, sbx_error_t **err);
+/* Move this process into base/daemon when the place says so. */
+int sbx_cgroup_enter (const char *mount_root, const struct sbx_cgroup_place *place,
+                      sbx_error_t **err);
+/* Undo sbx_cgroup_enter (a refused start, once its sandboxes' parent is
+   gone): back into the cgroup it was started in, the leaf removed. */
+int sbx_cgroup_leave (const char *mount_root, const struct sbx_cgroup_place *place);
+/* The cgroup holder (`sbxd --cgroup-holder`, sbx-sandboxes.service): a
+   process alone in its cgroup moves into its leaf and gives the cgroup's
+   children the controllers; the daemon then makes its sandboxes' parent
+   there (--cgroup-parent /that/cgroup/sbx). 1 (and nothing done) on
+   cgroup v1 and hybrid hosts. */
+int sbx_cgroup_hold (const char *mount_root, sbx_error_t **err);
+
+/* For GET /v1/info: the sandboxes' parent from the root ("/..."; v1: the
+   parent under each controller's hierarchy). */
+void sbx_cgroup_root_describe (const struct sbx_cgroup_root *root, char *parent, size_t cap);
 
 /* One sandbox's cgroup: directory fds in each hierarchy (owned). */
 struct sbx_cgroup
@@ -77,10 +125,20 @@ struct sbx_cgroup_stats
 int sbx_cgroup_root_open (struct sbx_cgroup_root *root, const char *mount_root,
                           const char *parent_name, enum sbx_cgroup_mode force_mode,
                           sbx_error_t **err);
+/* The same with parent_name under base (v2; "" is the root): nothing
+   above base is written to. */
+int sbx_cgroup_root_open_at (struct sbx_cgroup_root *root, const char *mount_root,
+                             const char *base, const char *parent_name,
+                             enum sbx_cgroup_mode force_mode, sbx_error_t **err);
 void sbx_cgroup_root_close (struct sbx_cgroup_root *root);
 /* At the daemon's end: remove the (empty) parent directories it made, and
    close. Busy ones (something else lives there) are left alone. */
 void sbx_cgroup_root_remove (struct sbx_cgroup_root *root);
+
+/* How long sbx_cgroup_kill waits for the cgroup to empty: it looks after
+   5 ms, then twice as long each time, up to 100 ms between looks. */
+#define SBX_CGROUP_KILL_WAIT_MS 10000
+#define SBX_CGROUP_KILL_STEP_MAX_MS 100
 
 /* On failure out->name is empty, unless directories were made and could
    not be removed again: then it names them, for sbx_cgroup_remove later. */

@@ -11,12 +11,14 @@
  * owners are moved from the source's id range to the target's (an owner
  * outside the source's 65536 ids stops the copy); depth is bounded. Hard
  * links become separate files, extended attributes are not copied, holes
- * are filled.
+ * are kept, and the data copied is capped (the caller's bound: what the
+ * source's disk holds), as is each file's size (RLIMIT_FSIZE).
  *
  * The copy runs in a child of the privileged parent that first joins the
  * target sandbox's cgroup: the pages it writes into the target's tmpfs are
  * charged to that sandbox's memory limit, as if it had written them.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +30,7 @@
 #include <string.h>
 #include <linux/capability.h>
 #include <sys/fsuid.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -35,6 +38,7 @@
 #include <unistd.h>
 
 #include "iso/copy.h"
+#include "iso/helper.h"
 #include "util/cleanup.h"
 
 #define COPY_MAX_DEPTH 128
@@ -44,6 +48,7 @@ struct copy_ctx
 {
   uid_t src_base, dst_base;
   struct sbx_copy_result *res;
+  uint64_t max_bytes; /* of data in all, 0: no cap */
   unsigned depth;
   /* Off the stack: the copier runs on a server thread's (small) stack,
      and copy_entry recurses once per directory level. */
@@ -109,51 +114,76 @@ same_inode (int fd, const struct stat *seen)
          && (st.st_mode & S_IFMT) == (seen->st_mode & S_IFMT);
 }
 
+/* Bytes [from, from + len) of in, to the same offsets of out. */
 static int
-copy_data (struct copy_ctx *c, int in, int out, const char *name)
+copy_range (struct copy_ctx *c, int in, int out, off_t from, off_t len, const char *name)
 {
-  char *buf = c->buf;
+  off_t at = from;
 
-  for (;;)
+  if (lseek (out, from, SEEK_SET) < 0)
+    return fail (c, errno, "seek in `%.200s`", name);
+  while (at < from + len)
     {
-      ssize_t n = sendfile (out, in, NULL, 1 << 20);
+      size_t want = (size_t) (from + len - at < (1 << 20) ? from + len - at : (1 << 20));
+      ssize_t n;
+
+      if (c->max_bytes && c->res->bytes + want > c->max_bytes)
+        return fail (c, EFBIG, "`%.200s`: more data than the source's disk holds", name);
+      n = sendfile (out, in, &at, want);
       if (n > 0)
         {
           c->res->bytes += (uint64_t) n;
           continue;
         }
       if (n == 0)
-        return 0;
+        return 0; /* the file shrank under us: what is there is copied */
       if (errno == EINTR)
         continue;
-      if (errno != EINVAL && errno != ENOSYS)
-        break;
-      /* No sendfile between these two: plain reads and writes. */
-      for (;;)
-        {
-          ssize_t r = read (in, buf, sizeof c->buf), w, off = 0;
-          if (r < 0 && errno == EINTR)
-            continue;
-          if (r < 0)
-            return fail (c, errno, "read `%.200s`", name);
-          if (r == 0)
-            return 0;
-          while (off < r)
-            {
-              w = write (out, buf + off, (size_t) (r - off));
-              if (w < 0 && errno == EINTR)
-                continue;
-              if (w < 0)
-                goto write_failed;
-              off += w;
-              c->res->bytes += (uint64_t) w;
-            }
-        }
+      if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
+        return fail (c, errno, "the target's disk is full (copying `%.200s`)", name);
+      return fail (c, errno, "copy `%.200s`", name);
     }
-write_failed:
-  if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
-    return fail (c, errno, "the target's disk is full (copying `%.200s`)", name);
-  return fail (c, errno, "copy `%.200s`", name);
+  return 0;
+}
+
+/* The data of in into out, holes kept (SEEK_DATA, SEEK_HOLE): a sparse
+   file a sandbox made with one ftruncate is not written out as zeros
+   (which made a snapshot of a sandbox using 4 KiB write gigabytes to the
+   host's disk). Its size is set last, so that a hole at the end stays
+   one; a size past RLIMIT_FSIZE (the target's disk) is refused. */
+static int
+copy_data (struct copy_ctx *c, int in, int out, const struct stat *st, const char *name)
+{
+  off_t pos = 0;
+
+  while (pos < st->st_size)
+    {
+      off_t data = lseek (in, pos, SEEK_DATA), hole;
+
+      if (data < 0 && errno == ENXIO)
+        break; /* nothing but a hole from pos on */
+      if (data < 0)
+        {
+          /* A file system without SEEK_DATA: the whole file is data. */
+          if (errno != EINVAL || pos != 0)
+            return fail (c, errno, "seek in `%.200s`", name);
+          data = 0;
+          hole = st->st_size;
+        }
+      else if ((hole = lseek (in, data, SEEK_HOLE)) < 0)
+        return fail (c, errno, "seek in `%.200s`", name);
+      if (hole > st->st_size)
+        hole = st->st_size;
+      if (hole > data && copy_range (c, in, out, data, hole - data, name) < 0)
+        return -1;
+      pos = hole > data ? hole : data + 1;
+    }
+  if (ftruncate (out, st->st_size) < 0)
+    return fail (c, errno == EFBIG ? EFBIG : errno,
+                 errno == EFBIG ? "`%.200s` is larger than the target's disk"
+                                : "set the size of `%.200s`",
+                 name);
+  return 0;
 }
 
 static int copy_dir (struct copy_ctx *c, int sfd, int dfd);
@@ -201,7 +231,7 @@ copy_entry (struct copy_ctx *c, int sfd, int dfd, const char *name)
         return fail (c, errno, errno == ENOSPC ? "the target's disk is full (at `%.200s`)"
                                                : "create `%.200s`",
                      name);
-      if (copy_data (c, in, out, name) < 0)
+      if (copy_data (c, in, out, &st, name) < 0)
         return -1;
       c->res->files++;
       return set_attrs (c, out, &st, name);
@@ -247,6 +277,9 @@ copy_dir (struct copy_ctx *c, int sfd, int dfd)
       close (fd);
       return fail (c, errno, "%s", "read directory");
     }
+  /* A dup shares the caller's offset: from the first entry, whatever an
+     earlier listing of the same descriptor left it at. */
+  rewinddir (dir);
   for (;;)
     {
       errno = 0;
@@ -271,7 +304,7 @@ copy_dir (struct copy_ctx *c, int sfd, int dfd)
 
 void
 sbx_copy_tree_now (int src_dir, int dst_dir, uid_t src_base, uid_t dst_base,
-                   struct sbx_copy_result *res)
+                   const struct sbx_copy_limits *lim, struct sbx_copy_result *res)
 {
   struct copy_ctx *c = malloc (sizeof *c);
   struct stat st;
@@ -285,6 +318,7 @@ sbx_copy_tree_now (int src_dir, int dst_dir, uid_t src_base, uid_t dst_base,
   c->src_base = src_base;
   c->dst_base = dst_base;
   c->res = res;
+  c->max_bytes = lim ? lim->max_bytes : 0;
   c->depth = 0;
   if (fstat (src_dir, &st) < 0)
     fail (c, errno, "%s", "stat the source");
@@ -319,10 +353,11 @@ become_writer (uid_t id)
 
 int
 sbx_copy_run (const struct sbx_copy_job *jobs, size_t njobs, uid_t src_base, uid_t dst_base,
-              int (*enter) (void *arg), void *enter_arg, struct sbx_copy_result *res,
-              sbx_error_t **err)
+              const struct sbx_copy_limits *lim,
+              int (*enter) (void *arg, pid_t pid), void *enter_arg,
+              struct sbx_copy_result *res, sbx_error_t **err)
 {
-  int pipefd[2], status = 0;
+  int pipefd[2], go[2], status = 0, joined;
   pid_t pid;
   ssize_t n;
   size_t i;
@@ -330,12 +365,22 @@ sbx_copy_run (const struct sbx_copy_job *jobs, size_t njobs, uid_t src_base, uid
   memset (res, 0, sizeof *res);
   if (pipe2 (pipefd, O_CLOEXEC) < 0)
     return sbx_err_sys (err, errno, "pipe");
-  pid = fork ();
-  if (pid < 0)
+  if (pipe2 (go, O_CLOEXEC) < 0)
     {
+      int e = errno;
       close (pipefd[0]);
       close (pipefd[1]);
-      return sbx_err_sys (err, errno, "fork the copier");
+      return sbx_err_sys (err, e, "pipe");
+    }
+  pid = sbx_helper_fork_all ();
+  if (pid < 0)
+    {
+      int e = errno;
+      close (pipefd[0]);
+      close (pipefd[1]);
+      close (go[0]);
+      close (go[1]);
+      return sbx_err_sys (err, e, "fork the copier");
     }
   if (pid == 0)
     {
@@ -345,23 +390,63 @@ sbx_copy_run (const struct sbx_copy_job *jobs, size_t njobs, uid_t src_base, uid
       sigemptyset (&none);
       sigprocmask (SIG_SETMASK, &none, NULL);
       close (pipefd[0]);
-      if (enter && enter (enter_arg) < 0)
+      close (go[1]);
+      /* No file larger than the target's disk: write and ftruncate say
+         EFBIG (not the signal) past it. */
+      if (lim && lim->max_file)
         {
-          r.sys_errno = errno ? errno : EIO;
+          struct rlimit fsize = {lim->max_file, lim->max_file};
+          signal (SIGXFSZ, SIG_IGN);
+          setrlimit (RLIMIT_FSIZE, &fsize);
+        }
+      int keep[16], nkeep = 0;
+
+      /* First nothing of ours but its pipes and the jobs' directories:
+         the daemon's locks least of all (issue 16: a copier that kept
+         them blocked the next start). It dies with us (helper.h). Then
+         it waits for us to put it in its cgroup: no page is written
+         before it is charged there. */
+      keep[nkeep++] = pipefd[1];
+      keep[nkeep++] = go[0];
+      for (i = 0; i < njobs && nkeep + 2 <= 16; i++)
+        {
+          keep[nkeep++] = jobs[i].src;
+          keep[nkeep++] = jobs[i].dst;
+        }
+      assert (i == njobs);
+      sbx_helper_close_all_but (keep, (size_t) nkeep);
+      do
+        n = read (go[0], &joined, sizeof joined);
+      while (n < 0 && errno == EINTR);
+      close (go[0]);
+      if (n != (ssize_t) sizeof joined)
+        _exit (2);
+      if (joined != 0)
+        {
+          r.sys_errno = joined;
           snprintf (r.what, sizeof r.what, "join the target's cgroup");
         }
+      if (r.sys_errno)
+        ;
       else if (become_writer (dst_base) < 0)
         {
           r.sys_errno = errno ? errno : EPERM;
           snprintf (r.what, sizeof r.what, "take the target's ids");
         }
       for (i = 0; i < njobs && r.sys_errno == 0; i++)
-        sbx_copy_tree_now (jobs[i].src, jobs[i].dst, src_base, dst_base, &r);
+        sbx_copy_tree_now (jobs[i].src, jobs[i].dst, src_base, dst_base, lim, &r);
       if (write (pipefd[1], &r, sizeof r) != (ssize_t) sizeof r)
         _exit (2);
       _exit (0);
     }
   close (pipefd[1]);
+  close (go[0]);
+  joined = 0;
+  if (enter && enter (enter_arg, pid) < 0)
+    joined = errno ? errno : EIO;
+  if (write (go[1], &joined, sizeof joined) != (ssize_t) sizeof joined)
+    kill (pid, SIGKILL); /* it then ends without an answer: "the copier died" */
+  close (go[1]);
   do
     n = read (pipefd[0], res, sizeof *res);
   while (n < 0 && errno == EINTR);

@@ -28,14 +28,26 @@ struct sbx_copy_job
   int src, dst;
 };
 
-/* Run the jobs in a child (which first calls enter(arg), e.g. to join the
-   target's cgroup); fills res. Errors: TOO_LARGE (the target is full),
-   INVALID (too deep, a foreign owner), SYSTEM. */
+/* Bounds of a copy (0: none): the data of all files together (what the
+   source's disk holds: holes are kept, so an honest copy stays below it),
+   and each file's size (the target's disk; RLIMIT_FSIZE in the copier). */
+struct sbx_copy_limits
+{
+  uint64_t max_bytes;
+  uint64_t max_file;
+};
+
+/* Run the jobs in a child, which first drops every descriptor but its
+   jobs' and waits until we called enter(arg, its pid), e.g. to put it in
+   the target's cgroup, so that the pages it writes are charged there; fills
+   res. Errors: TOO_LARGE (the target is full, or a bound above was
+   reached), INVALID (too deep, a foreign owner), SYSTEM. */
 int sbx_copy_run (const struct sbx_copy_job *jobs, size_t njobs, uid_t src_base, uid_t dst_base,
-                  int (*enter) (void *arg), void *enter_arg, struct sbx_copy_result *res,
-                  sbx_error_t **err);
+                  const struct sbx_copy_limits *lim,
+                  int (*enter) (void *arg, pid_t pid), void *enter_arg,
+                  struct sbx_copy_result *res, sbx_error_t **err);
 /* The copy itself, in the calling process (the child's work; tests). */
 void sbx_copy_tree_now (int src_dir, int dst_dir, uid_t src_base, uid_t dst_base,
-                        struct sbx_copy_result *res);
+                        const struct sbx_copy_limits *lim, struct sbx_copy_result *res);
 
 #endif

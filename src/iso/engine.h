@@ -24,6 +24,9 @@ struct sbx_engine_opts
 {
   const char *cgroup_mount;  /* default /sys/fs/cgroup */
   const char *cgroup_parent; /* default "sbx" */
+  /* Where the daemon and its sandboxes' cgroups go (sbx_cgroup_place);
+     NULL: PARENT at the root, the daemon where it is (tests). */
+  const struct sbx_cgroup_place *cgroup_place;
   enum sbx_cgroup_mode cgroup_mode; /* 0: detect */
   uint32_t landlock_max_abi; /* 0: highest the kernel has */
   const char *vm_dir; /* the microVM engine's kernel and guest files; NULL: default */
@@ -40,6 +43,8 @@ struct sbx_engine
   size_t seccomp_len;
   uint32_t landlock_abi; /* what the kernel offers, capped by the options */
   struct sbx_cgroup_root cgroups;
+  char cgroup_daemon[256]; /* v2: the daemon's cgroup ("/..."), "" on v1 */
+  char cgroup_why[256];    /* how the sandboxes' parent was chosen (iso/cgroup.h) */
   /* Sandbox cgroups that could not be removed (a read-only or failing
      cgroupfs): removal is retried by every create and destroy, and at
      close, so they do not outlive the fault. Fixed size: no allocation. */
@@ -125,9 +130,10 @@ int sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
                        sbx_error_t **err);
 /* Snapshots (iso/snapstore.c): save a frozen sandbox's disk into the
    store, or copy a snapshot into a new sandbox's disk. */
+/* max_bytes: the tenant's quota left (0: none); the copy stops past it. */
 int sbx_iso_snapshot_save (struct sbx_engine *eng, int store, const struct sbx_iso_box *src,
-                           const char *tenant, const char *name, struct sbx_copy_result *res,
-                           sbx_error_t **err);
+                           const char *tenant, const char *name, uint64_t max_bytes,
+                           struct sbx_copy_result *res, sbx_error_t **err);
 /* An O_RDONLY directory fd of what the sandbox sees at /home/user (0),
    /tmp (1), /dev/shm (2), or -1 with errno. */
 int sbx_iso_open_part (const struct sbx_iso_box *box, int part);

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "iso/helper.h"
+
 int
 sbx_idmap_write (pid_t pid, uint32_t inside, uint32_t outside, uint32_t count)
 {
@@ -39,31 +41,42 @@ sbx_idmap_write (pid_t pid, uint32_t inside, uint32_t outside, uint32_t count)
 int
 sbx_idmap_userns (uint32_t inside, uint32_t outside, uint32_t count, sbx_error_t **err)
 {
-  int sync[2], fd = -1, e = 0;
-  char c, path[64];
+  int sync[2], fd = -1, e = 0, child_errno = 0;
+  char path[64];
   pid_t pid;
 
   if (pipe2 (sync, O_CLOEXEC) < 0)
     return err ? sbx_err_sys (err, errno, "pipe") : -1;
-  pid = fork ();
+  pid = sbx_helper_fork (&sync[1], 1);
   if (pid == 0)
     {
-      close (sync[0]);
-      if (unshare (CLONE_NEWUSER) < 0 || write (sync[1], "u", 1) != 1)
+      /* 0 once the namespace exists, else the errno of the unshare: the
+         parent reports the child's own cause, not an errno of its own. */
+      int rc = unshare (CLONE_NEWUSER) < 0 ? errno : 0;
+
+      if (write (sync[1], &rc, sizeof rc) != sizeof rc || rc != 0)
         _exit (1);
       for (;;)
         pause ();
     }
-  e = errno;
+  if (pid < 0)
+    e = errno;
   close (sync[1]);
-  if (pid > 0 && read (sync[0], &c, 1) == 1)
+  if (pid > 0)
     {
-      if (sbx_idmap_write (pid, inside, outside, count) == 0)
+      if (read (sync[0], &child_errno, sizeof child_errno) != sizeof child_errno)
+        e = EIO; /* the child died before it could say */
+      else if (child_errno != 0)
+        e = child_errno;
+      else if (sbx_idmap_write (pid, inside, outside, count) < 0)
+        e = errno;
+      else
         {
           snprintf (path, sizeof path, "/proc/%d/ns/user", (int) pid);
           fd = open (path, O_RDONLY | O_CLOEXEC);
+          if (fd < 0)
+            e = errno;
         }
-      e = errno;
     }
   close (sync[0]);
   if (pid > 0)
@@ -73,5 +86,7 @@ sbx_idmap_userns (uint32_t inside, uint32_t outside, uint32_t count, sbx_error_t
     }
   if (fd < 0 && err)
     sbx_err_sys (err, e ? e : EIO, "make a user namespace for an id map");
+  if (fd < 0)
+    errno = e ? e : EIO; /* for callers without err (kernel.c's probe) */
   return fd;
 }

@@ -59,7 +59,7 @@ uid_of (long pid)
 static int
 under_parent (long pid, int v2, const char *parent)
 {
-  char path[64], buf[8192], want[300], *line, *save = NULL;
+  char path[64], buf[8192], want[600], *line, *save = NULL;
 
   snprintf (path, sizeof path, "/proc/%ld/cgroup", pid);
   if (read_small (path, buf, sizeof buf) < 0)
@@ -78,9 +78,13 @@ under_parent (long pid, int v2, const char *parent)
   return 0;
 }
 
-int
-sbx_iso_check_unshared (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi,
-                        sbx_error_t **err)
+/* One look: -1 with *err for a process of another daemon's; 0 when all
+   is ours; 1 when the only stranger is a root process under our parent
+   (*root_pid): a helper or a sandbox still in setup of a predecessor
+   killed an instant ago, which ends with it (a second look decides). */
+static int
+check_once (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi, long *root_pid,
+            sbx_error_t **err)
 {
   char dirpath[700], procs[1024], buf[65536];
   struct dirent *de;
@@ -131,6 +135,11 @@ sbx_iso_check_unshared (const char *cgroup_mount, const char *parent, uid_t lo, 
           long long uid = uid_of (pid);
           if (uid < 0 || (uid >= (long long) lo && uid < (long long) hi))
             continue;
+          if (uid == 0)
+            {
+              *root_pid = pid;
+              continue;
+            }
           closedir (d);
           return sbx_err (err, SBX_E_CONFLICT,
                           "another daemon is using cgroup parent `%s`: its process %ld there runs"
@@ -140,5 +149,32 @@ sbx_iso_check_unshared (const char *cgroup_mount, const char *parent, uid_t lo, 
         }
     }
   closedir (d);
-  return 0;
+  return *root_pid > 0 ? 1 : 0;
+}
+
+int
+sbx_iso_check_unshared (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi,
+                        sbx_error_t **err)
+{
+  int tries, rc = 0;
+  long root_pid = 0;
+
+  /* A predecessor killed with -9 leaves root processes in our cgroups for
+     an instant (a sandbox whose id maps were not written yet, a copier
+     joined to its target): they die with it. Another daemon's sandboxes
+     run with ids of its range soon after they start, and fail the test
+     above; a root process that stays 2 s is a stranger too. */
+  for (tries = 0; tries < 40; tries++)
+    {
+      root_pid = 0;
+      rc = check_once (cgroup_mount, parent, lo, hi, &root_pid, err);
+      if (rc <= 0)
+        return rc;
+      usleep (50 * 1000);
+    }
+  return sbx_err (err, SBX_E_CONFLICT,
+                  "another daemon is using cgroup parent `%s`: its process %ld there runs as"
+                  " root, outside this daemon's range %u..%llu (choose another with"
+                  " --cgroup-parent)",
+                  parent, root_pid, (unsigned) lo, (unsigned long long) hi);
 }

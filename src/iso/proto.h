@@ -133,6 +133,9 @@ struct sbx_plan_entry
    before GO, with home/, tmp/ and shm/ in it; init makes each the lower
    layer of an overlay whose upper is the disk's part (core/snapshot.c). */
 #define SBX_CONFIG_SNAPSHOT_LAYER 0x1
+/* This kernel's overlayfs takes no layer by descriptor (FSCONFIG_SET_FD,
+   Linux 6.13): name each by its /proc/self/fd path (iso/kprobe.c). */
+#define SBX_CONFIG_OVERLAY_PATHS 0x2
 
 struct sbx_msg_config
 {
@@ -146,8 +149,11 @@ struct sbx_msg_config
   uint32_t user_uid;       /* in-sandbox ids of the owner of /home/user */
   uint32_t user_gid;
   uint32_t landlock_abi;   /* highest Landlock ABI to use; 0 disables (tests only) */
-  uint32_t root_from_fd;   /* 1: a detached read-only mount rides along (SCM_RIGHTS) and
-                              becomes "/" in place of the tmpfs skeleton (stored templates) */
+  /* Descriptors ride along (SCM_RIGHTS): first the sandbox's own /dev (a
+     detached tmpfs with its device nodes, iso/devnodes.c), always; then,
+     when root_from_fd is 1, a detached read-only mount that becomes "/"
+     in place of the tmpfs skeleton (stored templates). */
+  uint32_t root_from_fd;
   uint32_t flags;          /* SBX_CONFIG_* */
   char hostname[SBX_HOSTNAME_MAX + 1];
 };

@@ -15,6 +15,7 @@
  *   CONFIG (plan, limits, seccomp BPF) ----> build root, pivot, lock down
  *   <------------------------------------- READY (root fd, disk fd)
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -36,8 +37,10 @@
 #include <unistd.h>
 
 #include "iso/copy.h"
+#include "iso/devnodes.h"
 #include "iso/snapstore.h"
 #include "iso/engine.h"
+#include "iso/kernel.h"
 #include "iso/vm.h"
 #include "iso/seccomp.h"
 #include "iso/wire.h"
@@ -49,6 +52,9 @@
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U
 #endif
+/* A snapshot copier's cgroup: its dirty pages on the way to the host's
+   disk, at most. */
+#define SBX_COPIER_MEMORY (256ULL << 20)
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
 #endif
@@ -107,9 +113,6 @@ make_init_memfd (sbx_error_t **err)
 int
 sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx_error_t **err)
 {
-  struct open_how how = {0};
-  long abi;
-
   memset (eng, 0, sizeof *eng);
   eng->init_memfd = eng->devnull = eng->zygote = eng->zygote_pidfd = -1;
   pthread_mutex_init (&eng->zygote_lock, NULL);
@@ -117,15 +120,10 @@ sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx
   for (int c = 0; c < SBX_CG_NCTRL; c++)
     eng->cgroups.parent[c] = -1;
 
-  /* Probe the kernel once and refuse to run without a layer we rely on:
-     failing closed beats a sandbox that is quietly weaker. */
-  if (syscall (SYS_openat2, AT_FDCWD, NULL, &how, sizeof how) >= 0 || errno == ENOSYS)
-    return sbx_err (err, SBX_E_SYSTEM, "the kernel lacks openat2 (Linux 5.6+ needed)");
-  abi = syscall (SYS_landlock_create_ruleset, NULL, 0, 1U /* VERSION */);
-  if (abi < 1)
-    return sbx_err (err, SBX_E_SYSTEM,
-                    "Landlock is not available (Linux 5.13+ with landlock in lsm= needed)");
-  eng->landlock_abi = (uint32_t) abi;
+  /* The kernel was probed at start (iso/kernel.c): a daemon on a kernel
+     without Landlock or openat2 never gets here. */
+  assert (sbx_kernel.landlock_abi >= 1);
+  eng->landlock_abi = sbx_kernel.landlock_abi;
   if (opts->landlock_max_abi && eng->landlock_abi > opts->landlock_max_abi)
     eng->landlock_abi = opts->landlock_max_abi;
   if (opts->vm_dir != NULL)
@@ -142,12 +140,32 @@ sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx
       sbx_err_sys (err, errno, "open /dev/null");
       goto fail;
     }
+  /* Cgroups first: the daemon moves into its leaf while it is the only
+     process of its cgroup, before the zygote exists (iso/cgroup.h). */
+  {
+    const char *mount = opts->cgroup_mount ? opts->cgroup_mount : "/sys/fs/cgroup";
+    const struct sbx_cgroup_place *place = opts->cgroup_place;
+
+    if (place && sbx_cgroup_enter (mount, place, err) < 0)
+      goto fail;
+    if (sbx_cgroup_root_open_at (&eng->cgroups, mount, place ? place->base : "",
+                                 place ? place->parent
+                                       : (opts->cgroup_parent ? opts->cgroup_parent : "sbx"),
+                                 opts->cgroup_mode, err)
+        < 0)
+      goto fail;
+    if (place)
+      snprintf (eng->cgroup_why, sizeof eng->cgroup_why, "%.*s",
+                (int) sizeof eng->cgroup_why - 1, place->why);
+    if (eng->cgroups.mode == SBX_CGROUP_V2)
+      {
+        snprintf (eng->cgroup_daemon, sizeof eng->cgroup_daemon, "/%.*s",
+                  (int) sizeof eng->cgroup_daemon - 2, place ? place->daemon : "");
+        if (faccessat (eng->cgroups.parent[0], "cgroup.kill", F_OK, 0) == 0)
+          sbx_kernel.paths |= SBX_KERNEL_CGROUP_KILL;
+      }
+  }
   if (start_zygote (eng, err) < 0)
-    goto fail;
-  if (sbx_cgroup_root_open (&eng->cgroups, opts->cgroup_mount ? opts->cgroup_mount : "/sys/fs/cgroup",
-                            opts->cgroup_parent ? opts->cgroup_parent : "sbx", opts->cgroup_mode,
-                            err)
-      < 0)
     goto fail;
   return 0;
 fail:
@@ -321,7 +339,8 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
 {
   struct sbx_msg_config cfg;
   struct sbx_buf packet = SBX_BUF_INIT;
-  int rc;
+  cleanup_close int dev = -1;
+  int rc, fds[2], nfds = 0;
 
   memset (&cfg, 0, sizeof cfg);
   cfg.hdr.type = SBX_MSG_CONFIG;
@@ -344,14 +363,23 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
   cfg.root_from_fd = spec->root_mnt >= 0;
   if (spec->snapshot)
     cfg.flags |= SBX_CONFIG_SNAPSHOT_LAYER;
+  if (!(sbx_kernel.paths & SBX_KERNEL_OVERLAY_LAYER_FDS))
+    cfg.flags |= SBX_CONFIG_OVERLAY_PATHS;
   snprintf (cfg.hostname, sizeof cfg.hostname, "%s", spec->hostname);
   if (cfg.hdr.len > SBX_PROTO_MAX_MSG)
     return sbx_err (err, SBX_E_INVALID, "sandbox configuration too large");
+  /* Its /dev, of its own (iso/devnodes.c), then a stored template's root. */
+  dev = sbx_dev_mount (err);
+  if (dev < 0)
+    return -1;
+  fds[nfds++] = dev;
+  if (spec->root_mnt >= 0)
+    fds[nfds++] = spec->root_mnt;
   sbx_buf_append (&packet, &cfg, sizeof cfg);
   sbx_buf_append (&packet, spec->plan->bytes.data, spec->plan->bytes.len);
   sbx_buf_append (&packet, eng->seccomp_prog, eng->seccomp_len);
-  rc = packet.failed ? sbx_err_oom (err) : sbx__iso_send (ctl, packet.data, packet.len,
-                                                     &spec->root_mnt, spec->root_mnt >= 0, err);
+  rc = packet.failed ? sbx_err_oom (err)
+                     : sbx__iso_send (ctl, packet.data, packet.len, fds, nfds, err);
   sbx_buf_free (&packet);
   return rc;
 }
@@ -1074,10 +1102,43 @@ struct join_arg
 };
 
 static int
-join_cgroup (void *arg)
+join_cgroup (void *arg, pid_t pid)
 {
   const struct join_arg *j = arg;
-  return sbx_cgroup_attach (&j->eng->cgroups, &j->box->cg, getpid (), NULL);
+  return sbx_cgroup_attach (&j->eng->cgroups, &j->box->cg, pid, NULL);
+}
+
+/* What a disk holds (bytes used) and its size: the bounds of copies of it
+   and into it. */
+static void
+disk_usage (int disk, uint64_t *used, uint64_t *size)
+{
+  struct statfs sfs;
+
+  *used = *size = 0;
+  if (fstatfs (disk, &sfs) == 0)
+    {
+      *used = (uint64_t) (sfs.f_blocks - sfs.f_bfree) * (uint64_t) sfs.f_bsize;
+      *size = (uint64_t) sfs.f_blocks * (uint64_t) sfs.f_bsize;
+    }
+}
+
+/* A copy's bounds: the data the source's disk holds (an honest copy,
+   holes kept, stays below it; directories and slack 1 MiB), each file at
+   most the target's disk. */
+static void
+copy_limits (int src_disk, int dst_disk, struct sbx_copy_limits *lim)
+{
+  uint64_t used, size, dst_used, dst_size;
+
+  disk_usage (src_disk, &used, &size);
+  lim->max_bytes = used ? used + (1 << 20) : 0;
+  lim->max_file = size;
+  if (dst_disk >= 0)
+    {
+      disk_usage (dst_disk, &dst_used, &dst_size);
+      lim->max_file = dst_size;
+    }
 }
 
 int
@@ -1109,7 +1170,12 @@ sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
       jobs[i].dst = fds[2 * i + 1];
     }
   if (rc == 0)
-    rc = sbx_copy_run (jobs, 3, src->uid_base, dst->uid_base, join_cgroup, &join, res, err);
+    {
+      struct sbx_copy_limits lim;
+      copy_limits (src->disk, dst->disk, &lim);
+      rc = sbx_copy_run (jobs, 3, src->uid_base, dst->uid_base, &lim, join_cgroup, &join, res,
+                         err);
+    }
   for (i = 0; i < 6; i++)
     if (fds[i] >= 0)
       close (fds[i]);
@@ -1118,15 +1184,43 @@ sbx_iso_copy_disk (struct sbx_engine *eng, const struct sbx_iso_box *src,
 
 int
 sbx_iso_snapshot_save (struct sbx_engine *eng, int store, const struct sbx_iso_box *src,
-                       const char *tenant, const char *name, struct sbx_copy_result *res,
-                       sbx_error_t **err)
+                       const char *tenant, const char *name, uint64_t max_bytes,
+                       struct sbx_copy_result *res, sbx_error_t **err)
 {
+  static const struct sbx_cgroup_limits copier = {SBX_COPIER_MEMORY, 1000, 16};
+  struct sbx_cgroup cg;
+  struct sbx_copy_limits lim;
+  struct join_arg join;
+  struct sbx_iso_box box;
+  char cgname[64];
+  int rc;
+
   memset (res, 0, sizeof *res);
   if (src->disk < 0 || src->cg.name[0] == '\0')
     return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
   if (!sbx_cgroup_is_frozen (&eng->cgroups, &src->cg))
     return sbx_err (err, SBX_E_CONFLICT, "the source sandbox must be frozen for a copy");
-  return sbx_snapstore_save (store, src, tenant, name, res, err);
+  /* The copier writes the host's state disk: its page cache is charged to
+     a cgroup of its own (memory bounded: writeback throttles it), never
+     to the daemon's, and it writes at most what the source's disk holds. */
+  snprintf (cgname, sizeof cgname, "copier-%.40s", src->cg.name);
+  if (sbx_cgroup_create (&eng->cgroups, cgname, &copier, &cg, err) < 0)
+    {
+      if (cg.name[0])
+        add_stale (eng, cg.name);
+      return sbx_err_wrap (err, "the copier's cgroup");
+    }
+  sbx_iso_box_init (&box);
+  box.cg = cg;
+  join.eng = eng;
+  join.box = &box;
+  copy_limits (src->disk, -1, &lim);
+  if (max_bytes && (lim.max_bytes == 0 || max_bytes < lim.max_bytes))
+    lim.max_bytes = max_bytes;
+  rc = sbx_snapstore_save (store, src, tenant, name, &lim, join_cgroup, &join, res, err);
+  if (sbx_cgroup_destroy (&eng->cgroups, &cg, NULL) < 0)
+    add_stale (eng, cgname);
+  return rc;
 }
 
 int
@@ -1139,6 +1233,9 @@ sbx_iso_snapshot_load (struct sbx_engine *eng, int store, const struct sbx_iso_b
   memset (res, 0, sizeof *res);
   if (dst->disk < 0 || dst->cg.name[0] == '\0')
     return sbx_err (err, SBX_E_CONFLICT, "the sandbox has no disk");
-  return sbx_snapstore_load (store, tenant, name, dst->disk, dst->uid_base, join_cgroup, &join,
-                             res, err);
+  struct sbx_copy_limits lim;
+  copy_limits (dst->disk, dst->disk, &lim);
+  lim.max_bytes = 0; /* the target's disk bounds it (the copy fallback grew it to fit) */
+  return sbx_snapstore_load (store, tenant, name, dst->disk, dst->uid_base, &lim, join_cgroup,
+                             &join, res, err);
 }

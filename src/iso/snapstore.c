@@ -30,6 +30,7 @@
 #include "iso/engine.h"
 #include "iso/idmap.h"
 #include "iso/snapstore.h"
+#include "iso/helper.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 
@@ -195,14 +196,18 @@ close_parts (int fds[6])
 
 int
 sbx_snapstore_save (int store, const struct sbx_iso_box *src, const char *tenant,
-                    const char *name, struct sbx_copy_result *res, sbx_error_t **err)
+                    const char *name, const struct sbx_copy_limits *lim,
+                    int (*enter) (void *arg, pid_t pid),
+                    void *enter_arg, struct sbx_copy_result *res, sbx_error_t **err)
 {
   static unsigned counter;
   cleanup_close int tdir = -1, tmp = -1;
   struct sbx_copy_job jobs[3];
   struct stat st;
   char tmpname[128];
-  int fds[6], rc;
+  /* -1 until open_parts fills them: a failure before it must not close
+     whatever numbers the stack held (another slot's pidfd, say). */
+  int fds[6] = {-1, -1, -1, -1, -1, -1}, rc;
 
   memset (res, 0, sizeof *res);
   if (store < 0)
@@ -236,9 +241,9 @@ sbx_snapstore_save (int store, const struct sbx_iso_box *src, const char *tenant
         rc = sbx_err_sys (err, errno, "open the sandbox's `%s`", parts[i]);
     }
   if (rc == 0)
-    rc = sbx_copy_run (jobs, 3, src->uid_base, SBX_SNAPSHOT_ID_BASE, NULL, NULL, res, err);
-  if (tmp >= 0)
-    close_parts (fds);
+    rc = sbx_copy_run (jobs, 3, src->uid_base, SBX_SNAPSHOT_ID_BASE, lim, enter, enter_arg, res,
+                       err);
+  close_parts (fds);
   if (rc == 0 && renameat2 (tdir, tmpname, tdir, name, RENAME_NOREPLACE) < 0)
     rc = errno == EEXIST ? sbx_err (err, SBX_E_CONFLICT, "snapshot `%s` exists", name)
                          : sbx_err_sys (err, errno, "store the snapshot");
@@ -249,8 +254,9 @@ sbx_snapstore_save (int store, const struct sbx_iso_box *src, const char *tenant
 
 int
 sbx_snapstore_load (int store, const char *tenant, const char *name, int dst_disk,
-                    uid_t dst_base, int (*enter) (void *arg), void *enter_arg,
-                    struct sbx_copy_result *res, sbx_error_t **err)
+                    uid_t dst_base, const struct sbx_copy_limits *lim,
+                    int (*enter) (void *arg, pid_t pid),
+                    void *enter_arg, struct sbx_copy_result *res, sbx_error_t **err)
 {
   cleanup_close int tdir = -1, snap = -1;
   struct sbx_copy_job jobs[3];
@@ -268,7 +274,7 @@ sbx_snapstore_load (int store, const char *tenant, const char *name, int dst_dis
     return sbx_err (err, SBX_E_NOT_FOUND, "snapshot `%s` not found", name);
   rc = open_parts (snap, dst_disk, 0, fds, jobs, err);
   if (rc == 0)
-    rc = sbx_copy_run (jobs, 3, SBX_SNAPSHOT_ID_BASE, dst_base, enter, enter_arg, res, err);
+    rc = sbx_copy_run (jobs, 3, SBX_SNAPSHOT_ID_BASE, dst_base, lim, enter, enter_arg, res, err);
   close_parts (fds);
   return rc;
 }
@@ -388,7 +394,10 @@ sbx_snapstore_stage (int store, const char *tenant, const char *name, int pidfd,
   /* Attached in the sandbox's own mount namespace (overlayfs clones its
      layers, and only mounts of the mounter's namespace may be), at the
      place init builds its root later: init takes it first. */
-  pid = fork ();
+  {
+    int keep[] = {pidfd, tree};
+    pid = sbx_helper_fork (keep, 2);
+  }
   if (pid == 0)
     _exit (setns (pidfd, CLONE_NEWNS) < 0 || chdir ("/") < 0
                    || syscall (SYS_move_mount, tree, "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH)

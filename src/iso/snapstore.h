@@ -26,13 +26,18 @@ int sbx_snapstore_name_valid (const char *name);
 /* Make or open STATE/snapshots (root, 0700). */
 int sbx_snapstore_open (const char *state_dir, int *out, sbx_error_t **err);
 /* Save a (frozen) sandbox's disk as tenant's snapshot `name` (CONFLICT
-   when it exists). */
+   when it exists), the copier bounded by lim and started with enter (a
+   cgroup of its own to be charged to: iso/sandbox.c). */
 struct sbx_iso_box;
+struct sbx_copy_limits;
 int sbx_snapstore_save (int store, const struct sbx_iso_box *src, const char *tenant,
-                        const char *name, struct sbx_copy_result *res, sbx_error_t **err);
+                        const char *name, const struct sbx_copy_limits *lim,
+                        int (*enter) (void *arg, pid_t pid), void *enter_arg,
+                        struct sbx_copy_result *res, sbx_error_t **err);
 /* Copy snapshot `name` into a new sandbox's disk (enter: join its cgroup). */
 int sbx_snapstore_load (int store, const char *tenant, const char *name, int dst_disk,
-                        uid_t dst_base, int (*enter) (void *arg), void *enter_arg,
+                        uid_t dst_base, const struct sbx_copy_limits *lim,
+                        int (*enter) (void *arg, pid_t pid), void *enter_arg,
                         struct sbx_copy_result *res, sbx_error_t **err);
 /* Stage snapshot `name`, idmapped to the ids of a sandbox being made (base)
    and read-only, at /tmp in its mount namespace (pidfd: its init, not yet

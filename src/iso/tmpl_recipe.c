@@ -14,6 +14,7 @@
  * layer is keyed by the whole recipe.
  */
 #include "iso/tmpl.h"
+#include "iso/helper.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -230,7 +231,7 @@ tree_bytes (int dir, int depth)
 static int
 run (char *const argv[], int log_fd, int timeout_s)
 {
-  pid_t pid = fork ();
+  pid_t pid = sbx_helper_fork (&log_fd, 1);
   int status;
   time_t end = time (NULL) + timeout_s;
 

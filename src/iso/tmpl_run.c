@@ -8,6 +8,7 @@
  * then becomes a layer (root's, no setuid, whiteouts kept).
  */
 #include "iso/tmpl.h"
+#include "iso/helper.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -61,30 +62,6 @@ static int
 idmap_ns (void)
 {
   return sbx_idmap_userns (0, RUN_ID_BASE, 65536, NULL);
-}
-
-/* Close every descriptor from 3 up but the n in keep (the daemon parent's
-   sockets and store descriptors have no business in a build sandbox). */
-static void
-close_except (int *keep, int n)
-{
-  int lo = 3;
-
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--)
-      {
-        int t = keep[j];
-        keep[j] = keep[j - 1];
-        keep[j - 1] = t;
-      }
-  for (int i = 0; i < n; i++)
-    {
-      if (keep[i] > lo)
-        syscall (SYS_close_range, (unsigned) lo, (unsigned) keep[i] - 1, 0);
-      if (keep[i] >= lo)
-        lo = keep[i] + 1;
-    }
-  syscall (SYS_close_range, (unsigned) lo, ~0U, 0);
 }
 
 static void __attribute__ ((noreturn))
@@ -226,6 +203,9 @@ proxy_pass (int conn, const char *allow)
   m.type = SBX_EGRESS_MSG_CONN;
   /* the audit log's name for it (a-z0-9, as the front end checks ids) */
   snprintf (m.sandbox, sizeof m.sandbox, "recipebuild");
+  /* Its connections count apart from every tenant's (a name no tenant
+     can have: core/keys.c allows letters, digits, '_', '.' and '-'). */
+  snprintf (m.tenant, sizeof m.tenant, ":recipe-builds");
   m.nallow = 1;
   m.strings_len = (uint32_t) n;
   m.len = (uint32_t) (sizeof m + n);
@@ -253,22 +233,20 @@ proxy_pass (int conn, const char *allow)
    network (a network namespace with nothing in it), and the commands in a
    user namespace whose root is RUN_ID_BASE. Returns like run_in_sandbox. */
 static void
-keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int log_fd,
-        int status_fd, const void *filter, size_t filter_len, const char *allow)
+keeper (int tree, const char *run_path, char *cmds[], int ncmds, int log_fd, int status_fd,
+        const void *filter, size_t filter_len, const char *allow)
 {
   char opts[4096], merged[1300], path[1400];
   struct mount_attr attr;
-  int tree, userns, sync[2], go[2], st = 0, root, lsn;
+  int userns, sync[2], go[2], st = 0, root, lsn;
   pid_t pid;
   char c;
 
   setsid ();
-  /* The layer idmapped as a detached mount first: a stored layer is named
-     through the store's descriptor, whose mount is in this (the host's)
-     mount namespace, and only a mount of the caller's namespace may be
-     cloned. Attached in the new namespace below. */
+  /* The layer (a detached clone our parent made: helper.h leaves us none
+     of its descriptors to name it by) idmapped first, attached in the new
+     namespace below. */
   userns = idmap_ns ();
-  tree = (int) syscall (SYS_open_tree, AT_FDCWD, lower, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   memset (&attr, 0, sizeof attr);
   attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   attr.userns_fd = (uint64_t) userns;
@@ -324,7 +302,9 @@ keeper (const char *lower, const char *run_path, char *cmds[], int ncmds, int lo
   if (pid == 0)
     {
       int keep[] = {log_fd, status_fd, root, sync[1], go[0]};
-      close_except (keep, 5);
+      /* The daemon parent's sockets and store descriptors have no
+         business in a build sandbox. */
+      sbx_helper_close_all_but (keep, 5);
       if (unshare (CLONE_NEWUSER) < 0 || write (sync[1], "u", 1) != 1 || read (go[0], &c, 1) != 1)
         _exit (125);
       if (fchdir (root) < 0 || chroot (".") < 0 || chdir ("/") < 0)
@@ -425,7 +405,7 @@ sbx_tmpl_run_commands (int build, const char *build_path, const char *lower, con
   void *filter = NULL;
   size_t filter_len = 0;
   sbx_error_t *ferr = NULL;
-  int status[2], st = 0, bad = 0, code = 0;
+  int status[2], st = 0, bad = 0, code = 0, tree;
   uint64_t bytes = 0;
   pid_t pid;
   time_t end = time (NULL) + RUN_TIMEOUT_S;
@@ -453,15 +433,33 @@ sbx_tmpl_run_commands (int build, const char *build_path, const char *lower, con
     }
   dprintf (log_fd, "sbx: running %d build command%s in a build sandbox (network: %s only)\n",
            ncmds, ncmds == 1 ? "" : "s", allow);
-  pid = fork ();
+  /* The layer as a detached clone, here in the host's mount namespace,
+     where the store's descriptor (in `lower`) is ours: only a mount of the
+     caller's namespace may be cloned. */
+  tree = (int) syscall (SYS_open_tree, AT_FDCWD, lower, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0)
+    {
+      int e = errno;
+      free (filter);
+      close (status[0]);
+      close (status[1]);
+      return sbx_err_sys (err, e, "recipe: the layer to build on");
+    }
+  {
+    /* The keeper: its log, its status pipe, the layer and the egress
+       channel its proxy hands connections to; it dies with us. */
+    int keep[] = {log_fd, status[1], tree, egress_fd};
+    pid = sbx_helper_fork (keep, egress_fd >= 0 ? 4 : 3);
+  }
   if (pid == 0)
     {
       struct rlimit fsz = {RUN_MAX_BYTES, RUN_MAX_BYTES};
       close (status[0]);
       setrlimit (RLIMIT_FSIZE, &fsz);
-      keeper (lower, run_path, cmds, ncmds, log_fd, status[1], filter, filter_len, allow);
+      keeper (tree, run_path, cmds, ncmds, log_fd, status[1], filter, filter_len, allow);
       _exit (126);
     }
+  close (tree);
   free (filter);
   close (status[1]);
   for (;;)

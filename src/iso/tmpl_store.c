@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <linux/capability.h>
@@ -39,6 +40,8 @@
 #include <unistd.h>
 
 #include "core/template.h"
+#include "iso/kernel.h"
+#include "iso/helper.h"
 #include "util/buf.h"
 #include "util/cleanup.h"
 #include "util/file.h"
@@ -331,7 +334,10 @@ run_child (int in_fd, int build, enum sbx_tmpl_format format, const struct sbx_t
 
   if (pipe2 (p, O_CLOEXEC) < 0)
     return sbx_err_sys (err, errno, "pipe");
-  pid = fork ();
+  {
+    int keep[] = {in_fd, build, p[1]};
+    pid = sbx_helper_fork (keep, 3);
+  }
   if (pid < 0)
     {
       close (p[0]);
@@ -423,7 +429,13 @@ commit (int build, const char *name, const char *owner, sbx_error_t **err)
       sbx_buf_free (&list);
       return sbx_err_sys (err, errno, "templates: mkdir");
     }
-  if (list.failed || write_at (t, "layers", list.data, list.len, err) < 0
+  if (list.failed)
+    {
+      sbx_buf_free (&list);
+      rm_tree (tmpdir, tmp);
+      return sbx_err_oom (err);
+    }
+  if (write_at (t, "layers", list.data, list.len, err) < 0
       || write_at (t, "meta.json", meta, mlen, err) < 0
       || write_at (t, "owner", owner, strlen (owner), err) < 0
       || write_at (t, "created", stamp, strlen (stamp), err) < 0
@@ -615,6 +627,129 @@ sbx_tmpl_remove (const char *name, int (*in_use) (const char *name), sbx_error_t
 
 /* ---- mounting ---------------------------------------------------------- */
 
+/* "/proc/self/fd/N" at p, escaped as overlay's options want (nothing to
+   escape in it); no libc: it runs in a forked copy of a threaded process. */
+static char *
+put_fd_path (char *p, int fd)
+{
+  static const char prefix[] = "/proc/self/fd/";
+  char digits[12];
+  int n = 0;
+
+  memcpy (p, prefix, sizeof prefix - 1);
+  p += sizeof prefix - 1;
+  do
+    digits[n++] = (char) ('0' + fd % 10);
+  while ((fd /= 10) > 0);
+  while (n > 0)
+    *p++ = digits[--n];
+  return p;
+}
+
+/* An errno as an exit status: 0 only for success. */
+static int
+child_status (int e)
+{
+  return e == 0 ? 0 : e > 0 && e < 126 ? e : 125;
+}
+
+/* The classic way, for kernels without "lowerdir+" (before 6.8): every
+   layer in one "lowerdir=" of mount(2)'s options (a page; fsconfig's
+   strings stop at 256 bytes), each named by a descriptor of its own so
+   that 65 layers fit. overlayfs clones its layers, and only mounts of the
+   caller's own namespace may be cloned; mount(2) needs a place to mount
+   on. So a child (a copy of us sharing our descriptor table) enters the
+   store, takes a mount namespace of its own (private: nothing reaches the
+   host's), which moves its working directory to the copy, opens the
+   layers from there, mounts, clones the mount detached into the slot we
+   reserved, and is gone with its namespace. */
+static int
+mount_classic (const char *name, char ids[][65], int n, sbx_error_t **err)
+{
+  char rel[SBX_TMPL_MAX_LAYERS + 1][80];
+  int i, nrel = 0, slot = -1, status = 0;
+  char *opts;
+  pid_t pid;
+
+  /* Topmost first: sbx's layer, then the template's, last applied first. */
+  snprintf (rel[nrel++], sizeof rel[0], SBX_LAYER);
+  for (i = n - 1; i >= 0; i--)
+    snprintf (rel[nrel++], sizeof rel[0], "layers/%s", ids[i]);
+  /* "lowerdir=" + ":/proc/self/fd/NNNNNNNNNN" each + ",userxattr" */
+  opts = malloc (16 + (size_t) nrel * 26 + 16);
+  if (opts == NULL)
+    return sbx_err_oom (err);
+  slot = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (slot < 0)
+    {
+      free (opts);
+      return sbx_err_sys (err, errno, "template `%s`: reserve a descriptor", name);
+    }
+  pid = (pid_t) syscall (SYS_clone, CLONE_FILES | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid == 0)
+    {
+      /* System calls only from here. */
+      int fds[SBX_TMPL_MAX_LAYERS + 1], tree, k, e;
+      char *p = opts;
+
+      if (fchdir (S.dir) < 0 || unshare (CLONE_NEWNS) < 0
+          || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        _exit (child_status (errno));
+      memcpy (p, "lowerdir=", 9);
+      p += 9;
+      e = 0;
+      for (k = 0; k < nrel && e == 0; k++)
+        {
+          fds[k] = openat (AT_FDCWD, rel[k], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (fds[k] < 0)
+            {
+              e = errno;
+              break;
+            }
+          if (k)
+            *p++ = ':';
+          p = put_fd_path (p, fds[k]);
+        }
+      if (e)
+        {
+          /* The table is the parent's: what we opened in it goes. */
+          while (k-- > 0)
+            close (fds[k]);
+          _exit (child_status (e));
+        }
+      memcpy (p, ",userxattr", 11);
+      e = mount ("overlay", "/tmp", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts) < 0
+              ? errno
+              : 0;
+      tree = e ? -1
+               : (int) syscall (SYS_open_tree, AT_FDCWD, "/tmp", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+      if (!e && (tree < 0 || dup3 (tree, slot, O_CLOEXEC) < 0))
+        e = errno;
+      /* The table is the parent's too: leave nothing of ours in it. */
+      if (tree >= 0)
+        close (tree);
+      for (k = 0; k < nrel; k++)
+        close (fds[k]);
+      _exit (child_status (e));
+    }
+  if (pid < 0)
+    {
+      free (opts);
+      close (slot);
+      return sbx_err_sys (err, errno, "template `%s`: clone", name);
+    }
+  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  free (opts);
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    {
+      close (slot);
+      int e = WIFEXITED (status) ? WEXITSTATUS (status) : EIO;
+      return sbx_err_sys (err, e == 125 ? EIO : e, "mount template `%s` (overlay)", name);
+    }
+  return slot;
+}
+
 int
 sbx_tmpl_mount (const char *name, sbx_error_t **err)
 {
@@ -634,6 +769,12 @@ sbx_tmpl_mount (const char *name, sbx_error_t **err)
     {
       pthread_mutex_unlock (&S.lock);
       return sbx_err (err, SBX_E_NOT_FOUND, "template `%s` not found", name);
+    }
+  if (!(sbx_kernel.paths & SBX_KERNEL_OVERLAY_APPEND))
+    {
+      mnt = mount_classic (name, ids, n, err);
+      pthread_mutex_unlock (&S.lock);
+      return mnt;
     }
   fs = fsopen ("overlay", FSOPEN_CLOEXEC);
   if (fs < 0)

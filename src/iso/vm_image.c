@@ -18,6 +18,7 @@
  * failed build leaves nothing.
  */
 #include "iso/vm_image.h"
+#include "iso/helper.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +41,7 @@
 #include <unistd.h>
 
 #include "iso/vm_image_base.h"
+#include "util/hex.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"
@@ -98,13 +100,6 @@ sbx_vm_image_init (const char *state_dir, sbx_error_t **err)
 
 /* ---- sha256 ------------------------------------------------------------ */
 
-static void
-hex (const unsigned char *md, unsigned len, char out[65])
-{
-  for (unsigned i = 0; i < len && i < 32; i++)
-    snprintf (out + 2 * i, 3, "%02x", md[i]);
-}
-
 static int
 sha256_fd (int fd, char out[65], sbx_error_t **err)
 {
@@ -129,7 +124,7 @@ sha256_fd (int fd, char out[65], sbx_error_t **err)
   EVP_MD_CTX_free (h);
   if (n < 0)
     return sbx_err_sys (err, errno, "read a VM image");
-  hex (md, mdlen, out);
+  sbx_hex_encode (md, mdlen < 32 ? mdlen : 32, out);
   return 0;
 }
 
@@ -215,7 +210,10 @@ run_mke2fs (const char *stage, int stage_fd, const char *img, uint64_t size_kib,
   snprintf (a_inodes, sizeof a_inodes, "%llu", (unsigned long long) inodes);
   if (log < 0 || null < 0)
     return sbx_err_sys (err, errno, "memfd_create");
-  pid = fork ();
+  {
+    int keep[] = {null, log, src};
+    pid = sbx_helper_fork (keep, src >= 0 ? 3 : 2);
+  }
   if (pid < 0)
     return sbx_err_sys (err, errno, "fork");
   if (pid == 0)
@@ -382,7 +380,12 @@ build (const char *key, struct sbx_vm_pkgs *p, const struct sbx_vm_extra *extra,
                   (bytes + entries * 4096) / 1024 * 11 / 10 + 16384, entries + 1024, err)
       < 0)
     goto out;
-  if (fsync (img) < 0 || sha256_fd (img, sum, err) < 0)
+  if (fsync (img) < 0)
+    {
+      sbx_err_sys (err, errno, "fsync %s", img_path);
+      goto out;
+    }
+  if (sha256_fd (img, sum, err) < 0)
     goto out;
   if (publish (key, sum, sum_name, img_name, name, sizeof name, err) < 0)
     goto out;
@@ -499,7 +502,8 @@ build_tree (const char *key, int tree, const struct walk *w, sbx_error_t **err)
   if (run_mke2fs ("/proc/self/fd/3", tree, img_path,
                   (w->bytes + w->entries * 4096) / 1024 * 11 / 10 + 16384, w->entries + 1024, err)
           < 0
-      || fsync (img) < 0 || sha256_fd (img, sum, err) < 0)
+      || (fsync (img) < 0 && sbx_err_sys (err, errno, "fsync %s", img_path) < 0)
+      || sha256_fd (img, sum, err) < 0)
     goto out;
   if (publish (key, sum, sum_name, img_name, name, sizeof name, err) < 0)
     goto out;
@@ -537,7 +541,7 @@ tree_key (int tree, struct walk *w, char key[65], sbx_error_t **err)
     }
   EVP_DigestFinal_ex (w->h, md, &mdlen);
   EVP_MD_CTX_free (w->h);
-  hex (md, mdlen, key);
+  sbx_hex_encode (md, mdlen < 32 ? mdlen : 32, key);
   return 0;
 }
 

@@ -347,8 +347,10 @@ sbx_host_connect (int fd, struct sbx_host_info *info, sbx_error_t **err)
   if (sbx__sendmsg (fd, &h, sizeof h, NULL, 0, 0) < 0)
     return sbx_err (err, SBX_E_UNAVAILABLE, "the privileged process is gone");
   n = sbx__iso_recv (fd, &a, sizeof a, fds, SBX_PRIV_MAX_FDS, &nfds, 0);
-  if (n != (ssize_t) sizeof a || nfds != 0 || a.r.hdr.op != SBX_PRIV_REPLY
-      || a.r.hdr.len != sizeof a || a.r.status != 0 || a.info.version != SBX_PRIV_VERSION)
+  /* The reply and the info, without the padding `a` may end with. */
+  if (n != (ssize_t) (sizeof a.r + sizeof a.info) || nfds != 0 || a.r.hdr.op != SBX_PRIV_REPLY
+      || a.r.hdr.len != sizeof a.r + sizeof a.info || a.r.status != 0
+      || a.info.version != SBX_PRIV_VERSION)
     {
       while (nfds > 0)
         close (fds[--nfds]);
@@ -356,6 +358,19 @@ sbx_host_connect (int fd, struct sbx_host_info *info, sbx_error_t **err)
     }
   info->cgroup_mode = a.info.cgroup_mode;
   info->landlock_abi = a.info.landlock_abi;
+  info->kernel_paths = a.info.kernel_paths;
+  memcpy (info->kernel_settings, a.info.kernel_settings, sizeof info->kernel_settings);
+  memcpy (info->seal_key, a.info.seal_key, sizeof info->seal_key);
+  info->anchor_remade = a.info.anchor_remade;
+  explicit_bzero (a.info.seal_key, sizeof a.info.seal_key);
+  /* Strings from the parent are ours to trust, but bounded all the same. */
+#define COPY_STRING(f) snprintf (info->f, sizeof info->f, "%.*s", (int) sizeof a.info.f, a.info.f)
+  COPY_STRING (kernel_release);
+  COPY_STRING (snapshot_copy_reason);
+  COPY_STRING (cgroup_parent);
+  COPY_STRING (cgroup_daemon);
+  COPY_STRING (cgroup_why);
+#undef COPY_STRING
   pthread_mutex_lock (&C.lock);
   C.info = *info;
   C.master = fd;
@@ -367,6 +382,30 @@ const struct sbx_host_info *
 sbx_host_get_info (void)
 {
   return &C.info;
+}
+
+void
+sbx_host_audit_head (uint64_t seq, const unsigned char hash[32])
+{
+  struct sbx_priv_audit_head m;
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_AUDIT_HEAD;
+  m.hdr.len = sizeof m;
+  m.seq = seq;
+  memcpy (m.hash, hash, sizeof m.hash);
+  /* Without waiting: one lost (a full channel) is made good by the next,
+     a second later. */
+  pthread_mutex_lock (&C.lock);
+  if (C.master >= 0)
+    sbx__sendmsg (C.master, &m, sizeof m, NULL, 0, MSG_DONTWAIT);
+  pthread_mutex_unlock (&C.lock);
+}
+
+void
+sbx_host_forget_seal_key (void)
+{
+  explicit_bzero (C.info.seal_key, sizeof C.info.seal_key);
 }
 
 int
@@ -581,6 +620,13 @@ int
 sbx_host_snapshot (uint32_t op, uint32_t slot, const char *tenant, const char *name,
                    struct sbx_copy_result *res, sbx_error_t **err)
 {
+  return sbx_host_snapshot_max (op, slot, tenant, name, 0, res, err);
+}
+
+int
+sbx_host_snapshot_max (uint32_t op, uint32_t slot, const char *tenant, const char *name,
+                       uint64_t max_bytes, struct sbx_copy_result *res, sbx_error_t **err)
+{
   struct sbx_priv_snapshot m;
   struct call cl = {0};
   int rc;
@@ -592,6 +638,7 @@ sbx_host_snapshot (uint32_t op, uint32_t slot, const char *tenant, const char *n
   m.hdr.len = sizeof m;
   m.snap_op = op;
   m.slot = slot;
+  m.max_bytes = max_bytes;
   snprintf (m.tenant, sizeof m.tenant, "%s", tenant);
   snprintf (m.name, sizeof m.name, "%s", name);
   rc = call (&m, sizeof m, &cl, err);
@@ -992,7 +1039,7 @@ sbx_host_fs_upload_abort (struct sbx_fs_upload *up)
 
 static int
 template_call (uint32_t op, const char *name, const char *owner, uint32_t format, int fd,
-               sbx_error_t **err)
+               uint64_t max_bytes, sbx_error_t **err)
 {
   struct sbx_priv_template m;
   struct call cl = {0};
@@ -1003,6 +1050,7 @@ template_call (uint32_t op, const char *name, const char *owner, uint32_t format
   m.hdr.len = sizeof m;
   m.tmpl_op = op;
   m.format = format;
+  m.max_bytes = max_bytes;
   if (strlen (name) >= sizeof m.name || strlen (owner) >= sizeof m.owner)
     return sbx_err (err, SBX_E_INVALID, "template name or owner too long");
   snprintf (m.name, sizeof m.name, "%s", name);
@@ -1016,13 +1064,13 @@ template_call (uint32_t op, const char *name, const char *owner, uint32_t format
 
 int
 sbx_host_template_build (int fd, const char *name, const char *owner, uint32_t format,
-                         sbx_error_t **err)
+                         uint64_t max_bytes, sbx_error_t **err)
 {
-  return template_call (SBX_PRIV_TEMPLATE_BUILD, name, owner, format, fd, err);
+  return template_call (SBX_PRIV_TEMPLATE_BUILD, name, owner, format, fd, max_bytes, err);
 }
 
 int
 sbx_host_template_remove (const char *name, sbx_error_t **err)
 {
-  return template_call (SBX_PRIV_TEMPLATE_REMOVE, name, "", 0, -1, err);
+  return template_call (SBX_PRIV_TEMPLATE_REMOVE, name, "", 0, -1, 0, err);
 }

@@ -2,6 +2,7 @@
  * start the core (re-adopting what is running), serve HTTP, and stop on
  * SIGTERM (the parent forwards its own). */
 #include "priv/frontend.h"
+#include "iso/kernel_settings.h"
 
 #include <errno.h>
 #include <openssl/sha.h>
@@ -47,11 +48,14 @@ sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fd
       || sbx_host_connect (master, &info, &err) < 0)
     goto fail;
   /* Before the core: re-adoption already makes records. */
+  sbx_audit_set_anchor (sbx_host_audit_head);
   if (sbx_audit_open (cfg->state_dir, cfg->audit_max_size, &err) < 0)
     {
       sbx_err_wrap (&err, "audit log");
       goto fail;
     }
+  if (info.anchor_remade)
+    sbx_audit_record ("audit", json_pack ("{s:s}", "event", "anchor_remade"));
   if (sbx_core_start (cfg, &err) < 0)
     {
       sbx_core_stop ();
@@ -68,6 +72,15 @@ sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fd
       goto fail;
     }
   sbx_info ("sbx ready (state %s)", cfg->state_dir);
+  /* The host's weak kernel settings (iso/kernel_settings.h), once the
+     daemon serves: a start refused for another reason stays one line. */
+  for (size_t i = 0; i < sbx_kernel_settings_count; i++)
+    if (sbx_kernel_setting_weak (i, info.kernel_settings[i]))
+      {
+        char line[256];
+        sbx_kernel_setting_describe (i, info.kernel_settings[i], line, sizeof line);
+        sbx_warn ("host: %s; see docs/security.md, Deploying", line);
+      }
 
   while (sigwaitinfo (&mask, &si) < 0)
     if (errno != EINTR)

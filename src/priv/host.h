@@ -13,11 +13,29 @@
 #include "iso/fs.h"
 #include "util/error.h"
 
+/* What the parent said at HELLO: the host's cgroups and kernel. */
 struct sbx_host_info
 {
   uint32_t cgroup_mode;
   uint32_t landlock_abi;
+  uint32_t kernel_paths; /* SBX_KERNEL_* (iso/kernel.h) */
+  char kernel_release[65];
+  char snapshot_copy_reason[160];
+  char cgroup_parent[256];
+  char cgroup_daemon[256];
+  char cgroup_why[256];
+  int32_t kernel_settings[16]; /* iso/kernel_settings.h */
+  uint8_t seal_key[32];        /* priv/seal_key.h; wiped once the store has it */
+  uint64_t anchor_remade;      /* priv/audit_anchor.h: 0, or the seq it was remade at + 1 */
 };
+
+/* Overwrite the sealing key in what HELLO said (the store keeps its own
+   copy). */
+void sbx_host_forget_seal_key (void);
+
+/* The audit log's last synced record, for the parent's anchor
+   (priv/audit_anchor.h); no answer. */
+void sbx_host_audit_head (uint64_t seq, const unsigned char hash[32]);
 
 /* Talk to the parent over `fd` (the first channel); HELLO. */
 int sbx_host_connect (int fd, struct sbx_host_info *info, sbx_error_t **err);
@@ -54,6 +72,9 @@ int sbx_host_copy_disk (uint32_t src_slot, uint32_t dst_slot, struct sbx_copy_re
    unused); res may be NULL. */
 int sbx_host_snapshot (uint32_t op, uint32_t slot, const char *tenant, const char *name,
                        struct sbx_copy_result *res, sbx_error_t **err);
+/* The same, a save bounded by what the tenant's quota leaves (0: none). */
+int sbx_host_snapshot_max (uint32_t op, uint32_t slot, const char *tenant, const char *name,
+                           uint64_t max_bytes, struct sbx_copy_result *res, sbx_error_t **err);
 /* Pause (frozen 1) or resume every process of the sandbox. */
 int sbx_host_freeze (uint32_t slot, int frozen, sbx_error_t **err);
 int sbx_host_stats (uint32_t slot, struct sbx_iso_stats *out, sbx_error_t **err);
@@ -69,7 +90,7 @@ int sbx_host_adopt_done (sbx_error_t **err);
 /* Templates (iso/tmpl.h): build from an archive in a file (fd, read from
    offset 0), or remove one. */
 int sbx_host_template_build (int fd, const char *name, const char *owner, uint32_t format,
-                             sbx_error_t **err);
+                             uint64_t max_bytes, sbx_error_t **err);
 int sbx_host_template_remove (const char *name, sbx_error_t **err);
 
 /* Files: ctx->slot names the sandbox; ctx->uid/gid the user; ctx->copier

@@ -24,7 +24,7 @@
 #include "iso/fs.h"
 #include "util/id.h"
 
-#define SBX_PRIV_VERSION 1
+#define SBX_PRIV_VERSION 3
 #define SBX_PRIV_MAX_FDS 2
 
 enum sbx_priv_op
@@ -50,6 +50,7 @@ enum sbx_priv_op
   SBX_PRIV_COPY_DISK = 23,  /* sbx_priv_copy -> reply + sbx_copy_result: fork's copy */
   SBX_PRIV_SNAPSHOT = 24,   /* sbx_priv_snapshot -> reply [+ sbx_copy_result] */
   SBX_PRIV_THAW = 25,       /* sbx_priv_slot: resume them (after FREEZE) */
+  SBX_PRIV_AUDIT_HEAD = 26, /* sbx_priv_audit_head, on the first channel, no reply */
   /* parent -> front end: the answer, and callbacks during a request */
   SBX_PRIV_REPLY = 40,       /* sbx_priv_reply [+ payload] [+ fds] */
   SBX_PRIV_LIST_ENTRY = 41,  /* sbx_priv_entry */
@@ -77,14 +78,35 @@ struct sbx_priv_info
   uint32_t version;
   uint32_t cgroup_mode;  /* enum sbx_cgroup_mode */
   uint32_t landlock_abi; /* what inits are asked to enforce */
-  uint32_t reserved;
+  uint32_t kernel_paths; /* SBX_KERNEL_* (iso/kernel.h): the paths chosen */
+  char kernel_release[65];
+  char snapshot_copy_reason[160];  /* "" when snapshots are layers */
+  char cgroup_parent[256];         /* where sandboxes' cgroups are (v2: from the root) */
+  char cgroup_daemon[256];         /* v2: the daemon's own cgroup; "" on v1 */
+  char cgroup_why[256];            /* how the parent was chosen (iso/cgroup.h) */
+  int32_t kernel_settings[16];     /* iso/kernel_settings.h, in its order */
+  uint8_t seal_key[32];            /* priv/seal_key.h: the front end seals with it */
+  uint64_t anchor_remade;          /* priv/audit_anchor.h: 0, or the seq it was remade at + 1 */
 };
+
+/* A reply's payload, at most (the largest is HELLO's info). */
+#define SBX_PRIV_REPLY_PAYLOAD_MAX 2048
+_Static_assert (sizeof (struct sbx_priv_info) <= SBX_PRIV_REPLY_PAYLOAD_MAX,
+                "HELLO's info fits a reply");
 
 struct sbx_priv_slot
 {
   struct sbx_priv_hdr hdr;
   uint32_t slot;
   uint32_t reserved;
+};
+
+/* The audit log's last synced record (priv/audit_anchor.h). */
+struct sbx_priv_audit_head
+{
+  struct sbx_priv_hdr hdr;
+  uint64_t seq;
+  uint8_t hash[32];
 };
 
 struct sbx_priv_create
@@ -157,6 +179,7 @@ struct sbx_priv_snapshot
   char tenant[81];
   char name[65];
   char reserved[6];
+  uint64_t max_bytes; /* save: what the tenant's quota leaves (0: no quota) */
 };
 
 struct sbx_priv_adopt
@@ -218,6 +241,7 @@ struct sbx_priv_template
   uint32_t format;  /* enum sbx_tmpl_format */
   char name[32];
   char owner[64];   /* the tenant; printable */
+  uint64_t max_bytes; /* build: what the owner's quota leaves (0: the daemon's bound only) */
 };
 
 struct sbx_priv_reply

@@ -7,6 +7,8 @@
  * the current front end, is acted on.
  */
 #include "priv/server.h"
+#include "priv/audit_anchor.h"
+#include "priv/seal_key.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +24,7 @@
 #include "core/template.h"
 #include "iso/tmpl.h"
 #include "iso/copy.h"
+#include "iso/kernel.h"
 #include "iso/snapstore.h"
 #include "iso/vm.h"
 #include "iso/vm_image.h"
@@ -77,6 +80,8 @@ static struct
   unsigned gen;
   struct upload uploads[MAX_UPLOADS];
   int snapstore; /* STATE/snapshots, -1 when unavailable */
+  uint8_t seal_key[32]; /* priv/seal_key.h, for the front end at HELLO */
+  uint64_t anchor_remade; /* priv/audit_anchor.h: told to the first front end */
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .snapstore = -1};
 
 /* ---- replies ----------------------------------------------------------- */
@@ -85,7 +90,7 @@ static int
 send_reply (struct chan *c, const sbx_error_t *e, uint64_t value, const void *payload,
             size_t payload_len, const int *fds, int nfds)
 {
-  unsigned char buf[sizeof (struct sbx_priv_reply) + 256];
+  unsigned char buf[sizeof (struct sbx_priv_reply) + SBX_PRIV_REPLY_PAYLOAD_MAX];
   struct sbx_priv_reply *r = (struct sbx_priv_reply *) buf;
 
   if (payload_len > sizeof buf - sizeof *r)
@@ -833,6 +838,9 @@ handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
   else if (m->tmpl_op == SBX_PRIV_TEMPLATE_BUILD)
     {
       struct sbx_tmpl_limits lim = {P.cfg->template_max_bytes, P.cfg->template_max_inodes};
+      /* The owner's quota may leave less (core/tmpl_catalog.c). */
+      if (m->max_bytes && m->max_bytes < lim.max_bytes)
+        lim.max_bytes = m->max_bytes;
       if (m->format != SBX_TMPL_DIR && m->format != SBX_TMPL_OCI
           && !(m->format == SBX_TMPL_RECIPE && strcmp (m->owner, "*") == 0))
         sbx_err (&err, SBX_E_INVALID, "unknown template format");
@@ -866,6 +874,7 @@ union request
   struct sbx_priv_template tmpl;
   struct sbx_priv_copy copy;
   struct sbx_priv_snapshot snapshot;
+  struct sbx_priv_audit_head audit_head;
 };
 
 /* Fork: the copy of one sandbox's disk into another's (both ours; the
@@ -925,7 +934,8 @@ handle_snapshot (struct chan *c, const struct sbx_priv_snapshot *m)
         /* A VM: its memory, disk included, through QEMU's migration. */
         sbx_vm_snapshot_save (&s->box, P.snapstore, m->tenant, m->name, &res.bytes, &err);
       else if (m->snap_op == SBX_PRIV_SNAP_SAVE)
-        sbx_iso_snapshot_save (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
+        sbx_iso_snapshot_save (P.eng, P.snapstore, &s->box, m->tenant, m->name, m->max_bytes,
+                               &res, &err);
       else
         sbx_iso_snapshot_load (P.eng, P.snapstore, &s->box, m->tenant, m->name, &res, &err);
       slot_put (s);
@@ -1140,6 +1150,9 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
 {
   P.cfg = cfg;
   P.eng = eng;
+  if (sbx_seal_key_ensure (cfg->state_dir, P.seal_key, err) < 0
+      || sbx_audit_anchor_open (cfg->state_dir, &P.anchor_remade, err) < 0)
+    return -1;
   {
     sbx_error_t *e = NULL;
     if (sbx_snapstore_open (cfg->state_dir, &P.snapstore, &e) < 0)
@@ -1221,13 +1234,39 @@ sbx_priv_serve_master (int fd)
         {
           /* The ABI inits enforce: what the kernel offers, capped by what
              init knows (LL_MAX_ABI). */
-          struct sbx_priv_info info = {SBX_PRIV_VERSION, P.eng->cgroups.mode,
-                                       P.eng->landlock_abi < LL_MAX_ABI ? P.eng->landlock_abi
-                                                                        : LL_MAX_ABI,
-                                       0};
+          struct sbx_priv_info info;
           struct chan c = {.fd = fd};
-          if (send_reply (&c, NULL, 0, &info, sizeof info, NULL, 0) < 0)
-            return -1;
+
+          memset (&info, 0, sizeof info);
+          info.version = SBX_PRIV_VERSION;
+          info.cgroup_mode = P.eng->cgroups.mode;
+          info.landlock_abi = P.eng->landlock_abi < LL_MAX_ABI ? P.eng->landlock_abi : LL_MAX_ABI;
+          info.kernel_paths = sbx_kernel.paths;
+          _Static_assert (sizeof info.kernel_settings == sizeof sbx_kernel.settings,
+                          "the settings pass whole");
+          memcpy (info.kernel_settings, sbx_kernel.settings, sizeof info.kernel_settings);
+          memcpy (info.seal_key, P.seal_key, sizeof info.seal_key);
+          info.anchor_remade = P.anchor_remade;
+          P.anchor_remade = 0;
+          snprintf (info.kernel_release, sizeof info.kernel_release, "%s", sbx_kernel.release);
+          snprintf (info.snapshot_copy_reason, sizeof info.snapshot_copy_reason, "%s",
+                    sbx_kernel.snapshot_copy_reason);
+          sbx_cgroup_root_describe (&P.eng->cgroups, info.cgroup_parent,
+                                    sizeof info.cgroup_parent);
+          snprintf (info.cgroup_daemon, sizeof info.cgroup_daemon, "%s", P.eng->cgroup_daemon);
+          snprintf (info.cgroup_why, sizeof info.cgroup_why, "%s", P.eng->cgroup_why);
+          {
+            int sent = send_reply (&c, NULL, 0, &info, sizeof info, NULL, 0);
+            explicit_bzero (info.seal_key, sizeof info.seal_key);
+            if (sent < 0)
+              return -1;
+          }
+          continue;
+        }
+      if (m.hdr.op == SBX_PRIV_AUDIT_HEAD && n == (ssize_t) sizeof m.audit_head
+          && m.hdr.len == sizeof m.audit_head && nfds == 0)
+        {
+          sbx_audit_anchor_advance (m.audit_head.seq, m.audit_head.hash);
           continue;
         }
       if (m.hdr.op == SBX_PRIV_READY && n == (ssize_t) sizeof m.hdr

@@ -53,6 +53,11 @@ struct sbx_connect_stream_ops
   /* The keepalive message, sent after Keepalive-Ping-Interval seconds
      of silence. */
   const char *keepalive_json;
+  /* Optional: wait at most wait_ms until next has something to give; 1
+     then, 0 otherwise. With it, the stream makes sure its client is still
+     there before next takes what it gives (a shared buffer's output must
+     stay for the next reader, not go into a dead connection). */
+  int (*wait) (void *ctx, int64_t wait_ms);
 };
 /* Answer a server-streaming call: 200, application/connect+json, the
    messages as they come, keepalives, then the end-stream envelope (with

@@ -346,7 +346,17 @@ stream_read (void *cls, uint64_t pos, char *buf, size_t max)
           if (left < slice)
             slice = left;
         }
-      rc = s->ops->next (s->ctx, &s->pending, slice, &err);
+      if (s->ops->wait != NULL)
+        {
+          /* Take nothing for a client that is gone: it stays for the next
+             reader. */
+          int news = s->ops->wait (s->ctx, slice);
+          if (sbx_req_client_gone (s->req))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+          if (!news)
+            goto idle;
+        }
+      rc = s->ops->next (s->ctx, &s->pending, s->ops->wait != NULL ? 0 : slice, &err);
       if (rc < 0 || s->pending.failed)
         {
           int bad;
@@ -372,6 +382,7 @@ stream_read (void *cls, uint64_t pos, char *buf, size_t max)
         }
       if (sbx_req_client_gone (s->req))
         return MHD_CONTENT_READER_END_WITH_ERROR;
+    idle:
       s->idle_ms += slice;
       if (s->idle_ms >= s->keepalive_ms)
         {

@@ -41,7 +41,15 @@ const struct sbx_route sbx_envd_routes[] = {
 void
 sbx_route_envd_health (struct sbx_req *r)
 {
-  sbx_reply_empty (r, 204);
+  /* E2B's answer for a paused sandbox (its envd is not running): 502,
+     which the SDK's isRunning() reads as false. A probe, so it does not
+     resume an auto_resume sandbox either. */
+  if (sbx_sandbox_is_paused (r->sb))
+    sbx_reply_json (r, 502,
+                    json_pack ("{s:s, s:s, s:i}", "sandboxId", r->sb->id, "message",
+                               "The sandbox is paused", "code", 502));
+  else
+    sbx_reply_empty (r, 204);
 }
 
 void

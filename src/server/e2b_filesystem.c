@@ -149,11 +149,17 @@ sbx_route_fs_rpc_remove (struct sbx_req *r)
   struct fs_call c;
   sbx_error_t *err = NULL;
 
-  if (fs_call_begin (r, &c, fields, &err) < 0 || path_field (r, &c, "path", path, &err) < 0
-      || sbx_host_fs_remove (&c.ctx, path, 1, &err) < 0)
+  if (fs_call_begin (r, &c, fields, &err) < 0 || path_field (r, &c, "path", path, &err) < 0)
+    sbx_connect_reply_err (r, err);
+  else if (sbx_host_fs_remove (&c.ctx, path, 1, &err) < 0 && err->kind != SBX_E_NOT_FOUND)
     sbx_connect_reply_err (r, err);
   else
-    sbx_connect_reply_ok (r, json_object ());
+    {
+      /* envd removes as os.RemoveAll does: what is not there is removed
+         (the native API answers 404). */
+      sbx_error_free (err);
+      sbx_connect_reply_ok (r, json_object ());
+    }
   fs_call_end (&c);
 }
 

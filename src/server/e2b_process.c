@@ -136,6 +136,10 @@ struct proc_stream
   struct sbx_reader reader;
   struct sbx_buf lines; /* NDJSON from the reader, not yet converted */
   int pty;
+  /* The command was killed with its sandbox: after the output before it,
+     the stream ends with E2B's `unavailable` (the SDK's TimeoutError)
+     saying this, not with an end event. */
+  char sandbox_ended[200];
 };
 
 /* One line of the core's stream as an E2B event; 0 when it has none. */
@@ -155,6 +159,11 @@ convert_line (struct proc_stream *ps, const char *line, size_t len, struct sbx_b
   else if (strcmp (type, "stdout") == 0 || strcmp (type, "stderr") == 0)
     ev = json_pack ("{s:{s:{s:O}}}", "event", "data",
                     ps->pty ? "pty" : type, json_object_get (o, "data"));
+  else if (strcmp (type, "exit") == 0 && json_is_true (json_object_get (o, "sandbox_ended")))
+    {
+      const char *why = json_string_value (json_object_get (o, "reason"));
+      snprintf (ps->sandbox_ended, sizeof ps->sandbox_ended, "%s", why ? why : "sandbox ended");
+    }
   else if (strcmp (type, "exit") == 0)
     {
       ev = end_event (o);
@@ -170,10 +179,12 @@ static int
 proc_next (void *ctx, struct sbx_buf *out, int64_t wait_ms, sbx_error_t **err)
 {
   struct proc_stream *ps = ctx;
-  int rc = sbx_reader_next (&ps->reader, &ps->lines, wait_ms), done = 0;
+  int rc, done = 0;
   char *nl;
 
-  (void) err;
+  if (ps->sandbox_ended[0])
+    return sbx_err (err, SBX_E_UNAVAILABLE, "%s", ps->sandbox_ended);
+  rc = sbx_reader_next (&ps->reader, &ps->lines, wait_ms);
   if (rc < 0 || ps->lines.failed)
     return -1;
   while (ps->lines.len && (nl = memchr (ps->lines.data, '\n', ps->lines.len)) != NULL)
@@ -199,14 +210,23 @@ proc_release (void *ctx, int completed)
   free (ps);
 }
 
+static int
+proc_wait (void *ctx, int64_t wait_ms)
+{
+  struct proc_stream *ps = ctx;
+
+  return ps->sandbox_ended[0] || sbx_reader_wait (&ps->reader, wait_ms);
+}
+
 static const struct sbx_connect_stream_ops proc_ops = {
-    proc_next,
-    proc_release,
-    "{\"event\":{\"keepalive\":{}}}",
+    .next = proc_next,
+    .release = proc_release,
+    .keepalive_json = "{\"event\":{\"keepalive\":{}}}",
+    .wait = proc_wait,
 };
 
 static void
-reply_process_stream (struct sbx_req *r, struct sbx_process *p, int primary)
+reply_process_stream (struct sbx_req *r, struct sbx_process *p)
 {
   struct proc_stream *ps = calloc (1, sizeof *ps);
   json_t *info;
@@ -219,7 +239,7 @@ reply_process_stream (struct sbx_req *r, struct sbx_process *p, int primary)
   info = sbx_process_info_json (p);
   ps->pty = json_is_true (json_object_get (info, "pty"));
   json_decref (info);
-  sbx_reader_init (&ps->reader, p, primary, 1);
+  sbx_reader_init (&ps->reader, p, 1);
   sbx_connect_reply_stream (r, &proc_ops, ps);
 }
 
@@ -355,7 +375,7 @@ sbx_route_process_rpc_start (struct sbx_req *r)
       goto fail;
     }
   json_decref (info);
-  reply_process_stream (r, p, 1);
+  reply_process_stream (r, p);
   sbx_process_unref (p);
   free (s.argv);
   json_decref (s.msg);
@@ -380,7 +400,7 @@ sbx_route_process_rpc_connect (struct sbx_req *r)
       sbx_connect_reply_stream_err (r, err);
       return;
     }
-  reply_process_stream (r, p, 0);
+  reply_process_stream (r, p);
   sbx_process_unref (p);
   json_decref (msg);
 }

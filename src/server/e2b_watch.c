@@ -190,9 +190,10 @@ watch_release (void *ctx, int completed)
 }
 
 static const struct sbx_connect_stream_ops watch_ops = {
-    watch_next,
-    watch_release,
-    "{\"keepalive\":{}}",
+    .next = watch_next,
+    .release = watch_release,
+    .keepalive_json = "{\"keepalive\":{}}",
+    .wait = NULL, /* the watch is this stream's alone */
 };
 
 void

@@ -101,7 +101,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"DELETE", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_delete},
     {"GET", "v1/templates/*/progress", SBX_BODY_NONE, 0, sbx_route_template_progress},
     {"GET", "v1/audit", SBX_BODY_NONE, 1, sbx_route_audit},
-    {"POST", "v1/secrets", SBX_BODY_JSON, 0, sbx_route_secret_create},
+    {"POST", "v1/secrets", SBX_BODY_SECRET, 0, sbx_route_secret_create},
     {"GET", "v1/secrets", SBX_BODY_NONE, 0, sbx_route_secret_list},
     {"DELETE", "v1/secrets/*", SBX_BODY_NONE, 0, sbx_route_secret_delete},
     /* E2B's control plane (e2b_control.c): E2B_API_URL points here. */
@@ -608,7 +608,8 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
                               "the user must be `user` or `root` (Authorization: Basic)");
       return;
     }
-  if ((r->route->body == SBX_BODY_JSON || r->route->body == SBX_BODY_RAW)
+  if ((r->route->body == SBX_BODY_JSON || r->route->body == SBX_BODY_SECRET
+       || r->route->body == SBX_BODY_RAW)
       && r->content_length != UINT64_MAX && r->content_length > SBX_JSON_BODY_MAX)
     {
       sbx_connect_reply_code (r, "resource_exhausted", "request body larger than 1 MiB");
@@ -734,7 +735,8 @@ begin_request (struct sbx_req *r, struct listener *l, const char *url, const cha
                             : "this route is for the administrator (the unix socket) only");
       return;
     }
-  if ((r->route->body == SBX_BODY_JSON || r->route->body == SBX_BODY_RAW)
+  if ((r->route->body == SBX_BODY_JSON || r->route->body == SBX_BODY_SECRET
+       || r->route->body == SBX_BODY_RAW)
       && r->content_length != UINT64_MAX && r->content_length > SBX_JSON_BODY_MAX)
     {
       reply_error_kind (r, 413, "too_large", "request body larger than 1 MiB");
@@ -791,6 +793,18 @@ take_body (struct sbx_req *r, const char *data, size_t len)
       break;
     case SBX_BODY_TEMPLATE:
       sbx_templates_upload_body (r, data, len);
+      break;
+    case SBX_BODY_SECRET:
+      /* Our copy is wiped whenever it moves or goes (util/buf.h), and so
+         is libmicrohttpd's, once consumed: nothing of the value stays in
+         its connection's read buffer for the next request to overwrite
+         some day. */
+      r->body.wipe = 1;
+      if (r->body.len + len > SBX_JSON_BODY_MAX)
+        r->body_too_large = 1;
+      else
+        sbx_buf_append (&r->body, data, len);
+      explicit_bzero ((char *) (uintptr_t) data, len);
       break;
     case SBX_BODY_JSON:
     case SBX_BODY_RAW:
@@ -1002,7 +1016,13 @@ start_mhd (struct listener *l, sbx_error_t **err)
                              MHD_OPTION_THREAD_STACK_SIZE, (size_t) (512 * 1024),
                              MHD_OPTION_END);
   if (l->mhd == NULL)
-    return sbx_err (err, SBX_E_SYSTEM, "cannot start the HTTP server");
+    {
+      /* MHD closes the socket on some of its failure paths (a thread it
+         cannot start) and not on others: ours no longer, whichever it
+         was, so that no later close can hit a number reused since. */
+      l->fd = -1;
+      return sbx_err (err, SBX_E_SYSTEM, "cannot start the HTTP server");
+    }
   return 0;
 }
 
@@ -1070,6 +1090,9 @@ sbx_server_stop (void)
     {
       if (ls[i]->mhd)
         {
+          /* Quiesced, MHD leaves the listening socket to us (closed
+             below); not quiesced, MHD_stop_daemon would close it too. */
+          MHD_quiesce_daemon (ls[i]->mhd);
           MHD_stop_daemon (ls[i]->mhd);
           ls[i]->mhd = NULL;
         }

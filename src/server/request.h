@@ -19,6 +19,7 @@ enum sbx_body_kind
 {
   SBX_BODY_NONE,   /* a body is ignored (and bounded) */
   SBX_BODY_JSON,   /* buffered, <= SBX_JSON_BODY_MAX, parsed by the handler */
+  SBX_BODY_SECRET, /* the same, holding a secret: every copy is wiped (routes_secrets.c) */
   SBX_BODY_RAW,    /* buffered raw bytes, <= SBX_JSON_BODY_MAX */
   SBX_BODY_UPLOAD, /* streamed into a file in the sandbox */
   SBX_BODY_E2B_FILES, /* E2B's POST /files: multipart or raw, streamed (e2b_files.c) */

@@ -152,23 +152,27 @@ stream_read (void *cls, uint64_t pos, char *buf, size_t max)
   (void) pos;
   while (s->pending.len == 0)
     {
-      int rc;
+      int rc, news;
       if (s->done)
         return MHD_CONTENT_READER_END_OF_STREAM;
-      rc = sbx_reader_next (&s->reader, &s->pending, POLL_SLICE_MS);
-      /* Out of memory for the next lines: a stream cannot skip output,
-         so it ends here, cut short (the command is then killed). */
-      if (rc < 0 || s->pending.failed)
-        return MHD_CONTENT_READER_END_WITH_ERROR;
-      if (rc > 0)
-        s->done = 1;
-      if (s->pending.len)
-        {
-          s->idle_ms = 0;
-          break;
-        }
+      news = sbx_reader_wait (&s->reader, POLL_SLICE_MS);
+      /* Take nothing for a client that is gone: a lossless stream's
+         output stays for the next reader (a reconnect). */
       if (sbx_req_client_gone (s->req))
         return MHD_CONTENT_READER_END_WITH_ERROR;
+      if (news)
+        {
+          rc = sbx_reader_next (&s->reader, &s->pending, 0);
+          /* Out of memory for the next lines: a stream cannot skip
+             output, so it ends here, cut short (the command is then
+             killed). */
+          if (rc < 0 || s->pending.failed)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+          if (rc > 0)
+            s->done = 1;
+          s->idle_ms = 0;
+          continue;
+        }
       s->idle_ms += POLL_SLICE_MS;
       if (s->idle_ms >= KEEPALIVE_MS)
         {
@@ -202,7 +206,7 @@ stream_free (void *cls)
 /* -1 with *err when there is no memory for the stream: then nothing was
    answered and the caller still owns what p is. */
 static int
-reply_stream (struct sbx_req *r, struct sbx_process *p, int primary, int base64, int own,
+reply_stream (struct sbx_req *r, struct sbx_process *p, int base64, int own,
               sbx_error_t **err)
 {
   struct stream *s = calloc (1, sizeof *s);
@@ -210,7 +214,7 @@ reply_stream (struct sbx_req *r, struct sbx_process *p, int primary, int base64,
 
   if (s == NULL)
     return sbx_err_oom (err);
-  sbx_reader_init (&s->reader, p, primary, base64);
+  sbx_reader_init (&s->reader, p, base64);
   s->req = r;
   s->conn = r->conn;
   s->kill_on_disconnect = own;
@@ -292,7 +296,7 @@ run_exec (struct sbx_req *r, int background)
     }
   else if (e.stream)
     {
-      if (reply_stream (r, p, 1, e.base64, 1, &err) < 0)
+      if (reply_stream (r, p, e.base64, 1, &err) < 0)
         {
           /* Nobody will read it: as for a client that hung up. */
           sbx_process_signal (p, SIGKILL, NULL);
@@ -521,7 +525,7 @@ sbx_route_process_attach (struct sbx_req *r)
 
   if (enc && strcmp (enc, "utf8") != 0 && strcmp (enc, "base64") != 0)
     sbx_reply_errorf (r, SBX_E_INVALID, "`encoding` must be utf8 or base64");
-  else if (reply_stream (r, p, 0, enc && strcmp (enc, "base64") == 0, 0, &err) < 0)
+  else if (reply_stream (r, p, enc && strcmp (enc, "base64") == 0, 0, &err) < 0)
     sbx_reply_error (r, err);
   sbx_process_unref (p);
   sbx_sandbox_unref (sb);

@@ -11,6 +11,8 @@
 #include "core/audit.h"
 #include "priv/host.h"
 #include "server/request.h"
+#include "util/base64.h"
+#include "util/utf8.h"
 #include "util/cleanup.h"
 
 #define LIST_MAX_ENTRIES 10000
@@ -66,6 +68,33 @@ parse_mode (const char *s, uint32_t *mode, sbx_error_t **err)
   return 0;
 }
 
+/* A file name, path or link target: bytes, which JSON strings are not.
+   Valid UTF-8 as it is; otherwise each invalid byte as U+FFFD (to show)
+   and the exact bytes in KEY_base64 (to use: a path of them, %-escaped,
+   names the file), so that no entry is lost or mistaken for another. */
+static int
+set_name (json_t *o, const char *key, const char *s)
+{
+  size_t n = strlen (s);
+  json_t *j = json_stringn (s, n);
+  struct sbx_buf b = SBX_BUF_INIT;
+  char key64[32];
+  int rc;
+
+  if (j != NULL)
+    return json_object_set_new (o, key, j);
+  sbx_utf8_sanitize (&b, s, n, 1);
+  rc = json_object_set_new (o, key, json_stringn (b.data ? b.data : "", b.len));
+  sbx_buf_free (&b);
+  sbx_base64_encode (&b, s, n);
+  snprintf (key64, sizeof key64, "%s_base64", key);
+  if (rc == 0)
+    rc = json_object_set_new (o, key64, json_stringn (b.data ? b.data : "", b.len));
+  rc = rc == 0 && !b.failed ? 0 : -1;
+  sbx_buf_free (&b);
+  return rc;
+}
+
 static json_t *
 entry_json (const struct sbx_fs_entry *e)
 {
@@ -73,12 +102,15 @@ entry_json (const struct sbx_fs_entry *e)
   json_t *o;
 
   snprintf (mode, sizeof mode, "%04o", e->mode);
-  o = json_pack ("{s:s, s:s, s:s, s:I, s:s, s:i, s:i, s:o}", "name", e->name, "path", e->path,
-                 "type", sbx_fs_type_name (e->type), "size", (json_int_t) e->size, "mode", mode,
-                 "uid", (int) e->uid, "gid", (int) e->gid, "mtime",
-                 sbx_json_time (e->mtime_sec * 1000));
-  if (e->type == SBX_FS_SYMLINK)
-    json_object_set_new (o, "target", json_string (e->target));
+  o = json_pack ("{s:s, s:I, s:s, s:i, s:i, s:o}", "type", sbx_fs_type_name (e->type), "size",
+                 (json_int_t) e->size, "mode", mode, "uid", (int) e->uid, "gid", (int) e->gid,
+                 "mtime", sbx_json_time (e->mtime_sec * 1000));
+  if (o == NULL || set_name (o, "name", e->name) < 0 || set_name (o, "path", e->path) < 0
+      || (e->type == SBX_FS_SYMLINK && set_name (o, "target", e->target) < 0))
+    {
+      json_decref (o);
+      return NULL; /* out of memory: the answer is a 503, never a list without it */
+    }
   return o;
 }
 
@@ -238,11 +270,12 @@ sbx_route_file_stat (struct sbx_req *r)
   close_ctx (sb, &ctx);
 }
 
+/* An entry that cannot be rendered (out of memory) ends the listing: a
+   list is never answered with one missing. */
 static int
 add_entry (const struct sbx_fs_entry *e, void *arg)
 {
-  json_array_append_new (arg, entry_json (e));
-  return 0;
+  return json_array_append_new (arg, entry_json (e));
 }
 
 void
@@ -272,10 +305,14 @@ sbx_route_file_list (struct sbx_req *r)
       return;
     }
   arr = json_array ();
-  if (sbx_host_fs_list (&ctx, path, (int) depth, LIST_MAX_ENTRIES, add_entry, arr, &truncated, &err)
-      < 0)
+  if (arr == NULL
+      || sbx_host_fs_list (&ctx, path, (int) depth, LIST_MAX_ENTRIES, add_entry, arr, &truncated,
+                           &err)
+             < 0)
     {
       json_decref (arr);
+      if (err == NULL)
+        sbx_err_oom (&err);
       sbx_reply_error (r, err);
     }
   else

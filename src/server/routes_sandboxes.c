@@ -5,6 +5,9 @@
 
 #include "core/audit.h"
 #include "core/keys.h"
+#include "core/template.h"
+#include "iso/kernel.h"
+#include "priv/host.h"
 #include "server/request.h"
 #include "util/cleanup.h"
 
@@ -19,24 +22,99 @@ sbx_route_healthz (struct sbx_req *r)
   sbx_reply_json (r, 200, json_pack ("{s:s}", "status", "ok"));
 }
 
+/* The host's kernel settings (iso/kernel_settings.h): each with its
+   value (null: this kernel has none), the recommended value, which way is
+   stronger, and whether it is weak. */
+static json_t *
+settings_json (const struct sbx_host_info *h)
+{
+  json_t *list = json_array ();
+  size_t i;
+
+  for (i = 0; list && i < sbx_kernel_settings_count; i++)
+    {
+      const struct sbx_kernel_setting *s = &sbx_kernel_settings[i];
+      int32_t v = h->kernel_settings[i];
+
+      json_array_append_new (
+          list, json_pack ("{s:s, s:o, s:i, s:s, s:b}", "name", s->name, "value",
+                           v == SBX_SETTING_ABSENT ? json_null () : json_integer (v),
+                           "recommended", (int) s->recommended, "stronger",
+                           s->higher_is_stronger ? "higher" : "lower", "weak",
+                           sbx_kernel_setting_weak (i, v)));
+    }
+  return list;
+}
+
+/* The kernel's paths (iso/kernel.h), as GET /v1/info names them. */
+static json_t *
+kernel_json (const struct sbx_host_info *h)
+{
+  char why[200];
+  const char *copied = sbx_core_snapshot_copy_reason (why, sizeof why);
+  json_t *paths = json_pack (
+      "{s:s, s:s, s:s, s:s, s:s}", "overlay_layers",
+      sbx_kernel_describe (h->kernel_paths, SBX_KERNEL_OVERLAY_LAYER_FDS), "template_layers",
+      sbx_kernel_describe (h->kernel_paths, SBX_KERNEL_OVERLAY_APPEND), "snapshots",
+      copied[0] ? "copy" : "layer", "cgroup_kill",
+      h->cgroup_mode == SBX_CGROUP_V2
+          ? sbx_kernel_describe (h->kernel_paths, SBX_KERNEL_CGROUP_KILL)
+          : "freezer and signals (v1)",
+      "landlock_network", h->landlock_abi >= 4 ? "tcp rules" : "none (ABI < 4): the network namespace alone");
+
+  if (paths && copied[0])
+    json_object_set_new (paths, "snapshots_why", json_string (copied));
+  return json_pack ("{s:s, s:s, s:o*, s:o*}", "release", h->kernel_release, "floor",
+                    SBX_KERNEL_FLOOR, "paths", paths, "settings", settings_json (h));
+}
+
+/* What tenant has of its quotas (sbx serve --tenant-*). */
+static json_t *
+usage_json (const char *tenant)
+{
+  const struct sbx_config *c = sbx_core_config ();
+  unsigned tcount = 0, scount = 0;
+  uint64_t tbytes = 0, sbytes = 0;
+  sbx_error_t *err = NULL;
+
+  sbx_template_usage (tenant, &tcount, &tbytes);
+  if (sbx_snapshot_usage (tenant, &scount, &sbytes, &err) < 0)
+    sbx_error_free (err);
+  return json_pack ("{s:{s:i, s:I, s:i, s:I}, s:{s:i, s:I, s:i, s:I}}", "templates", "count",
+                    (int) tcount, "bytes", (json_int_t) tbytes, "max_count",
+                    (int) c->tenant_max_templates, "max_bytes",
+                    (json_int_t) c->tenant_template_bytes, "snapshots", "count", (int) scount,
+                    "bytes", (json_int_t) sbytes, "max_count", SBX_SNAPSHOTS_PER_TENANT,
+                    "max_bytes", (json_int_t) c->tenant_snapshot_bytes);
+}
+
 void
 sbx_route_info (struct sbx_req *r)
 {
-  unsigned running = 0, pooled = 0, cgroup_mode = 0, landlock_abi = 0;
+  unsigned running = 0, pooled = 0;
+  const struct sbx_host_info *h = sbx_core_host_info ();
 
   sbx_core_counts (sbx_req_tenant (r), &running, &pooled);
   json_t *o, *audit = sbx_audit_info_json ();
 
-  sbx_core_host_info (&cgroup_mode, &landlock_abi);
   o = json_pack ("{s:s, s:s, s:i, s:i, s:i}", "version", SBX_VERSION, "cgroup",
-                 cgroup_mode == SBX_CGROUP_V2 ? "v2" : "v1", "landlock_abi", (int) landlock_abi,
-                 "pool", (int) pooled, "sandboxes", (int) running);
-  /* A tenant learns whether changes are accepted; the administrator why. */
+                 h->cgroup_mode == SBX_CGROUP_V2 ? "v2" : "v1", "landlock_abi",
+                 (int) h->landlock_abi, "pool", (int) pooled, "sandboxes", (int) running);
+  /* A tenant learns whether changes are accepted, and what it uses of its
+     quotas; the administrator why, and where things are on the host. */
   if (!r->admin)
     {
-      json_t *h = json_incref (json_object_get (audit, "healthy"));
+      json_t *healthy = json_incref (json_object_get (audit, "healthy"));
       json_decref (audit);
-      audit = json_pack ("{s:o}", "healthy", h ? h : json_true ());
+      audit = json_pack ("{s:o}", "healthy", healthy ? healthy : json_true ());
+      json_object_set_new (o, "usage", usage_json (sbx_req_tenant (r)));
+    }
+  else
+    {
+      json_object_set_new (o, "cgroup_parent", json_string (h->cgroup_parent));
+      if (h->cgroup_daemon[0])
+        json_object_set_new (o, "cgroup_daemon", json_string (h->cgroup_daemon));
+      json_object_set_new (o, "kernel", kernel_json (h));
     }
   json_object_set_new (o, "audit", audit);
   sbx_reply_json (r, 200, o);

@@ -25,7 +25,21 @@ reserve (struct sbx_buf *b, size_t extra)
   cap = b->cap ? b->cap : 64;
   while (cap < need)
     cap = cap > ((size_t) -1) / 2 ? need : cap * 2;
-  p = realloc (b->data, cap);
+  if (b->wipe)
+    {
+      /* Not realloc: it may leave the old copy behind, unwiped. */
+      p = malloc (cap);
+      if (p == NULL)
+        goto fail;
+      if (b->data)
+        {
+          memcpy (p, b->data, b->len + 1);
+          explicit_bzero (b->data, b->cap);
+          free (b->data);
+        }
+    }
+  else
+    p = realloc (b->data, cap);
   if (p == NULL)
     goto fail;
   b->data = p;
@@ -36,6 +50,12 @@ fail:
     sbx_oom ();
   b->failed = 1;
   return -1;
+}
+
+void
+sbx_buf_reserve (struct sbx_buf *b, size_t n)
+{
+  reserve (b, n);
 }
 
 void
@@ -76,12 +96,16 @@ sbx_buf_consume (struct sbx_buf *b, size_t n)
 {
   if (n >= b->len)
     {
+      if (b->wipe && b->data)
+        explicit_bzero (b->data, b->len);
       b->len = 0;
       if (b->data)
         b->data[0] = '\0';
       return;
     }
   memmove (b->data, b->data + n, b->len - n);
+  if (b->wipe)
+    explicit_bzero (b->data + b->len - n, n);
   b->len -= n;
   b->data[b->len] = '\0';
 }
@@ -89,6 +113,8 @@ sbx_buf_consume (struct sbx_buf *b, size_t n)
 void
 sbx_buf_reset (struct sbx_buf *b)
 {
+  if (b->wipe && b->data)
+    explicit_bzero (b->data, b->cap);
   b->len = 0;
   b->failed = 0;
   if (b->data)
@@ -98,6 +124,8 @@ sbx_buf_reset (struct sbx_buf *b)
 void
 sbx_buf_free (struct sbx_buf *b)
 {
+  if (b->wipe && b->data)
+    explicit_bzero (b->data, b->cap);
   free (b->data);
   b->data = NULL;
   b->len = b->cap = 0;

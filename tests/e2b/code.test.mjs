@@ -135,6 +135,24 @@ test('a restarted context loses its state and works; env vars per run', async ()
   assert.equal(after.text, 'unset')
 })
 
+test("the sandbox's envs reach runCode as they reach commands", async () => {
+  // The server (and its default context) were warmed in the pool, before
+  // the sandbox had an environment: os.getenv was None (issue 17).
+  const sbx = await t.create({ envs: { SBX_CREATE_ENV: 'from-create', GREETING: 'base' } })
+  const cmd = await sbx.commands.run('echo $SBX_CREATE_ENV')
+  assert.equal(cmd.stdout, 'from-create\n')
+  const d = await sbx.runCode('import os; os.getenv("SBX_CREATE_ENV")')
+  assert.equal(d.text, 'from-create')
+  const c = await sbx.createCodeContext()
+  const r = await sbx.runCode('import os; os.environ["SBX_CREATE_ENV"]', { context: c })
+  assert.equal(r.text, 'from-create')
+  // A run's own envs win for that run; the sandbox's come back after it.
+  const o = await sbx.runCode('import os; os.environ["GREETING"]', { envs: { GREETING: 'run' } })
+  assert.equal(o.text, 'run')
+  const b = await sbx.runCode('import os; os.environ["GREETING"]')
+  assert.equal(b.text, 'base')
+})
+
 test('a crashed interpreter is reported, and the context restarts', async () => {
   const sbx = await sbxP
   const c = await sbx.createCodeContext()

@@ -111,6 +111,63 @@ test('disconnect leaves the command running; connect reattaches and gets the end
   assert.match(r.stdout, /done-after-reconnect/)
 })
 
+// The command waits for a file before each part of its output, so what
+// each reader must get is fixed by the test, not by timing.
+const gated = (name, n) => `echo first; while [ ! -e /tmp/${name} ]; do sleep 0.02; done; `
+  + `for i in $(seq 2 ${n}); do echo line$i; sleep 0.05; done`
+const allLines = (n) => 'first\n' + Array.from({ length: n - 1 }, (_, i) => `line${i + 2}\n`).join('')
+
+test('a second reader next to the first gets every line from its attach point on', async () => {
+  const sbx = await sbxP
+  const first = []
+  const h = await sbx.commands.run(gated('go-two-readers', 6), {
+    background: true, timeoutMs: 0, onStdout: (d) => first.push(d),
+  })
+  await until(() => first.join('').includes('first'), 'the first line')
+  const seen = []
+  const second = await sbx.commands.connect(h.pid, { onStdout: (d) => seen.push(d) })
+  await sbx.files.write('/tmp/go-two-readers', '')
+  const [a, b] = await Promise.all([h.wait(), second.wait()])
+  assert.equal(a.stdout, allLines(6))
+  // Attached after "first" was read by the first reader: from there on.
+  assert.equal(b.stdout.replace(/^first\n/, ''), allLines(6).replace(/^first\n/, ''))
+  assert.equal(seen.join(''), b.stdout)
+})
+
+test('a reconnect after disconnect gets everything printed while nobody listened', async () => {
+  const sbx = await sbxP
+  // The issue's report: 16 of 20 reconnects lost output.
+  for (let trial = 0; trial < 20; trial++) {
+    const got = []
+    const h = await sbx.commands.run(gated(`go-reconnect-${trial}`, 6), {
+      background: true, timeoutMs: 0, onStdout: (d) => got.push(d),
+    })
+    await until(() => got.join('').includes('first'), 'the first line')
+    await h.disconnect()
+    // Printed with no live reader (its predecessor's stream is dead).
+    await sbx.files.write(`/tmp/go-reconnect-${trial}`, '')
+    if (trial % 2) await new Promise((r) => setTimeout(r, 400))
+    const again = await sbx.commands.connect(h.pid)
+    const r = await again.wait()
+    assert.equal(r.exitCode, 0)
+    assert.equal(got.join('') + r.stdout, allLines(6), `trial ${trial}`)
+  }
+})
+
+test('a command killed with its sandbox is a TimeoutError, as E2B raises', async () => {
+  const own = await t.create()
+  const out = []
+  const h = await own.commands.run('echo started; sleep 600', {
+    background: true, timeoutMs: 0, onStdout: (d) => out.push(d),
+  })
+  await until(() => out.join('').includes('started'), 'the first line')
+  await own.kill()
+  // (Connect's `unavailable`, which the SDK words as a sandbox timeout.)
+  await assert.rejects(h.wait(), (e) => e instanceof TimeoutError
+    && /\[unavailable\] sandbox killed/.test(e.message), 'a TimeoutError')
+  assert.equal(out.join(''), 'started\n')
+})
+
 test('the command timeout kills the command', async () => {
   const sbx = await sbxP
   const t0 = Date.now()

@@ -72,6 +72,9 @@ test('makeDir, list with depth, getInfo, exists, rename, remove', async () => {
   assert.equal(await sbx.files.read('/tmp/d/g.txt'), '12345')
   await sbx.files.remove('/tmp/d')
   assert.equal(await sbx.files.exists('/tmp/d'), false)
+  // Removing what is not there succeeds, as envd's os.RemoveAll does.
+  await sbx.files.remove('/tmp/d')
+  await sbx.files.remove('/tmp/no/such/dir/file')
   await assert.rejects(sbx.files.list('/tmp/nope'), NotFoundError)
 })
 

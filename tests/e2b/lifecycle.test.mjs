@@ -13,13 +13,17 @@ test('pause freezes, connect resumes, a second pause of a paused sandbox is fals
   await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i >> /home/user/n; sleep 0.02; done',
     { background: true })
   await until(async () => (await sbx.files.read('/home/user/n')).split('\n').length > 5, 'counting')
+  assert.equal(await sbx.isRunning(), true)
   assert.equal(await sbx.pause(), true)
   assert.equal((await sbx.getInfo()).state, 'paused')
+  // E2B's envd health of a paused sandbox is a 502: isRunning() is false.
+  assert.equal(await sbx.isRunning(), false)
   assert.equal(await Sandbox.pause(sbx.sandboxId), false)
   const listed = await Sandbox.list({ query: { state: ['paused'] } }).nextItems()
   assert.ok(listed.some((s) => s.sandboxId === sbx.sandboxId))
   const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60_000 })
   assert.equal((await again.getInfo()).state, 'running')
+  assert.equal(await again.isRunning(), true)
   const nums = (await again.files.read('/home/user/n')).trim().split('\n').map(Number)
   assert.deepEqual(nums, nums.map((_, i) => i + 1))
   assert.equal((await again.commands.run('echo back')).stdout, 'back\n')

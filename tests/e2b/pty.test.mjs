@@ -31,3 +31,24 @@ test('a pty exits with its shell', async () => {
   await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('exit 3\n'))
   await assert.rejects(pty.wait(), (e) => e.exitCode === 3)
 })
+
+test('a pty reconnect after disconnect gets what the shell printed meanwhile', async () => {
+  const sbx = await t.create({ timeoutMs: 300_000 })
+  const dec = new TextDecoder()
+  let before = ''
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { before += dec.decode(d) }, timeoutMs: 0 })
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode(
+    'stty -echo; echo ready-$((1+1)); while [ ! -e /tmp/go-pty ]; do sleep 0.02; done; '
+    + 'for i in 1 2 3 4 5; do echo after-$((i*11)); sleep 0.05; done\n'))
+  await until(() => before.includes('ready-2'), 'the shell to answer')
+  await pty.disconnect()
+  await sbx.files.write('/tmp/go-pty', '')
+  await new Promise((r) => setTimeout(r, 500))
+  let after = ''
+  const again = await sbx.pty.connect(pty.pid, { onData: (d) => { after += dec.decode(d) } })
+  await until(() => after.includes('after-55'), 'the output printed while nobody listened')
+  for (const n of [11, 22, 33, 44, 55]) assert.ok(after.includes(`after-${n}`), after)
+  assert.ok(!before.includes('after-11'))
+  assert.equal(await sbx.pty.kill(pty.pid), true)
+  await assert.rejects(again.wait())
+})

@@ -32,6 +32,11 @@ MAX_SANDBOXES = 64
 # Test daemons take uid ranges in [0x80000000, 0xA0000000): 64 slots of 2^23
 # ids. The benchmark uses 0xB0000000 and up, production 0x60000000.
 HARNESS_SLOTS = 64
+# In a software-emulated guest (tests/kernel/guest.py) the CPU is some 20
+# times slower: waits for a server in a sandbox to come up are that much
+# longer (bounds on waiting, never timings a test asserts).
+EMULATED = os.environ.get("SBX_TEST_EMULATED") == "1"
+SLOW = 4 if EMULATED else 1
 
 _daemon_counter = itertools.count()
 
@@ -95,6 +100,54 @@ def cgroup_version():
     return 2 if os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")) else 1
 
 
+_service = []
+
+
+def delegated_service():
+    """cgroup v2, with the harness alone in a cgroup of its own (a delegated
+    service: tests/kernel's guests run the suites so): that cgroup, from the
+    root without its leading '/', with the harness moved into its leaf
+    "runner", so that each test daemon runs in a delegated cgroup of its
+    own below it as it would under systemd. None otherwise (cgroup v1; a
+    login shell's cgroup): daemons then put their sandboxes' cgroups at the
+    root. SBX_TEST_DELEGATE=0 turns it off."""
+    if _service:
+        return _service[0]
+    found = None
+    if cgroup_version() == 2 and os.environ.get("SBX_TEST_DELEGATE", "1") != "0":
+        with open("/proc/self/cgroup") as f:
+            own = f.read().strip().split("::", 1)[1].strip("/")
+        leaf = os.path.basename(own)
+        if own and leaf == "runner":
+            found = os.path.dirname(own)
+        elif own:
+            base = os.path.join(CGROUP_ROOT, own)
+            with open(os.path.join(base, "cgroup.procs")) as f:
+                procs = f.read().split()
+            if procs == [str(os.getpid())]:
+                os.makedirs(os.path.join(base, "runner"), exist_ok=True)
+                with open(os.path.join(base, "runner", "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+                with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
+                    f.write("+memory +pids +cpu")
+                found = own
+    _service.append(found)
+    return found
+
+
+def enter_cgroup(path):
+    """A preexec_fn that moves the child into cgroup `path` (from the root),
+    or None."""
+    if path is None:
+        return None
+    procs = os.path.join(CGROUP_ROOT, path, "cgroup.procs")
+
+    def enter():
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+    return enter
+
+
 def leftovers(uid_base, uid_end, cgroup_parent, state):
     """After a daemon stopped: what it left behind (processes in its uid
     range, cgroups under its parent, mounts of its state dir), removed as
@@ -140,11 +193,21 @@ class Daemon:
     """One sbxd with a private state dir, cgroup parent and uid range."""
 
     def __init__(self, pool=2, listen=None, extra=(), max_sandboxes=MAX_SANDBOXES,
-                 kill_on_exit=True):
+                 kill_on_exit=True, state_on_tmpfs=False):
         n = next(_daemon_counter)
         self.tag = "sbx-test-%d-%d" % (os.getpid(), n)
         self.state = tempfile.mkdtemp(prefix=self.tag + "-")
-        self.cgroup_parent = self.tag
+        # A state directory on a tmpfs of its own: a file system that takes
+        # idmapped mounts only from Linux 6.3 (snapshots are copies below).
+        self.state_tmpfs = state_on_tmpfs
+        if state_on_tmpfs:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700,size=1g", "sbx-test-state",
+                            self.state], check=True)
+        # The sandboxes' cgroups, from the cgroup root: TAG, or with a
+        # delegated service SERVICE/TAG/TAG (the daemon's own delegated
+        # cgroup SERVICE/TAG, its leaf SERVICE/TAG/daemon).
+        service = delegated_service()
+        self.cgroup_parent = (service + "/" + self.tag + "/" + self.tag) if service else self.tag
         # Distinct ranges per daemon: 2^23 ids (128 sandboxes) each, far from
         # the production default (0x60000000). Not the last slot: the daemon
         # wants room for twice --max-sandboxes ranges below 2^32 - 1.
@@ -153,8 +216,11 @@ class Daemon:
         self.listen = listen
         self.pool = pool
         self.args = [SBXD, "--state", self.state, "--pool", str(pool),
-                     "--cgroup-parent", self.cgroup_parent, "--uid-base", str(self.uid_base),
+                     "--cgroup-parent", self.tag, "--uid-base", str(self.uid_base),
                      "--max-sandboxes", str(max_sandboxes)] + list(extra)
+        # Python importing numpy, pandas and matplotlib takes minutes there.
+        if EMULATED and not any(a.startswith("--code-start-timeout") for a in extra):
+            self.args += ["--code-start-timeout", "10m"]
         # By default a stopped daemon leaves running sandboxes for the next
         # start; a test daemon's stop must leave nothing (see test_restart).
         if kill_on_exit:
@@ -168,6 +234,38 @@ class Daemon:
     def socket_path(self):
         return os.path.join(self.state, "sbx.sock")
 
+    @property
+    def daemon_cgroup(self):
+        """The delegated cgroup a daemon of this one's parent runs in (from
+        the root), or None: made on first use."""
+        if not delegated_service():
+            return None
+        own = os.path.dirname(self.cgroup_parent)
+        os.makedirs(os.path.join(CGROUP_ROOT, own), exist_ok=True)
+        return own
+
+    def popen_kwargs(self):
+        """What starts an sbxd process as this daemon (Daemon.start, and
+        tests that start one by hand): in its delegated cgroup, or in its
+        leaf once the first start made the cgroup an inner one."""
+        own = self.daemon_cgroup
+        if own is None:
+            return {}
+        leaf = own + "/daemon"
+        where = leaf if os.path.isdir(os.path.join(CGROUP_ROOT, leaf)) else own
+        return {"preexec_fn": enter_cgroup(where)}
+
+    def remove_daemon_cgroup(self):
+        """After the daemon's end: its delegated cgroup and leaf, if empty."""
+        own = self.daemon_cgroup
+        if own is None:
+            return
+        for d in (own + "/daemon", own):
+            try:
+                os.rmdir(os.path.join(CGROUP_ROOT, d))
+            except OSError:
+                pass
+
     def start(self, _attempt=0):
         self.log = open(self.log_path, "wb")
         env = dict(os.environ)
@@ -177,7 +275,7 @@ class Daemon:
         env.setdefault("ASAN_OPTIONS", "quarantine_size_mb=8:detect_leaks=1:abort_on_error=0")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env)
+                                     stdin=subprocess.DEVNULL, env=env, **self.popen_kwargs())
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -194,6 +292,7 @@ class Daemon:
                     return self.start(_attempt + 1)
                 # Nothing of this daemon exists yet but its state dir and log.
                 self.log.close()
+                self.remove_daemon_cgroup()
                 shutil.rmtree(self.state, ignore_errors=True)
                 os.unlink(self.log_path)
                 raise RuntimeError("sbxd exited: %s" % log)
@@ -226,7 +325,15 @@ class Daemon:
 
     def cleanup(self):
         """After stop: everything of this daemon must be gone. Returns problems."""
-        problems = leftovers(self.uid_base, self.uid_end, self.cgroup_parent, self.state)
+        early = []
+        if self.state_tmpfs:
+            # Not lazily: anything still mounted below it is a leftover.
+            p = subprocess.run(["umount", self.state], capture_output=True, text=True)
+            if p.returncode != 0:
+                early.append("state tmpfs busy: %s" % p.stderr.strip())
+            self.state_tmpfs = False
+        problems = early + leftovers(self.uid_base, self.uid_end, self.cgroup_parent, self.state)
+        self.remove_daemon_cgroup()
         # The egress CA's public files (docs/egress.md): a daemon that was
         # killed (not stopped) could not remove them.
         pub = "/run/sbx/egress-ca/" + hashlib.sha256(self.state.encode()).hexdigest()[:32]
@@ -245,13 +352,13 @@ class Daemon:
 
     # ---- HTTP ----------------------------------------------------------
 
-    def api(self, method, path, body=None, headers=None, timeout=120, raw=False):
-        conn = UnixHTTPConnection(self.socket_path, timeout=timeout)
+    def api(self, method, path, body=None, headers=None, timeout=None, raw=False):
+        conn = UnixHTTPConnection(self.socket_path, timeout=timeout or 120 * SLOW)
         return _request(conn, method, path, body, headers, raw)
 
-    def tcp(self, method, path, body=None, key=None, headers=None, timeout=120, raw=False):
+    def tcp(self, method, path, body=None, key=None, headers=None, timeout=None, raw=False):
         host, port = self.listen.rsplit(":", 1)
-        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout or 120 * SLOW)
         h = dict(headers or {})
         if key is not None:
             h["Authorization"] = "Bearer " + key

@@ -9,14 +9,16 @@ import socket
 import time
 from urllib.parse import quote, urlencode
 
-from harness import UnixHTTPConnection
+from harness import SLOW, UnixHTTPConnection
 
 MIB = 1024 * 1024
 
 
 def wait_until(pred, timeout=30.0, interval=0.05, what="condition"):
     """Poll pred() until it returns something truthy (a generous bound, never
-    a timing assertion); returns its value or raises AssertionError."""
+    a timing assertion); returns its value or raises AssertionError. In an
+    emulated guest the bound is SLOW times longer."""
+    timeout *= SLOW
     deadline = time.monotonic() + timeout
     while True:
         v = pred()

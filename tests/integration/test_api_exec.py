@@ -41,7 +41,7 @@ class ExecBasics(DaemonTest):
         self.assertGreater(res["pid"], 0)
         self.assertGreaterEqual(res["duration"], 0)
         self.assertEqual(set(res), {"pid", "exit_code", "signal", "timed_out", "oom_killed",
-                                    "duration", "stdout", "stderr", "stdout_truncated",
+                                    "sandbox_ended", "duration", "stdout", "stderr", "stdout_truncated",
                                     "stderr_truncated", "reason"})
         res = self.d.exec(sid, cmd="echo $((6 * 7)) | tr 4 X; exit 9")
         self.assertEqual((res["stdout"], res["exit_code"]), ("X2\n", 9))
@@ -275,6 +275,52 @@ class ExecStream(DaemonTest):
         events = self.stream(sid, cmd="printf '\\303'; sleep 0.3; printf '\\251\\377'")
         text = "".join(e["data"] for e in events if e["type"] == "stdout")
         self.assertEqual(text, "é\ufffd")
+
+    def test_every_attached_reader_of_a_stream_gets_every_byte(self):
+        """A lossless stream is paced by every reader attached to it, not
+        by the first alone (which used to take output from under the
+        second: issue 17)."""
+        sid = self.d.create()
+        blob = os.urandom(3 * MIB)
+        self.assertEqual(self.d.upload(sid, "/tmp/blob", blob).status, 201)
+        conn, resp = open_stream(self.d, "POST", "/v1/sandboxes/%s/exec" % sid,
+                                 {"cmd": "while [ ! -e /tmp/go ]; do sleep 0.02; done;"
+                                         " cat /tmp/blob", "stream": True, "encoding": "base64"})
+        conn2 = None
+        try:
+            start = read_event(resp)
+            self.assertEqual(start["type"], "start")
+            conn2, resp2 = open_stream(self.d, "GET", "/v1/sandboxes/%s/processes/%d/attach"
+                                       "?encoding=base64" % (sid, start["pid"]))
+            self.assertEqual(read_event(resp2)["type"], "start")
+            self.assertEqual(self.d.upload(sid, "/tmp/go", b"").status, 201)
+
+            def collect(r, slow):
+                got, types = [], []
+                while True:
+                    ev = read_event(r)
+                    if ev is None or ev["type"] == "exit":
+                        return b"".join(got), types, ev
+                    types.append(ev["type"])
+                    if ev["type"] == "stdout":
+                        got.append(base64.b64decode(ev["data"]))
+                        if slow and len(got) % 8 == 0:
+                            time.sleep(0.05)
+            results = {}
+            t = threading.Thread(target=lambda: results.update(first=collect(resp, False)))
+            t.start()
+            second = collect(resp2, True)  # the slower one: the command waits for it too
+            t.join(120)
+            self.assertFalse(t.is_alive())
+            for name, (out, types, end) in (("first", results["first"]), ("second", second)):
+                self.assertNotIn("dropped", types, name)
+                self.assertEqual(hashlib.sha256(out).hexdigest(),
+                                 hashlib.sha256(blob).hexdigest(), name)
+                self.assertEqual(end["exit_code"], 0, name)
+        finally:
+            conn.close()
+            if conn2 is not None:
+                conn2.close()
 
     def test_keepalive(self):
         """A keepalive line after 10 s without output (the one slow test)."""

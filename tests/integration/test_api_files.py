@@ -8,7 +8,7 @@ from harness import DaemonTest
 from sbx_helpers import MIB, error_body_ok, q, raw_unix
 
 STAT_KEYS = {"name", "path", "type", "size", "mode", "uid", "gid", "mtime"}
-RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 class FilesTest(DaemonTest):
@@ -216,6 +216,32 @@ class StatListDirs(FilesTest):
         self.assertError(self.d.api("GET", self.url(sid, "/list", path="/nope")), 404, "not_found")
         # The root lists the sandbox's skeleton.
         self.assertTrue({"etc", "home", "tmp", "usr"} <= set(self.names(sid, "/")))
+
+    def test_names_that_are_not_utf8(self):
+        # The red team's find: such a name vanished from a listing (with
+        # truncated false) and its stat answered 503. Now it is listed, shown
+        # with U+FFFD, its exact bytes in name_base64 (and path_base64,
+        # target_base64), and those bytes, %-escaped, name it again.
+        import base64
+        sid = self.d.create()
+        self.sh(sid, "cd /home/user && mkdir w && printf x > \"w/bad$(printf '\\377')\" && "
+                     "ln -s \"bad$(printf '\\376')\" w/link && echo ok > w/good")
+        r = self.d.api("GET", self.url(sid, "/list", path="/home/user/w"))
+        self.assertEqual(r.status, 200, r)
+        entries = {e["name"]: e for e in r.json()["entries"]}
+        self.assertFalse(r.json()["truncated"])
+        self.assertEqual(sorted(entries), ["bad\ufffd", "good", "link"])
+        bad = entries["bad\ufffd"]
+        self.assertEqual(base64.b64decode(bad["name_base64"]), b"bad\xff")
+        self.assertEqual(base64.b64decode(bad["path_base64"]), b"/home/user/w/bad\xff")
+        self.assertEqual(bad["path"], "/home/user/w/bad\ufffd")
+        self.assertNotIn("name_base64", entries["good"])
+        self.assertEqual(base64.b64decode(entries["link"]["target_base64"]), b"bad\xfe")
+        st = self.d.api("GET", "/v1/sandboxes/%s/files/stat?path=/home/user/w/bad%%FF" % sid)
+        self.assertEqual(st.status, 200, st)
+        self.assertEqual((st.json()["size"], st.json()["name_base64"]), (1, bad["name_base64"]))
+        got = self.d.api("GET", "/v1/sandboxes/%s/files?path=/home/user/w/bad%%FF" % sid)
+        self.assertEqual((got.status, got.body), (200, b"x"))
 
     def test_mkdir(self):
         sid = self.d.create()

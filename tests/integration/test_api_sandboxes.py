@@ -1,18 +1,24 @@
 """Sandboxes API: create with every field, get, list and its metadata
 filters, lifetime (extend, shorten, expiry), kill, metrics, info, health."""
 import calendar
+import os
 import re
+import shutil
+import subprocess
+import tempfile
 import time
 
-from harness import DaemonTest
+from harness import SBXD, DaemonTest
 from sbx_helpers import MIB, q, sandbox_ids, wait_until
 
 GIB = 1024 * MIB
-RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 def epoch(ts):
-    return calendar.timegm(time.strptime(ts, "%Y-%m-%dT%H:%M:%SZ"))
+    """Seconds, with the milliseconds sbx gives."""
+    whole, frac = ts.rstrip("Z").split(".")
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + int(frac) / 1000
 
 
 class SandboxCreate(DaemonTest):
@@ -303,6 +309,63 @@ class InfoAndHealth(DaemonTest):
         self.assertEqual(self.d.api("GET", "/v1/info").json()["sandboxes"], 3)
         self.d.kill(ids[0])
         self.assertEqual(self.d.api("GET", "/v1/info").json()["sandboxes"], 2)
+
+    def test_kernel_settings_are_reported(self):
+        # docs/security.md's second wall, read as the daemon must: this
+        # host's values, each judged by the recommendation.
+        want = []
+        for name, rec, higher, absent_fine in KERNEL_SETTINGS:
+            try:
+                with open("/proc/sys/" + name.replace(".", "/")) as f:
+                    value = int(f.read())
+            except (OSError, ValueError):
+                value = None
+            weak = (not absent_fine) if value is None else \
+                (value < rec if higher else value > rec)
+            want.append({"name": name, "value": value, "recommended": rec,
+                         "stronger": "higher" if higher else "lower", "weak": weak})
+        info = self.d.api("GET", "/v1/info").json()
+        self.assertEqual(info["kernel"]["settings"], want)
+        # A tenant is not told the host's weak points.
+        key = self.d.new_key("settingstenant")
+        self.assertNotIn("kernel", self.d.tcp("GET", "/v1/info", key=key).json())
+        weak = [w["name"] for w in want if w["weak"]]
+        log = self.d.read_log()
+        for w in want:
+            line = "host: %s is %s (%d or %s recommended" % (
+                w["name"], "absent" if w["value"] is None else w["value"], w["recommended"],
+                "more" if w["stronger"] == "higher" else "less")
+            self.assertEqual(line in log, w["weak"], (line, log[-3000:]))
+        # --require-hardened-host: refused in one line, nothing made.
+        state = tempfile.mkdtemp(prefix="sbx-test-hardened-")
+        os.rmdir(state)
+        try:
+            p = subprocess.run([SBXD, "--state", state, "--cgroup-parent", "sbx-test-hardened",
+                                "--require-hardened-host"], capture_output=True, text=True,
+                               timeout=60, stdin=subprocess.DEVNULL)
+            if weak:
+                self.assertEqual((p.returncode, p.stderr),
+                                 (1, "sbx serve: weak kernel settings (--require-hardened-host):"
+                                     " %s; see docs/security.md, Deploying\n" % ", ".join(weak)))
+                self.assertFalse(os.path.exists(state))
+            else:
+                self.skipTest("this host's kernel settings are all as recommended")
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+
+
+# name, recommended, higher is stronger, absent is fine (iso/kernel_settings.c)
+KERNEL_SETTINGS = [
+    ("kernel.io_uring_disabled", 2, True, True),
+    ("kernel.unprivileged_bpf_disabled", 1, True, False),
+    ("vm.unprivileged_userfaultfd", 0, False, False),
+    ("kernel.perf_event_paranoid", 2, True, False),
+    ("kernel.dmesg_restrict", 1, True, False),
+    ("kernel.kptr_restrict", 2, True, False),
+    ("dev.tty.legacy_tiocsti", 0, False, True),
+    ("fs.protected_hardlinks", 1, True, False),
+    ("fs.protected_symlinks", 1, True, False),
+]
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import unittest
 
 from harness import SBX, Daemon, DaemonTest, free_port
 from sbx_helpers import wait_until
+from test_restart import RestartTest
 
 ENVD = "49983"
 
@@ -373,6 +374,88 @@ class AuditTamper(unittest.TestCase):
         self.write(self.good[:-10])
         n = len(self.good.splitlines())
         self.check("record at audit.log:%d: truncated" % n)
+
+    # The anchor (priv/audit_anchor.h): the parent's record of the last
+    # synced seq and hash, which the front end cannot write.
+
+    def anchor(self):
+        with open(os.path.join(self.d.state, "audit-anchor", "head")) as f:
+            text = f.read()
+        lines = text.splitlines()
+        self.assertEqual(lines[0], "sbx audit anchor 1", text)
+        return int(lines[1].split()[1]), lines[2].split()[1]
+
+    def test_cut_tail_is_found(self):
+        seq, digest = self.anchor()
+        lines = self.good.splitlines(keepends=True)
+        self.assertGreaterEqual(seq, 10)
+        self.assertEqual(hashlib.sha256(lines[seq - 1].rstrip(b"\n")).hexdigest(), digest)
+        # A valid chain, its last records gone: only the anchor shows it.
+        self.write(b"".join(lines[:seq - 2]))
+        self.check("records were cut from the log's end: it ends at seq %d, the daemon had"
+                   " written seq %d" % (seq - 2, seq))
+
+    def test_rewritten_tail_is_found(self):
+        seq, _ = self.anchor()
+        lines = self.good.splitlines(keepends=True)[:seq]
+        # Record seq replaced by another, chained and canonical.
+        forged = json.loads(lines[seq - 1])
+        forged["kind"] = "api"
+        forged["action"] = "GET /healthz"
+        text = json.dumps(forged, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        lines[seq - 1] = text.encode() + b"\n"
+        self.write(b"".join(lines))
+        self.check("record seq %d is not the one the daemon wrote (its hash differs from the"
+                   " anchor's) — the log's end was rewritten" % seq)
+
+    def test_anchor_moved_or_replaced_is_found(self):
+        adir = os.path.join(self.d.state, "audit-anchor")
+        head = os.path.join(adir, "head")
+        st = os.stat(adir)
+        self.assertEqual((st.st_uid, st.st_mode & 0o7777), (0, 0o755))
+        st = os.stat(head)
+        self.assertEqual((st.st_uid, st.st_mode & 0o7777), (0, 0o644))
+        # The front end's account (the state directory's owner) cannot
+        # write there.
+        uid = os.stat(self.d.state).st_uid
+        self.assertNotEqual(uid, 0)
+        p = subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+                            "sh", "-c", "echo x > %s; touch %s/other" % (head, adir)],
+                           capture_output=True, text=True)
+        self.assertEqual(p.stderr.count("Permission denied"), 2, p)
+        try:
+            os.chown(head, uid, uid)
+            self.check("the log's anchor `%s` is not root's" % head)
+        finally:
+            os.chown(head, 0, 0)
+        os.rename(adir, adir + ".moved")
+        try:
+            self.check("the log's anchor `%s` is missing: moved or removed" % head)
+        finally:
+            os.rename(adir + ".moved", adir)
+        self.assertEqual(verify(self.d.state).returncode, 0)
+
+
+class AuditAnchorRemade(RestartTest):
+    """An anchor missing at start is remade from the log as it is, and
+    says so for good: in the anchor, in verify's answer, in the log."""
+
+    def test_remade_and_said(self):
+        sid = self.d.create()
+        self.d.sh(sid, "true")
+        adir = os.path.join(self.d.state, "audit-anchor")
+        wait_until(lambda: int(open(os.path.join(adir, "head")).read().split()[5]) > 0,
+                   what="the anchor")
+        self.kill9()
+        shutil.rmtree(adir)
+        self.restart()
+        find(self.d, lambda r: r["kind"] == "audit" and r.get("event") == "anchor_remade",
+             "the remade record")
+        wait_until(lambda: "remade " in open(os.path.join(adir, "head")).read(),
+                   what="the remade line")
+        p = verify(self.d.state)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("; the anchor was remade (seq and time: ", p.stdout)
 
 
 class AuditRotationRestart(unittest.TestCase):

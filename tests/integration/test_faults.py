@@ -201,6 +201,11 @@ def no_zombie_children(tc, d, fe=None):
     zygote and sandbox inits: all alive, none a zombie it forgot to reap.
     The front end must be there too, and (given `fe`) still be that one: a
     fault must not have crashed it into a restart."""
+    # The egress proxy may have died of the failures (glibc's resolver
+    # aborts on some): the parent starts it again within its backoff (at
+    # most 30 s), which on a slow machine can still be under way.
+    wait_until(lambda: [k for k in children_of(parent_pid(d)) if _role(k[0]) == b"--egress"],
+               timeout=90, what="the egress proxy (restarted after its backoff)")
     kids = children_of(parent_pid(d))
     tc.assertFalse([k for k in kids if k[1] == "Z"], kids)
     now = frontend_pid(d)
@@ -348,11 +353,12 @@ def kill_all(d):
         pass
 
 
-def run_sbxd(args, timeout=60):
-    """Run a daemon that is expected to refuse to start: (rc, stderr). One
-    that starts after all is stopped, and the test fails."""
+def run_sbxd(args, timeout=60, d=None):
+    """Run a daemon that is expected to refuse to start: (rc, stderr), in
+    d's delegated cgroup when there is one. One that starts after all is
+    stopped, and the test fails."""
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         stdin=subprocess.DEVNULL)
+                         stdin=subprocess.DEVNULL, **(d.popen_kwargs() if d else {}))
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -587,7 +593,7 @@ class SqliteCorrupt(FaultTest):
                 for extra in ("-wal", "-shm"):
                     if os.path.exists(path + extra):
                         os.unlink(path + extra)
-                rc, err = run_sbxd(d.args)
+                rc, err = run_sbxd(d.args, d=d)
                 self.assertEqual(rc, 1, err)
                 self.assertEqual(len(err.splitlines()), 1, err)
                 self.assertTrue(err.startswith("sbx serve: database `%s`" % path), err)
@@ -639,7 +645,7 @@ class SqliteCorrupt(FaultTest):
         settle(pid, "threads", base[1])
         self.assertEqual(d.stop(), 0)
         # Found at the next start, which refuses.
-        rc, err = run_sbxd(d.args)
+        rc, err = run_sbxd(d.args, d=d)
         self.assertEqual(rc, 1, err)
         self.assertIn("database `%s`" % path, err)
         # The operator restores it: the daemon starts, and the sandbox whose

@@ -9,8 +9,8 @@ Observed errnos, and why each is that one:
 
 - Creating a file anywhere but /home/user, /tmp and /dev/shm: EROFS. The
   skeleton root (/, /etc, /dev, /run, /var, /root) is a tmpfs made read-only
-  once built, /usr is the host's /usr bound read-only, and /proc/sys is a
-  read-only bind over procfs. filename_create() takes mnt_want_write()
+  once built, /usr is a read-only overlay of the sandbox's own over the
+  host's /usr, and /proc/sys is a read-only bind over procfs. filename_create() takes mnt_want_write()
   before any permission or Landlock check, so EROFS wins for every user.
 - Opening an existing file of that tree for writing: the permission check
   (may_open -> inode_permission) runs before do_dentry_open() asks the
@@ -18,7 +18,8 @@ Observed errnos, and why each is that one:
   anyway (host files are owned by unmapped ids, shown as nobody; host-wide
   sysctls only let the initial namespace's root write), and EROFS only when
   the permission check passes (/etc/passwd for root inside, 0666 sysctls
-  like ns_last_pid). The exact table is WritesOutside.WRITE_EXISTING.
+  like ns_last_pid, and every file of /usr: overlayfs checks a write to a
+  file of a lower layer as a read, since it would copy the file up). The exact table is WritesOutside.WRITE_EXISTING.
 - /root as `user`: EACCES (0700 root); as root inside, creating in it is
   EROFS (the skeleton is read-only).
 - mknod of a device in the writable /tmp: EACCES, not EPERM. Landlock's
@@ -30,9 +31,11 @@ Observed errnos, and why each is that one:
   (PR_SET_DUMPABLE 0), so ptrace_may_access() needs CAP_SYS_PTRACE over its
   user namespace, which nobody inside has (CVE-2019-5736, CVE-2016-9962).
 """
+import fcntl
 import json
 import os
 import re
+import subprocess
 import unittest
 
 from harness import DaemonTest
@@ -150,10 +153,12 @@ class HostFilesInvisible(DaemonTest):
         for line in mountinfo.splitlines():
             f = line.split()
             fstype = f[f.index("-") + 1]
-            if fstype == "devtmpfs":
-                # Device nodes only: /dev/* and the /dev/null masks in /proc.
-                self.assertIn(f[3], ("/null", "/zero", "/full", "/random", "/urandom", "/tty"), line)
-            elif fstype not in virtual:
+            # No host device node: /dev is the sandbox's own tmpfs, and
+            # /proc's masks are its null.
+            self.assertNotEqual(fstype, "devtmpfs", line)
+            if fstype not in virtual or f[4] in ("/etc/ssl/sbx-ca.crt",
+                                                   "/etc/ssl/sbx-ca-bundle.crt"):
+                # (The CA's files are binds from /run, a tmpfs on most hosts.)
                 host_binds[f[4]] = f[3]
                 self.assertTrue(f[5].startswith("ro,"), line)
         allowed = {"/usr", "/etc/ssl/certs", "/etc/alternatives", "/etc/ld.so.cache",
@@ -167,6 +172,148 @@ class HostFilesInvisible(DaemonTest):
                              r"^/sbx/egress-ca/[0-9a-f]{32}/(ca|bundle)\.crt$|"
                              r"^/run/sbx/egress-ca/[0-9a-f]{32}/(ca|bundle)\.crt$")
         self.assertLessEqual(set(host_binds), allowed, host_binds)
+
+
+# Watches the paths argv[2:] until /tmp/others-done appears (made through
+# the files API: nothing runs in the sandbox meanwhile), then uses argv[1]
+# itself ("r:PATH" reads it, "w:PATH" writes it): "others=N self=M", in
+# bytes of events.
+WATCHER = r"""
+import ctypes, os, select, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK)
+mask = 0x1 | 0x2 | 0x10 | 0x20  # IN_ACCESS, IN_MODIFY, IN_CLOSE_NOWRITE, IN_OPEN
+wds = [libc.inotify_add_watch(fd, p.encode(), mask) for p in sys.argv[2:]]
+assert fd >= 0 and min(wds) >= 0, ctypes.get_errno()
+def drain():
+    n = 0
+    while select.select([fd], [], [], 0.3)[0]:
+        n += len(os.read(fd, 65536))
+    return n
+open("/tmp/watching", "w").close()
+while not os.path.exists("/tmp/others-done"):
+    time.sleep(0.02)
+others = drain()
+how, path = sys.argv[1].split(":", 1)
+with open(path, how + "b") as f:
+    f.read(1) if how == "r" else f.write(b"x")
+print("others=%d self=%d" % (others, drain()))
+"""
+
+HOLDER = r"""
+import fcntl, os, time
+f = open("/usr/bin/python3", "rb")
+fcntl.flock(f, fcntl.LOCK_EX)
+open("/tmp/locked", "w").close()
+while not os.path.exists("/tmp/release"):
+    time.sleep(0.02)
+"""
+
+TRY_LOCK = r"""
+import errno, fcntl
+try:
+    fcntl.flock(open("/usr/bin/python3", "rb"), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("free")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"""
+
+
+class NoSharedHostInodes(DaemonTest):
+    """Issue 16 items 7 and 8: /usr was the host's inodes bound in, so a
+    sandbox saw the host's and other tenants' every exec and read there
+    (inotify) and could block them (flock LOCK_EX on a read-only
+    descriptor). Each sandbox's /usr is now an overlay of its own."""
+
+    def start(self, sid, argv):
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid, {"argv": argv})
+        self.assertEqual(r.status, 201, r)
+        return r.json()["pid"]
+
+    def wait_file(self, sid, path):
+        wait_until(lambda: self.d.api("GET", "/v1/sandboxes/%s/files/stat?path=%s"
+                                      % (sid, path)).status == 200, what=path)
+
+    def result(self, sid, pid):
+        r = self.d.api("GET", "/v1/sandboxes/%s/processes/%d/wait?timeout=60s" % (sid, pid))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["exit_code"], 0, r.json())
+        return r.json()["stdout"]
+
+    def test_usr_is_an_overlay_of_the_sandboxs_own(self):
+        a, b = self.d.create(), self.d.create()
+        line = [l for l in sh_ok(self, a, "cat /proc/self/mountinfo").splitlines()
+                if l.split()[4] == "/usr"]
+        self.assertEqual(len(line), 1, line)
+        f = line[0].split()
+        self.assertEqual(f[f.index("-") + 1], "overlay", line)
+        self.assertTrue(f[5].startswith("ro,nosuid,nodev"), line)
+        # Not the host's device, and not another sandbox's.
+        devs = [sh_ok(self, sid, "stat -c %d /usr/bin/true").strip() for sid in (a, b)]
+        self.assertNotEqual(devs[0], devs[1])
+        self.assertNotIn(str(os.stat("/usr/bin/true").st_dev), devs)
+        # Still the host's files, read-only.
+        self.assertEqual(sh_ok(self, a, "sha256sum /usr/bin/true").split()[0],
+                         sh_ok(self, b, "sha256sum /usr/bin/true").split()[0])
+
+    def events_from_others(self, own_use, watched, host_use, other_cmd):
+        """Sandbox a watches `watched` while the host (host_use) and another
+        sandbox (other_cmd) use them; asserts it saw none of that, and saw
+        its own use (own_use) of them: the watch works."""
+        a, b = self.d.create(), self.d.create()
+        pid = self.start(a, ["/usr/bin/python3", "-c", WATCHER, own_use] + watched)
+        self.wait_file(a, "/tmp/watching")
+        for _ in range(3):
+            host_use()
+        sh_ok(self, b, other_cmd)
+        self.assertEqual(self.d.upload(a, "/tmp/others-done", b"").status, 201)
+        out = self.result(a, pid)
+        counts = dict(kv.split("=") for kv in out.split())
+        self.assertEqual(counts["others"], "0", out)
+        self.assertGreater(int(counts["self"]), 0, out)
+        return a
+
+    def test_inotify_sees_nobody_elses_use(self):
+        def host_use():
+            subprocess.run(["/usr/bin/true"], check=True)
+            with open("/usr/bin/true", "rb") as f:
+                f.read(1)
+        self.events_from_others("r:/usr/bin/true", ["/usr/bin", "/usr/bin/true"], host_use,
+                                "/usr/bin/true; cat /usr/bin/true > /dev/null")
+
+    def test_dev_nodes_are_the_sandboxs_own(self):
+        """The sibling: /dev/null, /dev/urandom, ... were the host's inodes
+        bound in (a watch saw every write to /dev/null on the host)."""
+        def host_use():
+            with open("/dev/null", "wb") as f:
+                f.write(b"x")
+            with open("/dev/urandom", "rb") as f:
+                f.read(16)
+        a = self.events_from_others("w:/dev/null", ["/dev/null", "/dev/urandom"], host_use,
+                                    "echo x > /dev/null; head -c 16 /dev/urandom > /dev/null")
+        # Still the devices, and the mount is read-only, nosuid, noexec.
+        self.assertEqual(sh_ok(self, a, "head -c 4 /dev/zero | od -An -tx1").split(),
+                         ["00", "00", "00", "00"])
+        line = [l for l in sh_ok(self, a, "cat /proc/self/mountinfo").splitlines()
+                if l.split()[4] == "/dev"]
+        self.assertEqual(len(line), 1, line)
+        self.assertTrue(line[0].split()[5].startswith("ro,nosuid,noexec"), line)
+
+    def test_flock_blocks_nobody_else(self):
+        a, b = self.d.create(), self.d.create()
+        pid = self.start(a, ["/usr/bin/python3", "-c", HOLDER])
+        self.wait_file(a, "/tmp/locked")
+        try:
+            # The lock holds inside its sandbox ...
+            self.assertEqual(py(self, a, TRY_LOCK).strip(), "EAGAIN")  # EWOULDBLOCK
+            # ... and for nobody else: the host, another tenant.
+            with open("/usr/bin/python3", "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f, fcntl.LOCK_UN)
+            self.assertEqual(py(self, b, TRY_LOCK).strip(), "free")
+        finally:
+            self.assertEqual(self.d.upload(a, "/tmp/release", b"").status, 201)
+        self.result(a, pid)
 
 
 class WritesOutside(DaemonTest):
@@ -195,9 +342,12 @@ class WritesOutside(DaemonTest):
     WRITE_EXISTING = {
         # 0644, owned by root inside
         "/etc/passwd": ("EACCES", "EROFS"),
-        # owned by host root, unmapped inside (nobody); root inside is "other"
-        "/usr/bin/python3": ("EACCES", "EACCES"),
-        "/bin/sh": ("EACCES", "EACCES"),
+        # owned by host root, unmapped inside (nobody), in the sandbox's own
+        # overlay without an upper layer: overlayfs checks a write to a
+        # lower file as a read (it would copy the file up), which passes,
+        # and the read-only mount refuses
+        "/usr/bin/python3": ("EROFS", "EROFS"),
+        "/bin/sh": ("EROFS", "EROFS"),
         # host-wide sysctls: only the initial namespace's root may write
         "/proc/sys/kernel/hostname": ("EACCES", "EACCES"),
         "/proc/sys/kernel/core_pattern": ("EACCES", "EACCES"),
@@ -508,16 +658,17 @@ class LeakedFds(DaemonTest):
         self.assertEqual(len(pipes), 2)
         for p in pipes:
             self.assertRegex(p, r"^pipe:\[\d+\]$")
-        # They are the read ends of the sleep's stdout and stderr.
-        cmd_fds = fds(cmd)
-        self.assertEqual(sorted([cmd_fds[1], cmd_fds[2]]), pipes)
         # Wait until the sleep is asleep, not just exec'd: while coreutils
         # starts, glibc opens and closes files of its own (the locale's
-        # gconv-modules.cache was caught open once, a CI flake).
+        # gconv-modules.cache was caught open once, a CI flake; on a slow
+        # guest one closed between the listing and its readlink).
         def asleep():
             with open("/proc/%d/syscall" % cmd) as f:
                 return f.read().split()[0] in ("35", "230")  # nanosleep, clock_nanosleep
         wait_until(asleep, what="the sleep to sleep")
+        # They are the read ends of the sleep's stdout and stderr.
+        cmd_fds = fds(cmd)
+        self.assertEqual(sorted([cmd_fds[1], cmd_fds[2]]), pipes)
         got = fds(cmd)
         self.assertEqual(sorted(got), [0, 1, 2], got)
 

@@ -56,7 +56,8 @@ class Lifecycle(unittest.TestCase):
         args = list(d.args)
         args[args.index("--cgroup-parent") + 1] = d.cgroup_parent + "-b"
         args[args.index("--uid-base") + 1] = str(d.uid_base + (1 << 22))
-        p = subprocess.run(args, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        p = subprocess.run(args, capture_output=True, timeout=30, stdin=subprocess.DEVNULL,
+                           **d.popen_kwargs())
         self.assertEqual(p.returncode, 1, p)
         err = p.stderr.decode()
         self.assertEqual(len(err.splitlines()), 1, err)
@@ -69,12 +70,13 @@ class Lifecycle(unittest.TestCase):
         for h in cgroup_hierarchies():
             self.assertFalse(os.path.exists(os.path.join(h, d.cgroup_parent + "-b")))
 
-    def test_cgroup_parent_must_be_a_plain_relative_path(self):
+    def test_cgroup_parent_must_be_a_plain_path(self):
         # "" or "/" would make the hierarchy's root the parent, whose every
-        # child a start would remove as a leftover sandbox.
+        # child a start would remove as a leftover sandbox. (A leading "/"
+        # makes a path from the root: test_absolute_cgroup_parent.)
         d = Daemon(pool=0)
         try:
-            for bad in ("", "/", "/sbx", "a/../b", "./x", "x//y", "sp ace", "x\ny"):
+            for bad in ("", "/", "//", "a/../b", "/a/../b", "./x", "x//y", "sp ace", "x\ny"):
                 with self.subTest(parent=bad):
                     args = list(d.args)
                     args[args.index("--cgroup-parent") + 1] = bad
@@ -84,6 +86,20 @@ class Lifecycle(unittest.TestCase):
                     self.assertIn("--cgroup-parent", p.stderr.decode())
         finally:
             self.assertEqual(d.cleanup(), [])
+
+    def test_absolute_cgroup_parent(self):
+        # A leading "/": the sandboxes' parent from the root, wherever the
+        # daemon runs (an operator's delegated cgroup: sbx-sandboxes.service).
+        probe = Daemon(pool=0)
+        name = probe.tag + "-abs"
+        probe.cleanup()
+        d = self.daemon(pool=0, extra=("--cgroup-parent", "/" + name))
+        d.cgroup_parent = name
+        self.assertEqual(d.api("GET", "/v1/info").json()["cgroup_parent"], "/" + name)
+        sid = d.create()
+        for h in cgroup_hierarchies():
+            self.assertTrue(os.path.isdir(os.path.join(h, name, sid)), h)
+        d.kill(sid)
 
     def test_pool(self):
         d = self.daemon(pool=3)

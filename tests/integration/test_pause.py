@@ -13,7 +13,7 @@ import signal
 import time
 import unittest
 
-from harness import Daemon, DaemonTest, cgroup_version, processes_with_uid_in
+from harness import SLOW, Daemon, DaemonTest, cgroup_version, processes_with_uid_in
 from sbx_helpers import wait_until
 from test_restart import (RestartTest, cgroup_dir, cgroup_gone, cgroup_pids, db_row, find_init,
                           in_sandbox)
@@ -161,14 +161,17 @@ class Pause(DaemonTest):
         self.assertEqual(self.d.sh(sid, "echo back")["stdout"], "back\n")
 
     def test_auto_resume(self):
+        # The lifetime the resume gives again must outlast the command: an
+        # emulated guest took longer than 1 s to run it, the sandbox was
+        # paused again under it, and the exec waited for good (a CI run).
         r = self.d.api("POST", "/v1/sandboxes",
-                       {"timeout": 1, "on_timeout": "pause", "auto_resume": True})
+                       {"timeout": SLOW * SLOW, "on_timeout": "pause", "auto_resume": True})
         self.assertEqual(r.status, 201, r)
         sid = r.json()["id"]
         wait_until(lambda: self.d.api("GET", "/v1/sandboxes/%s" % sid).json()["state"] == "paused",
                    what="paused at the end of its lifetime")
-        # A command resumes it (with its whole lifetime again: 1 s, so
-        # the answer may find it paused again, but the command ran).
+        # A command resumes it (with its whole lifetime again, so the
+        # answer may find it paused again, but the command ran).
         res = self.d.sh(sid, "echo resumed")
         self.assertEqual(res["stdout"], "resumed\n")
 

@@ -455,3 +455,56 @@ def dir_bytes(path):
             if not os.path.islink(p):
                 total += os.lstat(p).st_blocks * 512
     return total
+
+
+class TenantQuotas(TemplatesTest):
+    """A tenant's templates and snapshots are bounded in count and bytes
+    (the red team stored 20 templates of 1 GB each from 1 MB uploads): past
+    a bound, a 429 or 413 that names it, nothing stored, and the tenant
+    sees its usage in GET /v1/info. The administrator is not bounded."""
+
+    extra_args = TemplatesTest.extra_args + ("--tenant-templates", "2",
+                                             "--tenant-template-bytes", "6M",
+                                             "--tenant-snapshot-bytes", "3M")
+
+    def test_templates_and_snapshots_are_bounded(self):
+        key = self.d.new_key("quota")
+        mb = os.urandom(1 << 20)
+
+        def build(name, size_mb):
+            body = tar_bytes(userland() + [("data", "file", mb * size_mb)])
+            return self.d.tcp("POST", "/v1/templates?" + q(name=name, format="dir"), body,
+                              key=key, raw=True, timeout=300)
+        self.assertEqual(build("q1", 1).status, 201)
+        usage = self.d.tcp("GET", "/v1/info", key=key).json()["usage"]["templates"]
+        self.assertEqual((usage["count"], usage["max_count"], usage["max_bytes"]),
+                         (1, 2, 6 << 20))
+        self.assertGreater(usage["bytes"], 1 << 20)
+        # Bytes: q1 holds about 3 MiB with busybox; 4 MiB more do not fit.
+        body = self.assertError(build("q2", 4), 413, "too_large")
+        self.assertIn("template quota leaves", body["message"])
+        self.assertNotIn("q2", [t["name"] for t in self.d.api("GET", "/v1/templates").json()
+                                ["templates"]])
+        self.assert_clean()
+        self.assertEqual(build("q2", 1).status, 201)
+        # Count: two at most.
+        body = self.assertError(build("q3", 1), 429, "resource_exhausted")
+        self.assertIn("has 2 templates (at most 2", body["message"])
+        # The administrator has no quota.
+        self.assertEqual(self.build("admin1", tar_bytes(userland()), fmt="dir").status, 201)
+        # Snapshots: 3 MiB of the tenant's.
+        sid = self.d.tcp("POST", "/v1/sandboxes", {}, key=key).json()["id"]
+        self.sh(sid, "head -c 2000000 /dev/urandom > /home/user/a")
+        r = self.d.tcp("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "s1"}, key=key)
+        self.assertEqual(r.status, 201, r)
+        body = self.assertError(self.d.tcp("POST", "/v1/sandboxes/%s/snapshots" % sid,
+                                           {"name": "s2"}, key=key), 413, "too_large")
+        self.assertIn("snapshot quota leaves", body["message"])
+        snaps = self.d.tcp("GET", "/v1/snapshots", key=key).json()["snapshots"]
+        self.assertEqual([s["name"] for s in snaps], ["s1"])
+        tenant_dir = os.path.join(self.d.state, "snapshots", b"quota".hex())
+        self.assertEqual(sorted(os.listdir(tenant_dir)), ["s1"])
+        usage = self.d.tcp("GET", "/v1/info", key=key).json()["usage"]["snapshots"]
+        self.assertEqual((usage["count"], usage["max_bytes"]), (1, 3 << 20))
+        self.d.tcp("DELETE", "/v1/snapshots/s1", key=key)
+        self.d.tcp("DELETE", "/v1/sandboxes/" + sid, key=key)

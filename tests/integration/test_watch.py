@@ -2,6 +2,7 @@
 events of a directory, watched by a helper inside the sandbox as the
 sandbox's user. Event types and names, recursion, errors, paths that try to
 leave the sandbox, limits, hang-ups and floods."""
+import errno
 import json
 import os
 import socket
@@ -302,8 +303,11 @@ class Errors(WatchTest):
     def test_symlinks_stay_inside(self):
         sid = self.d.create()
         canary = "/etc/sbx-watch-canary-%d" % os.getpid()
-        self.sh(sid, "mkdir /home/user/real && ln -s /home/user/real /tmp/in && "
-                "ln -s /etc /tmp/x && ln -s ../../../../../../../../etc /tmp/y")
+        self.sh(sid, "mkdir /home/user/real && ln -s /home/user/real /tmp/in")
+        # Root's own links: root may not follow another user's link in a
+        # sticky directory where fs.protected_symlinks is 1 (Debian's
+        # default; 403 here), which is the kernel's rule, not this test's.
+        self.sh(sid, "ln -s /etc /tmp/x && ln -s ../../../../../../../../etc /tmp/y", user="root")
         # A link to a directory of the sandbox is followed, inside it.
         w = self.watch(sid, "/tmp/in")
         self.sh(sid, "touch /home/user/real/f")
@@ -312,11 +316,16 @@ class Errors(WatchTest):
         # whatever the host's /etc does.
         wx = self.watch(sid, "/tmp/x", user="root")
         wy = self.watch(sid, "/tmp/y", recursive="true", user="root")
+        # (The host's /etc is read-only in the kernel guests, where this
+        # part is left to the host's run.)
         try:
             with open(canary, "w") as f:
                 f.write("host")
             os.chmod(canary, 0o600)
             os.unlink(canary)
+        except OSError as e:
+            if e.errno != errno.EROFS:
+                raise
         finally:
             if os.path.exists(canary):
                 os.unlink(canary)

@@ -175,6 +175,68 @@ test_rotation (void)
   return 0;
 }
 
+/* Wait up to 5 s for sbx_audit_healthy () to become want. */
+static int
+wait_healthy (int want)
+{
+  int i;
+
+  for (i = 0; i < 500; i++)
+    {
+      if (sbx_audit_healthy () == want)
+        return 0;
+      usleep (10000);
+    }
+  return -1;
+}
+
+/* The reported error of a log that cannot rotate is the rename that
+   failed, not what followed from it: the failed rotation closes the file
+   it had just written into, and the writer's periodic sync must not then
+   sync a closed descriptor and report EBADF in its place. Unsynced data
+   is what made that happen, so the records come in one burst (they are
+   written, and so unsynced, when the rotation fails). A retry a second
+   later fails for the same reason and reports the same cause. */
+static int
+test_blocked_rotation_reports_its_cause (void)
+{
+  uint64_t n, last;
+  int files, i;
+  char blocker[600];
+  json_t *info;
+
+  make_state ();
+  CHECK (sbx_audit_open (state, 4096, NULL) == 0);
+  snprintf (blocker, sizeof blocker, "%s/audit/audit.log.1", state);
+  CHECK (mkdir (blocker, 0700) == 0);
+  for (i = 0; i < 100; i++)
+    sbx_audit_lifecycle ("created", "0123456789abcdef0123", "tenant", NULL);
+  CHECK (wait_healthy (0) == 0);
+  for (i = 0; i < 2; i++)
+    {
+      const char *e;
+
+      info = sbx_audit_info_json ();
+      e = json_string_value (json_object_get (info, "error"));
+      CHECK (e != NULL && strncmp (e, "rename `audit.log` to `audit.log.1`: ", 37) == 0);
+      CHECK (strstr (e, "Is a directory") != NULL);
+      json_decref (info);
+      usleep (1200 * 1000); /* past the writer's retry */
+    }
+  CHECK (rmdir (blocker) == 0);
+  CHECK (wait_healthy (1) == 0);
+  info = sbx_audit_info_json ();
+  CHECK (json_is_null (json_object_get (info, "error")));
+  json_decref (info);
+  sbx_audit_close ();
+  /* Nothing was lost while the log was blocked. */
+  CHECK (chain (&n, &last, &files) == 0);
+  CHECK (files >= 2 && last == n);
+  CHECK (n >= 102);
+  remove_state ();
+  return 0;
+}
+
 static int
 test_cut_line (void)
 {
@@ -223,6 +285,7 @@ main (void)
 {
   RUN (test_chain_and_restart);
   RUN (test_rotation);
+  RUN (test_blocked_rotation_reports_its_cause);
   RUN (test_cut_line);
   RUN (test_format_time);
   return tap_done ();

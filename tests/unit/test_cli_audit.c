@@ -119,11 +119,11 @@ test_good (void)
   struct sbx_audit_verdict v;
 
   make_log (6, 0);
-  CHECK (sbx_audit_verify (dir, &v) == 0);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == 0);
   CHECK_STR (v.message, "ok: 6 records, last seq 6");
   clean ();
   make_log (6, 4);
-  CHECK (sbx_audit_verify (dir, &v) == 0);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == 0);
   CHECK_STR (v.message, "ok: 6 records, last seq 6");
   CHECK_STR (v.file, "audit.log");
   clean ();
@@ -137,26 +137,26 @@ test_breaks (void)
 
   make_log (6, 0);
   rewrite ("audit.log", edit_status);
-  CHECK (sbx_audit_verify (dir, &v) == 1);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == 1);
   CHECK_STR (v.message, "record at audit.log:4 (seq 4): prev hash does not match the previous"
                         " record — edited, deleted or reordered");
   CHECK (v.records == 3);
   clean ();
   make_log (6, 0);
   rewrite ("audit.log", drop_line_3);
-  CHECK (sbx_audit_verify (dir, &v) == 1);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == 1);
   CHECK (strncmp (v.message, "record at audit.log:3 (seq 4): prev hash", 40) == 0);
   clean ();
   make_log (6, 0);
   rewrite ("audit.log", cut_end);
-  CHECK (sbx_audit_verify (dir, &v) == 1);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == 1);
   CHECK (strncmp (v.message, "record at audit.log:6: truncated", 32) == 0);
   clean ();
   /* Across files: the first record of audit.log checks against the last
      of audit.log.1. */
   make_log (6, 3);
   rewrite ("audit.log.1", edit_status);
-  CHECK (sbx_audit_verify (dir, &v) == 1);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == 1);
   CHECK (strncmp (v.message, "record at audit.log:1 (seq 4): prev hash", 40) == 0);
   clean ();
   return 0;
@@ -176,20 +176,20 @@ test_trimmed_and_empty (void)
   snprintf (a, sizeof a, "%s/audit.log", dir);
   snprintf (b, sizeof b, "%s/audit.log.2", dir);
   CHECK (rename (a, b) == 0);
-  CHECK (sbx_audit_verify (dir, &v) == 0);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == 0);
   CHECK (v.trimmed && v.first_seq == 4 && v.last_seq == 6 && v.records == 3);
   clean ();
   make_log (6, 3);
   snprintf (a, sizeof a, "%s/audit.log.1", dir);
   CHECK (unlink (a) == 0);
   /* audit.log alone, starting at seq 4: records before it were deleted. */
-  CHECK (sbx_audit_verify (dir, &v) == 1);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == 1);
   CHECK (strncmp (v.message, "record at audit.log:1 (seq 4): the first record", 47) == 0);
   clean ();
   /* No log at all. */
   snprintf (dir, sizeof dir, "/tmp/sbx-unit-cli-audit-XXXXXX");
   CHECK (mkdtemp (dir) != NULL);
-  CHECK (sbx_audit_verify (dir, &v) == -1);
+  CHECK (sbx_audit_verify (dir, NULL, &v) == -1);
   rmdir (dir);
   return 0;
 }

@@ -77,7 +77,7 @@ test_owners_modes_links_specials (void)
   CHECK (lchown ("src/shadow", SRC + 1000, SRC + 1000) == 0);
   CHECK (mkfifo ("src/fifo", 0600) == 0 && chown ("src/fifo", SRC + 1000, SRC + 1000) == 0);
   memset (&res, 0, sizeof res);
-  sbx_copy_tree_now (src, dst, SRC, DST, &res);
+  sbx_copy_tree_now (src, dst, SRC, DST, NULL, &res);
   CHECK (res.sys_errno == 0);
   CHECK (res.files == 2 && res.dirs == 1 && res.symlinks == 1 && res.skipped == 1);
   CHECK (res.bytes == 6);
@@ -104,9 +104,76 @@ test_foreign_owner_stops (void)
   CHECK (setup (&src, &dst) == 0);
   CHECK (put ("src/host", "x", 0644, 0) == 0); /* host root: not the sandbox's */
   memset (&res, 0, sizeof res);
-  sbx_copy_tree_now (src, dst, SRC, DST, &res);
+  sbx_copy_tree_now (src, dst, SRC, DST, NULL, &res);
   CHECK (res.sys_errno == EPERM);
   CHECK (strstr (res.what, "outside the sandbox's ids") != NULL);
+  teardown ();
+  return 0;
+}
+
+/* A sparse file stays sparse (the red team's attack: a sandbox using
+   4 KiB made snapshots write gigabytes of zeros to the host), its size
+   and its data intact; the data cap and the per-file bound refuse what
+   is more than the source's disk could hold, with TOO_LARGE. */
+static int
+test_holes_kept_and_bounds (void)
+{
+  struct sbx_copy_result res;
+  struct sbx_copy_limits lim = {0, 0};
+  sbx_error_t *err = NULL;
+  struct sbx_copy_job job;
+  struct stat st;
+  char buf[8];
+  int src, dst, fd;
+
+  if (geteuid () != 0)
+    return 77;
+  CHECK (setup (&src, &dst) == 0);
+  fd = open ("src/sparse", O_WRONLY | O_CREAT, 0644);
+  CHECK (fd >= 0 && fchown (fd, SRC, SRC) == 0);
+  /* 8 GiB apparent, 2 blocks of data: one at 1 GiB, one at the end. */
+  CHECK (pwrite (fd, "middle", 6, 1LL << 30) == 6);
+  CHECK (pwrite (fd, "end", 3, (8LL << 30) - 3) == 3);
+  close (fd);
+  memset (&res, 0, sizeof res);
+  sbx_copy_tree_now (src, dst, SRC, DST, NULL, &res);
+  CHECK (res.sys_errno == 0);
+  CHECK (stat ("dst/sparse", &st) == 0 && st.st_size == 8LL << 30);
+  CHECK (st.st_blocks * 512 < (1 << 20)); /* not 8 GiB of zeros */
+  CHECK (res.bytes < (1 << 20));
+  fd = open ("dst/sparse", O_RDONLY);
+  CHECK (fd >= 0 && pread (fd, buf, 6, 1LL << 30) == 6 && memcmp (buf, "middle", 6) == 0);
+  CHECK (pread (fd, buf, 3, (8LL << 30) - 3) == 3 && memcmp (buf, "end", 3) == 0);
+  CHECK (pread (fd, buf, 4, 4096) == 4 && memcmp (buf, "\0\0\0\0", 4) == 0);
+  close (fd);
+  CHECK (unlink ("dst/sparse") == 0);
+  /* A data cap below what is there: refused, too large. */
+  lim.max_bytes = 4096;
+  fd = open ("src/data", O_WRONLY | O_CREAT, 0644);
+  CHECK (fd >= 0 && fchown (fd, SRC, SRC) == 0);
+  memset (buf, 'x', sizeof buf);
+  for (int i = 0; i < 2048; i++)
+    CHECK (write (fd, buf, sizeof buf) == sizeof buf);
+  close (fd);
+  job.src = src;
+  job.dst = dst;
+  CHECK (sbx_copy_run (&job, 1, SRC, DST, &lim, NULL, NULL, &res, &err) == -1);
+  CHECK (err->kind == SBX_E_TOO_LARGE && strstr (err->msg, "more data than") != NULL);
+  sbx_error_free (err);
+  err = NULL;
+  teardown ();
+  /* A file larger than the target's disk (RLIMIT_FSIZE in the copier). */
+  CHECK (setup (&src, &dst) == 0);
+  fd = open ("src/big", O_WRONLY | O_CREAT, 0644);
+  CHECK (fd >= 0 && fchown (fd, SRC, SRC) == 0 && ftruncate (fd, 1LL << 40) == 0);
+  close (fd);
+  lim.max_bytes = 0;
+  lim.max_file = 1 << 30;
+  job.src = src;
+  job.dst = dst;
+  CHECK (sbx_copy_run (&job, 1, SRC, DST, &lim, NULL, NULL, &res, &err) == -1);
+  CHECK (err->kind == SBX_E_TOO_LARGE && strstr (err->msg, "larger than the target") != NULL);
+  sbx_error_free (err);
   teardown ();
   return 0;
 }
@@ -131,7 +198,7 @@ test_depth_bound (void)
     }
   job.src = src;
   job.dst = dst;
-  CHECK (sbx_copy_run (&job, 1, SRC, DST, NULL, NULL, &res, &err) == -1);
+  CHECK (sbx_copy_run (&job, 1, SRC, DST, NULL, NULL, NULL, &res, &err) == -1);
   CHECK (err->kind == SBX_E_INVALID && strstr (err->msg, "deeper than 128") != NULL);
   sbx_error_free (err);
   teardown ();
@@ -161,6 +228,7 @@ main (void)
 {
   RUN (test_owners_modes_links_specials);
   RUN (test_foreign_owner_stops);
+  RUN (test_holes_kept_and_bounds);
   RUN (test_depth_bound);
   RUN (test_snapshot_names);
   return tap_done ();

@@ -250,6 +250,10 @@ test_classifier (void)
       {"::127.0.0.1", "IPv4-compatible"}, {"2002:7f00:1::", "6to4"},
       {"2001:0:1::", "Teredo"},         {"2001:db8::1", "documentation"},
       {"fec0::1", "site-local"},
+      /* SIIT's IPv4-translated form and the local-use NAT64 prefix. */
+      {"::ffff:0:127.0.0.1", "loopback"}, {"::ffff:0:a9fe:a9fe", "metadata"},
+      {"64:ff9b:1::10.0.0.1", "private"}, {"64:ff9b:1:2::7f00:1", "loopback"},
+      {"64:ff9b:1::808:808", "local NAT64"},
   };
   static const char *const public_[] = {
       "1.1.1.1",      "8.8.8.8",        "9.255.255.255", "11.0.0.0",   "100.63.255.255",

@@ -20,6 +20,8 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 
 #include "tap.h"
 
@@ -469,7 +471,8 @@ run_apply (const char *root_dir, const struct sbx_plan *plan, int (*verify) (int
   if (pid == 0)
     {
       struct sbx_msg_config cfg;
-      int root;
+      char disk_dir[160], empty[180];
+      int root, disk;
 
       umask (022);
       if (unshare (CLONE_NEWNS) < 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -477,11 +480,19 @@ run_apply (const char *root_dir, const struct sbx_plan *plan, int (*verify) (int
           perror ("#   private mount namespace");
           _exit (EXIT_CHECK);
         }
+      /* The sandbox's disk stands in with its empty directory: the second
+         lower layer of every host directory's overlay. */
+      /* In the test's directory, which is removed after it. */
+      snprintf (disk_dir, sizeof disk_dir, "%s/disk", tmp_dir);
+      snprintf (empty, sizeof empty, "%s/" EMPTY_LOWER, disk_dir);
+      if ((mkdir (disk_dir, 0755) < 0 && errno != EEXIST) || (mkdir (empty, 0555) < 0 && errno != EEXIST))
+        _exit (EXIT_CHECK);
       root = open (root_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (root < 0)
+      disk = open (disk_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (root < 0 || disk < 0)
         _exit (EXIT_CHECK);
       config_for (plan, &cfg);
-      apply_plan (root, &cfg, (const unsigned char *) plan->bytes.data);
+      apply_plan (root, disk, &cfg, (const unsigned char *) plan->bytes.data);
       _exit (verify == NULL || verify (root) == 0 ? 0 : EXIT_CHECK);
     }
   if (waitpid (pid, &status, 0) != pid || !WIFEXITED (status))
@@ -536,11 +547,18 @@ verify_tree (int root)
   CHECK (n == 7 && memcmp (buf, "usr/bin", 7) == 0);
   n = readlinkat (root, "etc/localtime", buf, sizeof buf);
   CHECK (n == 27 && memcmp (buf, "/usr/share/zoneinfo/Etc/UTC", 27) == 0);
-  /* BIND_RO of a directory: the host's content, read-only, nosuid, nodev. */
+  /* BIND_RO of a directory: the host's content, read-only, nosuid, nodev,
+     through an overlay of the sandbox's own (not the host's inodes). */
   CHECK (read_at_root (root, "opt/host/hello", buf, sizeof buf) == 0);
   CHECK_STR (buf, "from the host\n");
   fd = openat (root, "opt/host", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   CHECK (fd >= 0);
+  {
+    struct statfs sfs;
+    struct stat host;
+    CHECK (fstatfs (fd, &sfs) == 0 && sfs.f_type == OVERLAYFS_SUPER_MAGIC);
+    CHECK (fstat (fd, &st) == 0 && stat (host_src, &host) == 0 && st.st_dev != host.st_dev);
+  }
   CHECK (fstatvfs (fd, &vfs) == 0);
   CHECK ((vfs.f_flag & ST_RDONLY) && (vfs.f_flag & ST_NOSUID) && (vfs.f_flag & ST_NODEV));
   CHECK (openat (fd, "new", O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS);

@@ -23,6 +23,7 @@
 
 #include "core/config.h"
 #include "iso/engine.h"
+#include "iso/kernel.h"
 #include "iso/wire.h"
 #include "priv/drop.h"
 #include "priv/proto.h"
@@ -313,7 +314,7 @@ test_parent_protocol (void)
   /* The parent opens its template store in the state directory. */
   snprintf (cfg.state_dir, sizeof cfg.state_dir, "/tmp/sbx-unit-privsep-XXXXXX");
   CHECK (mkdtemp (cfg.state_dir) != NULL);
-  if (sbx_engine_open (&eng, &opts, &err) < 0)
+  if (sbx_kernel_probe (&sbx_kernel, &err) < 0 || sbx_engine_open (&eng, &opts, &err) < 0)
     {
       fprintf (stderr, "# engine: %s\n", err->msg);
       return -1;

@@ -22,6 +22,9 @@
 
 static char tmp[64];
 static char db_path[96];
+static const uint8_t test_key[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                     17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+static const uint8_t other_key[32] = {32, 31, 30};
 
 /*============================ Helpers ================================== */
 
@@ -34,6 +37,17 @@ remove_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
   return remove (path);
 }
 
+/* tmp: a fresh directory; db_path: sbx.db in it (not made yet). */
+static int
+fresh_db_path (void)
+{
+  snprintf (tmp, sizeof tmp, "/tmp/sbx-test-store-XXXXXX");
+  if (mkdtemp (tmp) == NULL)
+    return -1;
+  snprintf (db_path, sizeof db_path, "%s/sbx.db", tmp);
+  return 0;
+}
+
 /* A fresh store in a fresh directory for each test; removed afterwards. */
 static int
 with_store (int (*body) (struct sbx_store *st))
@@ -42,11 +56,9 @@ with_store (int (*body) (struct sbx_store *st))
   sbx_error_t *err = NULL;
   int rc;
 
-  snprintf (tmp, sizeof tmp, "/tmp/sbx-test-store-XXXXXX");
-  if (mkdtemp (tmp) == NULL)
+  if (fresh_db_path () < 0)
     return -1;
-  snprintf (db_path, sizeof db_path, "%s/sbx.db", tmp);
-  if (sbx_store_open (db_path, &st, &err) < 0)
+  if (sbx_store_open (db_path, test_key, &st, &err) < 0)
     {
       fprintf (stderr, "#   open: %s\n", err->msg);
       sbx_error_free (err);
@@ -187,9 +199,10 @@ STORE_TEST (test_insert)
   CHECK_STR (query ("SELECT created_ms || ' ' || expires_ms || ' ' || memory || ' ' || cpu_milli"
                     " || ' ' || pids || ' ' || disk FROM sandboxes"),
              "1700000000000 1700000300000 536870912 1500 256 1073741824");
-  CHECK_STR (query ("SELECT env || metadata || ' ' || slot || ' ' || uid_base || ' ' || init_pid"
-                    " FROM sandboxes"),
-             "{\"A\":\"1\"}{} 3 1000000 4242");
+  /* The environment is sealed (test_sealed_in_the_file). */
+  CHECK_STR (query ("SELECT substr (env, 1, 3) || metadata || ' ' || slot || ' ' || uid_base"
+                    " || ' ' || init_pid FROM sandboxes"),
+             "s1:{} 3 1000000 4242");
   CHECK_STR (query ("SELECT ended_ms FROM sandboxes"), "NULL");
   CHECK_STR (query ("SELECT end_reason FROM sandboxes"), "NULL");
   /* The id is a primary key. */
@@ -309,6 +322,93 @@ STORE_TEST (test_running)
 }
 
 static void
+collect_pending (const struct sbx_sandbox_record *r, void *arg)
+{
+  struct seen *s = arg;
+
+  strncat (s->ids, r->id, sizeof s->ids - strlen (s->ids) - 3);
+  strncat (s->ids, r->pending[0] ? "=p " : "=c ", sizeof s->ids - strlen (s->ids) - 1);
+}
+
+/* A fork's records (core/fork.c, core/adopt.c): pending under the fork's
+   tag until one update completes all of them; another fork's stay. */
+STORE_TEST (test_pending_fork)
+{
+  sbx_error_t *err = NULL;
+  struct seen seen = {"", 0};
+  struct sbx_sandbox_record r;
+
+  CHECK (insert (st, "plain") == 0);
+  r = record ("f1");
+  r.pending = "fork of src 01";
+  CHECK (sbx_store_sandbox_insert (st, &r, &err) == 0);
+  r = record ("f2");
+  r.pending = "fork of src 01";
+  CHECK (sbx_store_sandbox_insert (st, &r, &err) == 0);
+  r = record ("g1");
+  r.pending = "fork of src 02";
+  CHECK (sbx_store_sandbox_insert (st, &r, &err) == 0);
+  CHECK (sbx_store_sandbox_running (st, collect_pending, &seen, &err) == 0);
+  CHECK_STR (seen.ids, "plain=c f1=p f2=p g1=p ");
+  CHECK (sbx_store_sandbox_complete (st, "fork of src 01", &err) == 0);
+  seen.ids[0] = '\0';
+  CHECK (sbx_store_sandbox_running (st, collect_pending, &seen, &err) == 0);
+  CHECK_STR (seen.ids, "plain=c f1=c f2=c g1=p ");
+  CHECK_STR (query ("SELECT pending FROM sandboxes WHERE id = 'g1'"), "fork of src 02");
+  return 0;
+}
+
+static void
+list_snapshots (const struct sbx_snapshot_record *r, void *arg)
+{
+  char *out = arg;
+  char one[160];
+
+  snprintf (one, sizeof one, "%s=%s%llu ", r->name, r->pending ? "p" : "c",
+            (unsigned long long) r->bytes);
+  strncat (out, one, 255 - strlen (out));
+}
+
+/* A snapshot's record (core/snapshot.c): pending while it is saved (its
+   name taken), completed with what it holds; a delete names which kind
+   it removes, so a client's delete never takes a save in progress. */
+STORE_TEST (test_pending_snapshot)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_snapshot_record r;
+  char seen[256] = "";
+
+  memset (&r, 0, sizeof r);
+  snprintf (r.tenant, sizeof r.tenant, "acme");
+  snprintf (r.name, sizeof r.name, "s1");
+  snprintf (r.template_name, sizeof r.template_name, "base");
+  snprintf (r.source, sizeof r.source, "sb1");
+  r.pending = 1;
+  CHECK (sbx_store_snapshot_insert (st, &r, &err) == 0);
+  /* The name is taken: a second record of it is refused. */
+  CHECK (failed_with (sbx_store_snapshot_insert (st, &r, &err), &err, SBX_E_SYSTEM) == 0);
+  CHECK (failed_with (sbx_store_snapshot_delete (st, "acme", "s1", 0, &err), &err,
+                      SBX_E_NOT_FOUND)
+         == 0);
+  CHECK (sbx_store_snapshot_list (st, "acme", NULL, list_snapshots, seen, &err) == 0);
+  CHECK_STR (seen, "s1=p0 ");
+  r.bytes = 4096;
+  r.files = 2;
+  CHECK (sbx_store_snapshot_complete (st, &r, &err) == 0);
+  seen[0] = '\0';
+  CHECK (sbx_store_snapshot_list (st, "acme", NULL, list_snapshots, seen, &err) == 0);
+  CHECK_STR (seen, "s1=c4096 ");
+  /* Only once: a completed record is not pending any more. */
+  CHECK (failed_with (sbx_store_snapshot_complete (st, &r, &err), &err, SBX_E_NOT_FOUND) == 0);
+  CHECK (failed_with (sbx_store_snapshot_delete (st, "acme", "s1", 1, &err), &err,
+                      SBX_E_NOT_FOUND)
+         == 0);
+  CHECK (sbx_store_snapshot_delete (st, "acme", "s1", 0, &err) == 0);
+  CHECK_STR (query ("SELECT count(*) FROM snapshots"), "0");
+  return 0;
+}
+
+static void
 collect_hibernated (const struct sbx_sandbox_record *r, void *arg)
 {
   struct seen *s = arg;
@@ -382,15 +482,13 @@ test_reopen (void)
   long long created;
   int rc = -1;
 
-  snprintf (tmp, sizeof tmp, "/tmp/sbx-test-store-XXXXXX");
-  CHECK (mkdtemp (tmp) != NULL);
-  snprintf (db_path, sizeof db_path, "%s/sbx.db", tmp);
-  if (sbx_store_open (db_path, &st, &err) == 0 && insert (st, "kept") == 0
+  CHECK (fresh_db_path () == 0);
+  if (sbx_store_open (db_path, test_key, &st, &err) == 0 && insert (st, "kept") == 0
       && sbx_key_create (st, "acme", key, id, &created, &err) == 0)
     {
       sbx_store_close (st);
       st = NULL;
-      if (sbx_store_open (db_path, &st, &err) == 0
+      if (sbx_store_open (db_path, test_key, &st, &err) == 0
           && sbx_key_check (st, key, tenant, sizeof tenant, &err) == 0
           && strcmp (tenant, "acme") == 0
           && strcmp (query ("SELECT id FROM sandboxes"), "kept") == 0)
@@ -410,11 +508,11 @@ test_open_failures (void)
   struct sbx_store *st = NULL;
   sbx_error_t *err = NULL;
 
-  CHECK (failed_with (sbx_store_open ("/nonexistent/sbx-test/sbx.db", &st, &err), &err,
+  CHECK (failed_with (sbx_store_open ("/nonexistent/sbx-test/sbx.db", test_key, &st, &err), &err,
                       SBX_E_SYSTEM)
          == 0);
   CHECK (st == NULL);
-  CHECK (failed_with (sbx_store_open ("/", &st, &err), &err, SBX_E_SYSTEM) == 0);
+  CHECK (failed_with (sbx_store_open ("/", test_key, &st, &err), &err, SBX_E_SYSTEM) == 0);
   CHECK (st == NULL);
   /* Not a database. */
   snprintf (tmp, sizeof tmp, "/tmp/sbx-test-store-XXXXXX");
@@ -428,7 +526,7 @@ test_open_failures (void)
     close (fd);
   }
   {
-    int rc = sbx_store_open (db_path, &st, &err);
+    int rc = sbx_store_open (db_path, test_key, &st, &err);
     nftw (tmp, remove_one, 8, FTW_DEPTH | FTW_PHYS);
     CHECK (failed_with (rc, &err, SBX_E_SYSTEM) == 0);
   }
@@ -730,6 +828,191 @@ STORE_TEST (test_key_hash_unique)
   return 0;
 }
 
+/*========================= Sealed at rest ================================ */
+
+/* 1 when needle is anywhere in the database's files (the main file and
+   its write-ahead log). */
+static int
+in_files (const char *needle)
+{
+  static const char *const suffixes[] = {"", "-wal"};
+  size_t n = strlen (needle);
+
+  for (size_t i = 0; i < ARRAY_SIZE (suffixes); i++)
+    {
+      char p[128], *buf;
+      struct stat st;
+      FILE *f;
+      int found = 0;
+
+      snprintf (p, sizeof p, "%s%s", db_path, suffixes[i]);
+      if (stat (p, &st) < 0 || st.st_size == 0)
+        continue;
+      buf = malloc ((size_t) st.st_size);
+      f = fopen (p, "rb");
+      if (buf && f && fread (buf, 1, (size_t) st.st_size, f) == (size_t) st.st_size)
+        found = memmem (buf, (size_t) st.st_size, needle, n) != NULL;
+      if (f)
+        fclose (f);
+      free (buf);
+      if (found)
+        return 1;
+    }
+  return 0;
+}
+
+struct token_seen
+{
+  char access[65], traffic[65], env[256];
+};
+
+static void
+collect_tokens (const struct sbx_sandbox_record *r, void *arg)
+{
+  struct token_seen *t = arg;
+
+  snprintf (t->access, sizeof t->access, "%s", r->access_token);
+  snprintf (t->traffic, sizeof t->traffic, "%s", r->traffic_token);
+  snprintf (t->env, sizeof t->env, "%s", r->env_json);
+}
+
+#define ACCESS "0123456789abcdef0123456789abcdef01234567"
+#define TRAFFIC "fedcba9876543210fedcba9876543210fedcba98"
+#define VALUE "sk-live-value-that-must-not-be-in-the-file"
+#define ENV_VALUE "env-api-key-that-must-not-be-in-the-file"
+#define ENV "{\"OPENAI_API_KEY\":\"" ENV_VALUE "\"}"
+
+/* Secrets' values and tokens are in the files only sealed; they come
+   back whole. */
+STORE_TEST (test_sealed_in_the_file)
+{
+  struct sbx_sandbox_record r = record ("sealed");
+  struct token_seen seen = {{0}, {0}, {0}};
+  sbx_error_t *err = NULL;
+  char *value = NULL;
+  size_t len = 0;
+
+  r.access_token = ACCESS;
+  r.traffic_token = TRAFFIC;
+  r.env_json = ENV;
+  CHECK (sbx_store_sandbox_insert (st, &r, &err) == 0);
+  CHECK (sbx_store_secret_insert (st, "acme", "API_KEY", VALUE, strlen (VALUE), "", 1, &err) == 0);
+  CHECK (strncmp (query ("SELECT access_token FROM sandboxes"), "s1:", 3) == 0);
+  CHECK (strncmp (query ("SELECT env FROM sandboxes"), "s1:", 3) == 0);
+  CHECK_STR (query ("SELECT sealed FROM secrets"), "1");
+  CHECK (!in_files (ACCESS) && !in_files (TRAFFIC) && !in_files (VALUE) && !in_files (ENV_VALUE));
+  CHECK (sbx_store_sandbox_running (st, collect_tokens, &seen, &err) == 0);
+  CHECK_STR (seen.access, ACCESS);
+  CHECK_STR (seen.traffic, TRAFFIC);
+  CHECK_STR (seen.env, ENV);
+  CHECK (sbx_store_secret_get (st, "acme", "API_KEY", &value, &len, &err) == 0);
+  CHECK (len == strlen (VALUE) && strcmp (value, VALUE) == 0);
+  free (value);
+  /* New tokens are sealed too. */
+  CHECK (sbx_store_sandbox_set_tokens (st, "sealed", TRAFFIC, ACCESS, &err) == 0);
+  CHECK (sbx_store_sandbox_running (st, collect_tokens, &seen, &err) == 0);
+  CHECK_STR (seen.access, TRAFFIC);
+  CHECK (!in_files (ACCESS) && !in_files (TRAFFIC));
+  return 0;
+}
+
+/* Another key (the key file replaced): secrets refuse to open, tokens
+   come back empty (core/adopt.c then makes new ones). A sealed value
+   moved to another row of a tampered database does not open there. */
+static int
+test_wrong_key_and_moved_values (void)
+{
+  struct sbx_store *st = NULL;
+  struct sbx_sandbox_record r = record ("moved");
+  struct token_seen seen = {{0}, {0}, {0}};
+  sbx_error_t *err = NULL;
+  char *value = NULL;
+  size_t len;
+  sqlite3 *db = NULL;
+
+  CHECK (fresh_db_path () == 0);
+  CHECK (sbx_store_open (db_path, test_key, &st, &err) == 0);
+  r.access_token = ACCESS;
+  r.traffic_token = TRAFFIC;
+  CHECK (sbx_store_sandbox_insert (st, &r, &err) == 0);
+  CHECK (sbx_store_secret_insert (st, "acme", "A", VALUE, strlen (VALUE), "", 1, &err) == 0);
+  CHECK (sbx_store_secret_insert (st, "acme", "B", "other", 5, "", 1, &err) == 0);
+  sbx_store_close (st);
+  st = NULL;
+  CHECK (sbx_store_open (db_path, other_key, &st, &err) == 0);
+  CHECK (failed_with (sbx_store_secret_get (st, "acme", "A", &value, &len, &err), &err,
+                      SBX_E_SYSTEM)
+         == 0);
+  CHECK (value == NULL);
+  CHECK (sbx_store_sandbox_running (st, collect_tokens, &seen, &err) == 0);
+  CHECK_STR (seen.access, "");
+  CHECK_STR (seen.env, "{}");
+  sbx_store_close (st);
+  st = NULL;
+  /* B's row gets A's sealed value. */
+  CHECK (sqlite3_open (db_path, &db) == SQLITE_OK);
+  CHECK (sqlite3_exec (db,
+                       "UPDATE secrets SET value = (SELECT value FROM secrets WHERE name = 'A')"
+                       " WHERE name = 'B'",
+                       NULL, NULL, NULL)
+         == SQLITE_OK);
+  sqlite3_close (db);
+  CHECK (sbx_store_open (db_path, test_key, &st, &err) == 0);
+  CHECK (failed_with (sbx_store_secret_get (st, "acme", "B", &value, &len, &err), &err,
+                      SBX_E_SYSTEM)
+         == 0);
+  CHECK (sbx_store_secret_get (st, "acme", "A", &value, &len, &err) == 0);
+  CHECK_STR (value, VALUE);
+  free (value);
+  sbx_store_close (st);
+  nftw (tmp, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+  return 0;
+}
+
+/* A database an older daemon wrote, values in the clear: sealed at open,
+   and the clear copies are gone from the files. */
+static int
+test_legacy_values_sealed_at_open (void)
+{
+  struct sbx_store *st = NULL;
+  struct token_seen seen = {{0}, {0}, {0}};
+  sbx_error_t *err = NULL;
+  char *value = NULL;
+  size_t len;
+  sqlite3 *db = NULL;
+
+  CHECK (fresh_db_path () == 0);
+  CHECK (sbx_store_open (db_path, test_key, &st, &err) == 0);
+  CHECK (insert (st, "legacy") == 0);
+  sbx_store_close (st);
+  st = NULL;
+  CHECK (sqlite3_open (db_path, &db) == SQLITE_OK);
+  CHECK (sqlite3_exec (db,
+                       "UPDATE sandboxes SET access_token = '" ACCESS "', traffic_token = '" TRAFFIC
+                       "', env = '" ENV "';"
+                       "INSERT INTO secrets (tenant, name, value, created_ms, sealed)"
+                       " VALUES ('acme', 'OLD', CAST ('" VALUE "' AS BLOB), 1, 0)",
+                       NULL, NULL, NULL)
+         == SQLITE_OK);
+  sqlite3_close (db);
+  CHECK (in_files (VALUE));
+  if (sbx_store_open (db_path, test_key, &st, &err) < 0)
+    fprintf (stderr, "#   reopen: %s\n", err->msg);
+  CHECK (st != NULL);
+  CHECK (!in_files (VALUE) && !in_files (ACCESS) && !in_files (TRAFFIC) && !in_files (ENV_VALUE));
+  CHECK_STR (query ("SELECT sealed FROM secrets"), "1");
+  CHECK (sbx_store_secret_get (st, "acme", "OLD", &value, &len, &err) == 0);
+  CHECK_STR (value, VALUE);
+  free (value);
+  CHECK (sbx_store_sandbox_running (st, collect_tokens, &seen, &err) == 0);
+  CHECK_STR (seen.access, ACCESS);
+  CHECK_STR (seen.traffic, TRAFFIC);
+  CHECK_STR (seen.env, ENV);
+  sbx_store_close (st);
+  nftw (tmp, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+  return 0;
+}
+
 int
 main (void)
 {
@@ -741,9 +1024,14 @@ main (void)
   RUN (test_end);
   RUN (test_running);
   RUN (test_hibernated);
+  RUN (test_pending_fork);
+  RUN (test_pending_snapshot);
   RUN (test_prune);
   RUN (test_reopen);
   RUN (test_open_failures);
+  RUN (test_sealed_in_the_file);
+  RUN (test_wrong_key_and_moved_values);
+  RUN (test_legacy_values_sealed_at_open);
   RUN (test_busy_is_a_limit);
   RUN (test_key_shape);
   RUN (test_key_check);

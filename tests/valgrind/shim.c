@@ -13,6 +13,10 @@
  *   pidfd_send_signal (424)        killing a sandbox's PID 1, the zygote
  *   pidfd_open (434)               for the clone3 emulation below
  *   fsconfig (431), fspick (433)   resizing a pooled sandbox's disk
+ *   fsopen (430), fsmount (432),   the kernel probes at start (the mount
+ *   open_tree (428),               API, overlay layers, idmapped mounts,
+ *   mount_setattr (442),           a tmpfs's user xattrs)
+ *   pidfd_getfd (438)
  *   seccomp (317)                  libseccomp's feature probes, and a
  *                                  front end's own filter
  *   clone3 (435)                   starting the zygote: valgrind answers
@@ -40,6 +44,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/pidfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <valgrind/memcheck.h>
@@ -121,6 +126,10 @@ emulate_clone3 (const long a[6])
 
   if (!RUNNING_ON_VALGRIND)
     return result (raw (SYS_clone3, a));
+  /* The floor probe's clone3 (NULL, 0): the kernel's EINVAL or EFAULT,
+     nothing created. */
+  if (ca == NULL)
+    return call_native (SYS_clone3, a);
   if ((ca[0] & ~(CLONE_PIDFD_FLAG | CLONE_CLEAR_SIGHAND_FLAG)) || !(ca[0] & CLONE_PIDFD_FLAG)
       || ca[4] != SIGCHLD)
     {
@@ -206,6 +215,11 @@ syscall (long nr, ...)
     case SYS_pidfd_open:
     case SYS_fsconfig:
     case SYS_fspick:
+    case SYS_fsopen:
+    case SYS_fsmount:
+    case SYS_open_tree:
+    case SYS_mount_setattr:
+    case SYS_pidfd_getfd:
       return call_native (nr, a);
     case SYS_seccomp:
       {
@@ -246,4 +260,44 @@ fsconfig (int fd, unsigned int cmd, const char *key, const void *value, int aux)
   long a[6] = {fd, (long) cmd, (long) key, (long) value, aux, 0};
 
   return (int) call_native (SYS_fsconfig, a);
+}
+
+int
+fsopen (const char *fs_name, unsigned int flags)
+{
+  long a[6] = {(long) fs_name, (long) flags, 0, 0, 0, 0};
+
+  return (int) call_native (SYS_fsopen, a);
+}
+
+int
+fsmount (int fd, unsigned int flags, unsigned int attr_flags)
+{
+  long a[6] = {fd, (long) flags, (long) attr_flags, 0, 0, 0};
+
+  return (int) call_native (SYS_fsmount, a);
+}
+
+int
+open_tree (int dfd, const char *path, unsigned int flags)
+{
+  long a[6] = {dfd, (long) path, (long) flags, 0, 0, 0};
+
+  return (int) call_native (SYS_open_tree, a);
+}
+
+int
+mount_setattr (int dfd, const char *path, unsigned int flags, struct mount_attr *attr, size_t size)
+{
+  long a[6] = {dfd, (long) path, (long) flags, (long) attr, (long) size, 0};
+
+  return (int) call_native (SYS_mount_setattr, a);
+}
+
+int
+pidfd_getfd (int pidfd, int targetfd, unsigned int flags)
+{
+  long a[6] = {pidfd, targetfd, (long) flags, 0, 0, 0};
+
+  return (int) call_native (SYS_pidfd_getfd, a);
 }

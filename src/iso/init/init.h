@@ -59,9 +59,11 @@ void init_drop_events (void);
 /* rootfs.c: build the sandbox's root and pivot into it. On return the
    process's root is the new tree; *root_fd and *disk_fd are O_PATH fds of
    "/" and of the writable tmpfs, for the daemon's file operations. */
-/* root_mnt: a stored template's detached overlay to use as "/", or -1. */
-void init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, int root_mnt,
-                      int *root_fd, int *disk_fd);
+/* dev_mnt: the sandbox's own /dev, a detached tmpfs the daemon made with
+   its device nodes (iso/devnodes.c); root_mnt: a stored template's
+   detached overlay to use as "/", or -1. */
+void init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, int dev_mnt,
+                      int root_mnt, int *root_fd, int *disk_fd);
 
 /* harden.c */
 void init_setup_network (void);

@@ -40,19 +40,21 @@ init_protocol_violation (void)
 }
 
 static const struct sbx_msg_config *
-receive_config (const unsigned char **plan, const void **filter, size_t *filter_len, int *root_mnt)
+receive_config (const unsigned char **plan, const void **filter, size_t *filter_len, int *dev_mnt,
+                int *root_mnt)
 {
   const struct sbx_msg_config *cfg = (const struct sbx_msg_config *) packet;
   int fds[SBX_INIT_MAX_FDS], nfds;
   size_t n, need;
 
   n = init_recv (packet, sizeof packet, fds, SBX_INIT_MAX_FDS, &nfds);
-  if (n < sizeof *cfg || nfds > 1)
+  if (n < sizeof *cfg || nfds > 2)
     init_protocol_violation ();
-  /* A stored template's root (a detached mount) comes with the config. */
-  if ((size_t) nfds != (cfg->root_from_fd == 1 ? 1u : 0u) || cfg->root_from_fd > 1)
+  /* Its /dev (a detached mount), then a stored template's root. */
+  if (cfg->root_from_fd > 1 || nfds != 1 + (int) cfg->root_from_fd)
     init_protocol_violation ();
-  *root_mnt = nfds == 1 ? fds[0] : -1;
+  *dev_mnt = fds[0];
+  *root_mnt = nfds == 2 ? fds[1] : -1;
   if (cfg->hdr.type != SBX_MSG_CONFIG || cfg->hdr.len != n || cfg->version != SBX_PROTO_VERSION)
     init_protocol_violation ();
   need = sizeof *cfg + (size_t) cfg->plan_bytes + (size_t) cfg->seccomp_len;
@@ -241,7 +243,7 @@ init_sandbox_main (void)
   size_t filter_len;
   struct sbx_msg_ready ready;
   sigset_t mask;
-  int root_fd, disk_fd, sigfd, fds[2], root_mnt;
+  int root_fd, disk_fd, sigfd, fds[2], dev_mnt, root_mnt;
 
   /* Not dumpable: a root process inside cannot open /proc/1/mem, /proc/1/fd
      or /proc/1/exe without CAP_SYS_PTRACE (CVE-2016-9962, CVE-2019-5736). */
@@ -267,8 +269,8 @@ init_sandbox_main (void)
   if (deadline_fd < 0)
     init_die (errno, "timerfd_create");
 
-  cfg = receive_config (&plan, &filter, &filter_len, &root_mnt);
-  init_build_root (cfg, plan, root_mnt, &root_fd, &disk_fd);
+  cfg = receive_config (&plan, &filter, &filter_len, &dev_mnt, &root_mnt);
+  init_build_root (cfg, plan, dev_mnt, root_mnt, &root_fd, &disk_fd);
   init_setup_network ();
   init_egress_listen ();
   init_set_hostname (cfg->hostname);
