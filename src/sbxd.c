@@ -962,6 +962,10 @@ main (int argc, char **argv)
       setrlimit (RLIMIT_NOFILE, &rl);
     }
   signal (SIGPIPE, SIG_IGN);
+  /* Started with SIGCHLD ignored, children would be reaped by the kernel
+     and every waitpid fail with ECHILD; the termination signals keep
+     what the daemon was started with (nohup's SIGHUP stays ignored). */
+  signal (SIGCHLD, SIG_DFL);
   /* Termination signals and the front end's death are taken synchronously
      by main; every thread created from here on inherits the mask. */
   sigemptyset (&mask);

@@ -105,6 +105,9 @@ run_in_sandbox (char *cmds[], int ncmds, int log_fd, int status_fd, const void *
                             (struct sock_filter *) (uintptr_t) filter};
   int i;
 
+  /* the daemon's inherited ignored signals are not the commands' */
+  for (i = 1; i < NSIG; i++)
+    signal (i, SIG_DFL);
   if (setresgid (0, 0, 0) < 0 || setgroups (0, NULL) < 0 || setresuid (0, 0, 0) < 0
       || prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0
       || (filter_len && syscall (SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0))

@@ -654,6 +654,44 @@ class BackgroundProcesses(DaemonTest):
         self.assertEqual(len(res["stdout"].encode()), MIB)
 
 
+class InheritedIgnoredSignals(BackgroundProcesses):
+    """A daemon started by nohup, or as a shell's background job, has
+    SIGHUP, SIGINT and SIGQUIT ignored, and exec keeps ignored signals:
+    none of that may reach a sandbox's commands (a terminal's ^C and a
+    signal sent by the API would do nothing)."""
+
+    # (not SIGTERM: the harness stops the daemon with it)
+    IGNORED = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGCHLD")
+
+    @classmethod
+    def setUpClass(cls):
+        import signal
+        saved = {n: signal.signal(getattr(signal, n), signal.SIG_IGN) for n in cls.IGNORED}
+        try:
+            super().setUpClass()
+        finally:
+            for n, h in saved.items():
+                signal.signal(getattr(signal, n), h)
+
+    def test_commands_start_with_default_dispositions(self):
+        sid = self.d.create()
+        # the daemon itself was started with them ignored (the control)
+        with open("/proc/%d/status" % self.d.proc.pid) as f:
+            ign = int([l for l in f if l.startswith("SigIgn:")][0].split()[1], 16)
+        self.assertTrue(ign & (1 << (1 - 1)) and ign & (1 << (2 - 1)), hex(ign))  # HUP, INT
+        for how in ({"argv": ["grep", "^Sig[IB]", "/proc/self/status"]},):
+            res = self.d.exec(sid, **how)
+            self.assertEqual(res["stdout"], "SigBlk:\t0000000000000000\n"
+                                            "SigIgn:\t0000000000000000\n", res)
+        for sig in ("SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGTERM"):
+            with self.subTest(signal=sig):
+                p = self.start(sid, argv=["sleep", "60"])
+                r = self.d.api("POST", self.path(sid, p["pid"], "/signal"), {"signal": sig})
+                self.assertEqual(r.status, 204, r)
+                res = self.wait(sid, p["pid"], timeout="30s")
+                self.assertEqual((res.get("exit_code"), res.get("signal")), (None, sig), res)
+
+
 class CutShort(DaemonTest):
     def test_sandbox_killed_meanwhile(self):
         sid = self.d.create()

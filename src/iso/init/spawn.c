@@ -164,10 +164,12 @@ run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char *
   int i, sys_errno;
 
   /* Default dispositions and an empty mask: init blocks SIGCHLD for its
-     signalfd and ignores SIGPIPE; neither may leak into user code. It has
-     no handlers, and exec resets handled signals anyway: SIGPIPE, the only
-     ignored one, is all there is to restore. */
-  signal (SIGPIPE, SIG_DFL);
+     signalfd and ignores SIGPIPE, and whatever the daemon was started
+     with (nohup's SIGHUP, a shell's background job's SIGINT and SIGQUIT)
+     is ignored here too, as exec keeps ignored signals: none of it may
+     reach user code, or a terminal's ^C and a SIGHUP do nothing. */
+  for (i = 1; i < NSIG; i++)
+    signal (i, SIG_DFL);
   sigemptyset (&none);
   sigprocmask (SIG_SETMASK, &none, NULL);
 
