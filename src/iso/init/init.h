@@ -33,6 +33,9 @@ __attribute__ ((noreturn)) void init_sandbox_main (void);
 
 /* Report a failed setup step to the daemon and exit. */
 __attribute__ ((noreturn)) void init_die (int sys_errno, const char *what);
+/* Every signal back to its default (spawn.c): what a command starts with,
+   whatever the daemon inherited. */
+void init_default_signals (void);
 /* Exit because the daemon sent something malformed or went away. */
 __attribute__ ((noreturn)) void init_protocol_violation (void);
 

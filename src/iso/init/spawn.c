@@ -15,6 +15,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -168,8 +169,7 @@ run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char *
      with (nohup's SIGHUP, a shell's background job's SIGINT and SIGQUIT)
      is ignored here too, as exec keeps ignored signals: none of it may
      reach user code, or a terminal's ^C and a SIGHUP do nothing. */
-  for (i = 1; i < NSIG; i++)
-    signal (i, SIG_DFL);
+  init_default_signals ();
   sigemptyset (&none);
   sigprocmask (SIG_SETMASK, &none, NULL);
 
@@ -355,6 +355,25 @@ out:
       close (fds[i]);
 }
 
+/* Every signal at its default, by the system call: glibc's signal() refuses
+   32 and 33 (its own), and an ignored one, inherited from whatever started
+   the daemon, stays ignored across exec. SIGKILL and SIGSTOP fail, as they
+   may. */
+void
+init_default_signals (void)
+{
+  struct
+  {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    uint64_t mask;
+  } dfl = {SIG_DFL, 0, NULL, 0};
+
+  for (int sig = 1; sig <= 64; sig++)
+    (void) syscall (SYS_rt_sigaction, sig, &dfl, NULL, sizeof dfl.mask);
+}
+
 /* The helper of a PUMP: copy source to destination until end of file. */
 static __attribute__ ((noreturn)) void
 run_pump (const struct sbx_msg_pump *msg, int in, int out)
@@ -362,10 +381,8 @@ run_pump (const struct sbx_msg_pump *msg, int in, int out)
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct caps[2];
   sigset_t none;
-  int i;
 
-  for (i = 1; i < NSIG; i++)
-    signal (i, SIG_DFL);
+  init_default_signals ();
   sigemptyset (&none);
   sigprocmask (SIG_SETMASK, &none, NULL);
   /* Nothing but the two ends: not the control socket, not init's signalfd. */
