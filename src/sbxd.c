@@ -903,6 +903,7 @@ main (int argc, char **argv)
   struct child_argv egress_argv, frontend_argv;
   struct sbx_cgroup_place place;
   char place_parent[520];
+  const char *cgroup_mount;
   pid_t egress_pid;
   time_t egress_start, egress_next = 0;
   time_t last_start;
@@ -985,7 +986,8 @@ main (int argc, char **argv)
     }
   /* Where the sandboxes' cgroups go: below the daemon's own, delegated
      cgroup where it has one (iso/cgroup.h). */
-  if (sbx_cgroup_place (cfg.engine.cgroup_mount ? cfg.engine.cgroup_mount : "/sys/fs/cgroup",
+  cgroup_mount = cfg.engine.cgroup_mount ? cfg.engine.cgroup_mount : "/sys/fs/cgroup";
+  if (sbx_cgroup_place (cgroup_mount,
                         cfg.engine.cgroup_parent ? cfg.engine.cgroup_parent : "sbx", &place,
                         &err)
       < 0)
@@ -1024,7 +1026,7 @@ main (int argc, char **argv)
       return 1;
     }
   /* The names only guard running daemons; sandboxes outlive theirs. */
-  if (sbx_iso_check_unshared (cfg.engine.cgroup_mount ? cfg.engine.cgroup_mount : "/sys/fs/cgroup",
+  if (sbx_iso_check_unshared (cgroup_mount,
                               place_parent, cfg.uid_base,
                               (uint64_t) cfg.uid_base
                                   + (uint64_t) (cfg.max_sandboxes + cfg.pool_size + 16)
