@@ -140,6 +140,13 @@ struct proc_stream
      the stream ends with E2B's `unavailable` (the SDK's TimeoutError)
      saying this, not with an end event. */
   char sandbox_ended[200];
+  /* This stream's Connect-Timeout-Ms is the command's lifetime (Start, as
+     envd's procCtx): when that ends the command, the stream ends with
+     `deadline_exceeded` after its output, as envd's handler does once its
+     context is done, never with an end event. Another reader (Connect) gets
+     the end event, as from envd. */
+  int deadline_is_lifetime;
+  int deadline_passed;
 };
 
 /* One line of the core's stream as an E2B event; 0 when it has none. */
@@ -164,6 +171,9 @@ convert_line (struct proc_stream *ps, const char *line, size_t len, struct sbx_b
       const char *why = json_string_value (json_object_get (o, "reason"));
       snprintf (ps->sandbox_ended, sizeof ps->sandbox_ended, "%s", why ? why : "sandbox ended");
     }
+  else if (strcmp (type, "exit") == 0 && ps->deadline_is_lifetime
+           && json_is_true (json_object_get (o, "timed_out")))
+    ps->deadline_passed = 1;
   else if (strcmp (type, "exit") == 0)
     {
       ev = end_event (o);
@@ -184,6 +194,8 @@ proc_next (void *ctx, struct sbx_buf *out, int64_t wait_ms, sbx_error_t **err)
 
   if (ps->sandbox_ended[0])
     return sbx_err (err, SBX_E_UNAVAILABLE, "%s", ps->sandbox_ended);
+  if (ps->deadline_passed)
+    return sbx_err (err, SBX_E_GATEWAY_TIMEOUT, "the call's Connect-Timeout-Ms passed");
   rc = sbx_reader_next (&ps->reader, &ps->lines, wait_ms);
   if (rc < 0 || ps->lines.failed)
     return -1;
@@ -215,7 +227,7 @@ proc_wait (void *ctx, int64_t wait_ms)
 {
   struct proc_stream *ps = ctx;
 
-  return ps->sandbox_ended[0] || sbx_reader_wait (&ps->reader, wait_ms);
+  return ps->sandbox_ended[0] || ps->deadline_passed || sbx_reader_wait (&ps->reader, wait_ms);
 }
 
 static const struct sbx_connect_stream_ops proc_ops = {
@@ -226,7 +238,7 @@ static const struct sbx_connect_stream_ops proc_ops = {
 };
 
 static void
-reply_process_stream (struct sbx_req *r, struct sbx_process *p)
+reply_process_stream (struct sbx_req *r, struct sbx_process *p, int deadline_is_lifetime)
 {
   struct proc_stream *ps = calloc (1, sizeof *ps);
   json_t *info;
@@ -238,6 +250,7 @@ reply_process_stream (struct sbx_req *r, struct sbx_process *p)
     }
   info = sbx_process_info_json (p);
   ps->pty = json_is_true (json_object_get (info, "pty"));
+  ps->deadline_is_lifetime = deadline_is_lifetime;
   json_decref (info);
   sbx_reader_init (&ps->reader, p, 1);
   sbx_connect_reply_stream (r, &proc_ops, ps);
@@ -375,7 +388,7 @@ sbx_route_process_rpc_start (struct sbx_req *r)
       goto fail;
     }
   json_decref (info);
-  reply_process_stream (r, p);
+  reply_process_stream (r, p, 1);
   sbx_process_unref (p);
   free (s.argv);
   json_decref (s.msg);
@@ -400,7 +413,7 @@ sbx_route_process_rpc_connect (struct sbx_req *r)
       sbx_connect_reply_stream_err (r, err);
       return;
     }
-  reply_process_stream (r, p);
+  reply_process_stream (r, p, 0);
   sbx_process_unref (p);
   json_decref (msg);
 }

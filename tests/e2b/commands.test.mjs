@@ -177,6 +177,16 @@ test('the command timeout kills the command', async () => {
     && p.args.join(' ').includes('sleep 30')), 'the timed-out command to be gone')
 })
 
+test('the command timeout is a TimeoutError to its starter and an exit to another reader', async () => {
+  const sbx = await sbxP
+  const h = await sbx.commands.run('sleep 30', { background: true, timeoutMs: 1500 })
+  const other = await sbx.commands.connect(h.pid, { timeoutMs: 0 })
+  const [mine, theirs] = await Promise.allSettled([h.wait(), other.wait()])
+  assert.ok(mine.reason instanceof TimeoutError, String(mine.reason))
+  assert.ok(theirs.reason instanceof CommandExitError, String(theirs.reason))
+  assert.match(theirs.reason.error, /^timed out after 1\.5s$/)
+})
+
 test('large output arrives whole', async () => {
   const sbx = await sbxP
   const r = await sbx.commands.run('head -c 3000000 /dev/zero | tr "\\0" a')
