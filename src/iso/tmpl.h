@@ -67,9 +67,23 @@ int sbx_tmpl_run_commands (int build, const char *build_path, const char *lower,
                            char *cmds[], int ncmds, const char *mirror, int log_fd,
                            sbx_error_t **err);
 
+/* tmpl_run.c: debootstrap's second stage (the packages' maintainer
+   scripts) in a build sandbox whose root is `target`, the tree its first
+   stage unpacked, with its owners at SBX_TMPL_BUILD_ID_BASE + k. 0, or -1
+   with err. */
+int sbx_tmpl_run_second_stage (const char *target, const char *mirror, int log_fd,
+                               sbx_error_t **err);
+
+/* The build sandbox's ids: 0..65535 inside are this + k on the host, a
+   range no host account and no running sandbox has (snapstore.h's). */
+#define SBX_TMPL_BUILD_ID_BASE 0xFFFE0000u
+
 /* The egress channel (the front end's end) build commands' proxy
    connections go to, with a policy allowing the mirror's host only. */
 void sbx_tmpl_recipe_set_egress (int fd);
+/* Where builds' cgroups go: the engine's parent, beside the sandboxes'. */
+struct sbx_cgroup_root;
+void sbx_tmpl_recipe_set_cgroups (const struct sbx_cgroup_root *root);
 
 /* Parent side. mirror: the Debian mirror recipes use; cache_dir: where
    recipe builds are kept ("": STATE/templates/cache). */

@@ -1,11 +1,14 @@
 /* sbx: templates from a recipe: a Debian release and packages, installed
  * by debootstrap from the configured mirror (docs/templates.md).
  *
- * debootstrap runs Debian's maintainer scripts as root in a chroot, so a
- * recipe build is for the administrator only (the front end refuses it
+ * A recipe build is for the administrator only (the front end refuses it
  * over TCP), names nothing but a release and package names (checked
  * here again), and fetches only from the daemon's mirror, with the
- * archive's signatures checked against debian-archive-keyring. The tree is
+ * archive's signatures checked against debian-archive-keyring. Root of
+ * the host runs debootstrap's first stage only (--foreign: download,
+ * check, unpack; nothing from a package runs); its second stage, where
+ * the packages' maintainer scripts run, is in a build sandbox
+ * (tmpl_run.c), as the recipe's commands are. The tree is
  * then made a layer like any other: every file root's, setuid/setgid
  * dropped, device nodes, FIFOs and sockets removed. Built layers are kept
  * in a cache keyed by the SHA-256 of the canonical recipe and the mirror
@@ -227,6 +230,65 @@ tree_bytes (int dir, int depth)
   return total;
 }
 
+/* Every entry's owner and group k to SBX_TMPL_BUILD_ID_BASE + k (65535
+   at most: a larger id is nobody's, 65534), by descriptor, never through
+   a symlink. An entry shifted already (a hard link seen twice) stays. 0,
+   or -1 with errno. */
+static int
+shift_owners (int dir, int depth)
+{
+  struct dirent *de;
+  int fd = openat (dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+  DIR *d = fd >= 0 ? fdopendir (fd) : NULL;
+
+  if (d == NULL)
+    {
+      if (fd >= 0)
+        close (fd);
+      return -1;
+    }
+  while (rc == 0 && (de = readdir (d)) != NULL)
+    {
+      struct stat st;
+      uid_t u;
+      gid_t g;
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+        continue;
+      if (fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        {
+          rc = -1;
+          break;
+        }
+      u = st.st_uid >= SBX_TMPL_BUILD_ID_BASE ? st.st_uid
+          : SBX_TMPL_BUILD_ID_BASE + (st.st_uid < 65536 ? st.st_uid : 65534);
+      g = st.st_gid >= SBX_TMPL_BUILD_ID_BASE ? st.st_gid
+          : SBX_TMPL_BUILD_ID_BASE + (st.st_gid < 65536 ? st.st_gid : 65534);
+      if ((u != st.st_uid || g != st.st_gid)
+          && fchownat (dirfd (d), de->d_name, u, g, AT_SYMLINK_NOFOLLOW) < 0)
+        {
+          rc = -1;
+          break;
+        }
+      if (S_ISDIR (st.st_mode) && depth < 256)
+        {
+          int sub = openat (dirfd (d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sub < 0)
+            rc = -1;
+          else
+            {
+              rc = shift_owners (sub, depth + 1);
+              close (sub);
+            }
+        }
+    }
+  {
+    int e = errno;
+    closedir (d);
+    errno = e;
+  }
+  return rc;
+}
+
 /* Run argv (absolute) with output to log_fd; its exit status, or -1. */
 static int
 run (char *const argv[], int log_fd, int timeout_s)
@@ -354,7 +416,7 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
       {
         char *c = r + 1;
         r[1] = '\0';
-        hex_sha256 ("sbx-recipe-v1\n", text, mirror, key);
+        hex_sha256 ("sbx-recipe-v2\n", text, mirror, key);
         r[1] = 'r';
         while (*c && ncmds < SBX_TMPL_RUN_MAX)
           {
@@ -363,10 +425,10 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
             cmds[ncmds++] = c + 4;
             c = nl + 1;
           }
-        hex_sha256 ("sbx-recipe-run-v1\n", text, mirror, run_key);
+        hex_sha256 ("sbx-recipe-run-v2\n", text, mirror, run_key);
       }
     else
-      hex_sha256 ("sbx-recipe-v1\n", text, mirror, key);
+      hex_sha256 ("sbx-recipe-v2\n", text, mirror, key);
   }
   if (mkdirat (build, "layers", 0700) < 0
       || (layers = openat (build, "layers", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -401,12 +463,13 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
   else
     {
       char inc[RECIPE_MAX + 16], mir[600];
-      char *argv[8];
+      char *argv[9];
       int i = 0;
       snprintf (inc, sizeof inc, "--include=%s", include);
       snprintf (mir, sizeof mir, "%s", mirror);
       argv[i++] = (char *) (uintptr_t) "/usr/sbin/debootstrap";
       argv[i++] = (char *) (uintptr_t) "--variant=minbase";
+      argv[i++] = (char *) (uintptr_t) "--foreign";
       if (include[0])
         argv[i++] = inc;
       argv[i++] = release;
@@ -423,20 +486,24 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
           log_reason (log_fd, reason, sizeof reason);
           return sbx_err (err, rc == 1 ? SBX_E_INVALID : SBX_E_SYSTEM, "%s", reason);
         }
-      /* debootstrap's own apt lists and .debs are not part of the image */
-      {
-        char pat[1300];
-        char *rm[7];
-        snprintf (pat, sizeof pat, "%s/var/cache/apt/archives/*.deb", target);
-        rm[0] = (char *) (uintptr_t) "/usr/bin/find";
-        rm[1] = target;
-        rm[2] = (char *) (uintptr_t) "-xdev";
-        rm[3] = (char *) (uintptr_t) "-path";
-        rm[4] = pat;
-        rm[5] = (char *) (uintptr_t) "-delete";
-        rm[6] = NULL;
-        run (rm, log_fd, 600);
-      }
+      /* the tree's owners to the build sandbox's ids: root's files are
+         root's in there, and nothing it writes is the host root's */
+      fd = openat (layers, key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0 || shift_owners (fd, 0) < 0
+          || fchownat (layers, key, SBX_TMPL_BUILD_ID_BASE, SBX_TMPL_BUILD_ID_BASE,
+                       AT_SYMLINK_NOFOLLOW)
+                 < 0)
+        {
+          int e = errno;
+          if (fd >= 0)
+            close (fd);
+          return sbx_err_sys (err, e, "recipe: the unpacked tree's owners");
+        }
+      close (fd);
+      if (sbx_tmpl_run_second_stage (target, mirror, log_fd, err) < 0)
+        return -1;
+      if (fchownat (layers, key, 0, 0, AT_SYMLINK_NOFOLLOW) < 0)
+        return sbx_err_sys (err, errno, "recipe: the built tree");
     }
   fd = openat (layers, key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)

@@ -1,11 +1,16 @@
-/* sbx: a recipe's build commands (docs/templates.md, "Build commands";
- * security.md 2.19), run by the parent after the recipe's debootstrap
- * layer exists: in a build sandbox whose root is that layer, idmapped so
- * that its host-root files are root's inside, under a writable overlay
- * upper in the build directory; as root of a user namespace, with the
- * sandboxes' seccomp filter, no_new_privs, in namespaces of their own; the
- * network only the mirror's host, through the egress process. The upper
- * then becomes a layer (root's, no setuid, whiteouts kept).
+/* sbx: the build sandbox (docs/templates.md, "Build commands"; security.md
+ * 2.19), where everything of a recipe runs that Debian's packages or the
+ * recipe's author wrote: debootstrap's second stage (the packages'
+ * maintainer scripts) over the unpacked tree, then the recipe's commands
+ * over its layer, idmapped so that its host-root files are root's inside,
+ * under a writable overlay upper in the build directory. Either way: as
+ * root of a user namespace whose ids are SBX_TMPL_BUILD_ID_BASE + k on the
+ * host, with the sandboxes' seccomp filter and no_new_privs, in mount,
+ * PID, network, IPC and UTS namespaces of their own, a read-only /proc of
+ * that PID namespace, a cgroup of the build's own (memory, processes, CPU)
+ * and a lifetime; the network only the mirror's host, through the egress
+ * process. The upper then becomes a layer (root's, no setuid, whiteouts
+ * kept).
  */
 #include "iso/tmpl.h"
 #include "iso/helper.h"
@@ -37,17 +42,22 @@
 #include <unistd.h>
 
 #include "egress/wire.h"
+#include "iso/cgroup.h"
 #include "iso/idmap.h"
 #include "iso/seccomp.h"
+#include "util/id.h"
+#include "util/log.h"
 
 
 #define RUN_TIMEOUT_S 1800
 /* what the commands may write: each file (RLIMIT_FSIZE) and their layer */
 #define RUN_MAX_BYTES (2ULL << 30)
+/* The build's cgroup: dpkg and apt fit in far less; a fork bomb or a
+   runaway compiler in a maintainer script stops here, not at the host's. */
+#define RUN_MEMORY_BYTES (2ULL << 30)
+#define RUN_PIDS 1024
 
-/* The build sandbox's ids: 0..65535 inside are SBX_SNAPSHOT_ID_BASE + k on
-   the host, a range no host account and no running sandbox has. */
-#define RUN_ID_BASE 0xFFFE0000u
+#define RUN_ID_BASE SBX_TMPL_BUILD_ID_BASE
 
 /* "0 RUN_ID_BASE 65536" as pid's uid and gid maps: root inside. */
 static int
@@ -155,6 +165,16 @@ sbx_tmpl_recipe_set_egress (int fd)
   egress_fd = fd;
 }
 
+/* Where builds' cgroups go (the engine's, beside the sandboxes': a
+   daemon's start removes what a dead one left there), set at start. */
+static const struct sbx_cgroup_root *build_cgroups;
+
+void
+sbx_tmpl_recipe_set_cgroups (const struct sbx_cgroup_root *root)
+{
+  build_cgroups = root;
+}
+
 /* Loopback up and the proxy address 127.0.0.1:3128 listening, in the
    build sandbox's network namespace. The listener, or -1. */
 static int
@@ -231,59 +251,116 @@ proxy_pass (int conn, const char *allow)
   close (conn);
 }
 
-/* The build sandbox's keeper: a mount namespace of its own with the
-   recipe's layer idmapped under an overlay whose upper is run/upper, no
-   network (a network namespace with nothing in it), and the commands in a
-   user namespace whose root is RUN_ID_BASE. Returns like run_in_sandbox. */
+/* What the build sandbox's root is. */
+struct build_root
+{
+  /* The recipe's commands: a detached clone of the layer they build on
+     (the lower), and build_path/run, where the overlay's upper, work,
+     lower and merged directories are. */
+  int tree;
+  const char *run_path;
+  /* debootstrap's second stage (tree -1): the unpacked tree itself,
+     written in place; its owners moved to RUN_ID_BASE + k beforehand. */
+  const char *dir;
+};
+
+/* A mount of `type` on root/name, a directory, by descriptor: no symlink
+   in a tree the build wrote is followed out of it (debootstrap's first
+   stage leaves /proc a symlink to the host's: it becomes a directory, as
+   its second stage would make it). -1 with errno. */
+static int
+mount_in (int root, const char *name, const char *type, unsigned long flags, const char *data)
+{
+  char path[64];
+  struct stat st;
+  int fd, rc;
+
+  if (fstatat (root, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK (st.st_mode)
+      && unlinkat (root, name, 0) < 0)
+    return -1;
+  if (mkdirat (root, name, 0755) < 0 && errno != EEXIST)
+    return -1;
+  fd = openat (root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+  rc = mount (type, path, type, flags, data);
+  close (fd);
+  return rc;
+}
+
+/* The build sandbox's keeper: mount, network, IPC and UTS namespaces of
+   its own with the root of `br`, no network but the proxy address, and
+   the commands in a user namespace whose root is RUN_ID_BASE, init of a
+   PID namespace. It starts once `go` is readable: its parent puts it into
+   the build's cgroup first. Returns like run_in_sandbox. */
 static void
-keeper (int tree, const char *run_path, char *cmds[], int ncmds, int log_fd, int status_fd,
-        const void *filter, size_t filter_len, const char *allow)
+keeper (const struct build_root *br, int go_fd, char *cmds[], int ncmds, int log_fd,
+        int status_fd, const void *filter, size_t filter_len, const char *allow)
 {
   char opts[4096], merged[1300], path[1400];
   struct mount_attr attr;
-  int userns, sync[2], go[2], st = 0, root, lsn;
+  int userns, sync[2], go[2], st = 0, root, lsn, tree = br->tree;
   pid_t pid;
   char c;
 
   setsid ();
-  /* The layer (a detached clone our parent made: helper.h leaves us none
-     of its descriptors to name it by) idmapped first, attached in the new
-     namespace below. */
-  userns = idmap_ns ();
-  memset (&attr, 0, sizeof attr);
-  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  attr.userns_fd = (uint64_t) userns;
-  if (userns < 0 || tree < 0
-      || syscall (SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+  if (read (go_fd, &c, 1) != 1)
+    _exit (126);
+  close (go_fd);
+  if (tree >= 0)
     {
-      dprintf (log_fd, "sbx: idmapping the recipe's layer failed: %s\n", strerror (errno));
-      _exit (126);
+      /* The layer (a detached clone our parent made: helper.h leaves us
+         none of its descriptors to name it by) idmapped first, attached in
+         the new namespace below. */
+      userns = idmap_ns ();
+      memset (&attr, 0, sizeof attr);
+      attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+      attr.userns_fd = (uint64_t) userns;
+      if (userns < 0 || syscall (SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+        {
+          dprintf (log_fd, "sbx: idmapping the recipe's layer failed: %s\n", strerror (errno));
+          _exit (126);
+        }
+      close (userns);
     }
-  close (userns);
   if (unshare (CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0
       || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     fail (log_fd, "namespaces");
   lsn = proxy_listen ();
   if (lsn < 0)
     fail (log_fd, "the proxy address");
-  snprintf (path, sizeof path, "%s/lower", run_path);
-  snprintf (merged, sizeof merged, "%s/merged", run_path);
-  if (syscall (SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+  if (tree >= 0)
     {
-      dprintf (log_fd, "sbx: idmapping the recipe's layer failed: %s\n", strerror (errno));
-      _exit (126);
+      snprintf (path, sizeof path, "%s/lower", br->run_path);
+      snprintf (merged, sizeof merged, "%s/merged", br->run_path);
+      if (syscall (SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        {
+          dprintf (log_fd, "sbx: idmapping the recipe's layer failed: %s\n", strerror (errno));
+          _exit (126);
+        }
+      snprintf (opts, sizeof opts, "lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work,userxattr",
+                br->run_path, br->run_path, br->run_path);
+      if (mount ("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+        {
+          dprintf (log_fd, "sbx: the build overlay failed: %s\n", strerror (errno));
+          _exit (126);
+        }
     }
-  snprintf (opts, sizeof opts, "lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work,userxattr",
-            run_path, run_path, run_path);
-  if (mount ("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+  else
     {
-      dprintf (log_fd, "sbx: the build overlay failed: %s\n", strerror (errno));
-      _exit (126);
+      /* the tree itself, a mount of its own: nothing setuid and no device
+         node in it works (the first stage made some) */
+      snprintf (merged, sizeof merged, "%s", br->dir);
+      if (mount (merged, merged, NULL, MS_BIND, NULL) < 0
+          || mount (NULL, merged, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, NULL) < 0)
+        fail (log_fd, "the tree");
     }
+  root = open (merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0)
+    fail (log_fd, "the root");
   /* a private /dev of a few devices (not kept: the upper never sees it) */
-  snprintf (path, sizeof path, "%s/dev", merged);
-  mkdir (path, 0755);
-  if (mount ("tmpfs", path, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755") < 0)
+  if (mount_in (root, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755") < 0)
     fail (log_fd, "/dev");
   bind_dev (merged, "null");
   bind_dev (merged, "zero");
@@ -292,11 +369,8 @@ keeper (int tree, const char *run_path, char *cmds[], int ncmds, int log_fd, int
   if (pipe2 (sync, O_CLOEXEC) < 0 || pipe2 (go, O_CLOEXEC) < 0)
     fail (log_fd, "pipe");
   /* A chrooted process may not make a user namespace: the commands' process
-     makes it first, then enters the overlay by this descriptor (the path
-     to it crosses root's 0700 directories its ids may not search). */
-  root = open (merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0)
-    fail (log_fd, "the overlay");
+     makes it first, then enters the root by this descriptor (the path to
+     it crosses root's 0700 directories its ids may not search). */
   /* the commands' process is the init of a PID namespace: whatever they
      leave running dies with it */
   if (unshare (CLONE_NEWPID) < 0)
@@ -305,9 +379,23 @@ keeper (int tree, const char *run_path, char *cmds[], int ncmds, int log_fd, int
   if (pid == 0)
     {
       int keep[] = {log_fd, status_fd, root, sync[1], go[0]};
+      /* The keeper's end is this namespace's (its init's) end: set before
+         the go below, which the keeper sends only while alive. */
+      prctl (PR_SET_PDEATHSIG, SIGKILL);
       /* The daemon parent's sockets and store descriptors have no
          business in a build sandbox. */
       sbx_helper_close_all_but (keep, 5);
+      /* /proc of the build's PID namespace, made by its init while it is
+         still root of the host's user namespace (a proc mount needs that),
+         read-only: dpkg and apt read it, nothing in it is the host's.
+         Mounts made here are locked below the user namespace, and seccomp
+         refuses mount and umount: the commands keep it as it is. */
+      if (mount_in (root, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) < 0)
+        {
+          dprintf (log_fd, "sbx: the build sandbox could not start (/proc): %s\n",
+                   strerror (errno));
+          _exit (125);
+        }
       if (unshare (CLONE_NEWUSER) < 0 || write (sync[1], "u", 1) != 1 || read (go[0], &c, 1) != 1)
         _exit (125);
       if (fchdir (root) < 0 || chroot (".") < 0 || chdir ("/") < 0)
@@ -394,77 +482,126 @@ log_tail (int log_fd, int lines, char *out, size_t len)
       *p = '?';
 }
 
-/* Run the recipe's commands over the layer at `lower`; their changes are
-   left as a layer at build/layers/KEY. 0, or -1 with err (the failing
-   command for SBX_E_INVALID). */
-int
-sbx_tmpl_run_commands (int build, const char *build_path, const char *lower, const char *key,
-              char *cmds[], int ncmds, const char *mirror, int log_fd, sbx_error_t **err)
+/* The build's cgroup, named recipe-HEX: at most half of the machine's
+   CPUs (one at least), RUN_MEMORY_BYTES and RUN_PIDS. */
+static int
+build_cgroup (struct sbx_cgroup *cg, sbx_error_t **err)
 {
-  char allow[256];
+  long cpus = sysconf (_SC_NPROCESSORS_ONLN);
+  struct sbx_cgroup_limits lim = {RUN_MEMORY_BYTES, 0, RUN_PIDS};
+  char name[32] = "recipe-";
+
+  lim.cpu_milli = (uint32_t) (cpus >= 2 ? cpus / 2 * 1000 : 1000);
+  sbx_random_hex (name + 7, 8);
+  if (build_cgroups == NULL)
+    return sbx_err (err, SBX_E_SYSTEM, "recipe: builds have no cgroup parent");
+  if (sbx_cgroup_create (build_cgroups, name, &lim, cg, err) < 0)
+    {
+      if (cg->name[0])
+        {
+          sbx_error_t *e = NULL;
+          if (sbx_cgroup_remove (build_cgroups, cg->name, &e) < 0)
+            sbx_error_free (e);
+        }
+      return -1;
+    }
+  return 0;
+}
+
+static void
+build_cgroup_end (struct sbx_cgroup *cg)
+{
+  sbx_error_t *e = NULL;
+
+  if (sbx_cgroup_kill (build_cgroups, cg, &e) < 0 || sbx_cgroup_destroy (build_cgroups, cg, &e) < 0)
+    {
+      sbx_warn ("templates: the build's cgroup %s: %s", cg->name, e ? e->msg : "?");
+      sbx_error_free (e);
+    }
+}
+
+/* Run cmds in the build sandbox rooted as br says, output to log_fd; what
+   for the errors ("run" for the recipe's commands). 0, or -1 with err
+   (SBX_E_INVALID naming the failing command). */
+static int
+run_build (const struct build_root *br, char *cmds[], int ncmds, const char *what,
+           const char *mirror, int log_fd, sbx_error_t **err)
+{
+  char allow[256], tail[600];
   const char *h = strstr (mirror, "://");
-  char run_path[1200], upper[1300], tail[600];
-  static const char *const dirs[] = {"run", "run/upper", "run/work", "run/lower", "run/merged"};
   void *filter = NULL;
   size_t filter_len = 0;
   sbx_error_t *ferr = NULL;
-  int status[2], st = 0, bad = 0, code = 0, tree;
-  uint64_t bytes = 0;
+  struct sbx_cgroup cg;
+  int status[2] = {-1, -1}, go[2] = {-1, -1}, st = 0, code;
   pid_t pid;
   time_t end = time (NULL) + RUN_TIMEOUT_S;
 
   /* the mirror's host[:port], the one entry of the commands' policy */
   h = h ? h + 3 : mirror;
   snprintf (allow, sizeof allow, "%.*s", (int) strcspn (h, "/"), h);
-  snprintf (run_path, sizeof run_path, "%s/run", build_path);
-  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
-    if (mkdirat (build, dirs[i], 0755) < 0)
-      return sbx_err_sys (err, errno, "recipe: mkdir %s", dirs[i]);
-  /* the upper's root is the image's /: root's inside */
-  if (fchownat (build, "run/upper", RUN_ID_BASE, RUN_ID_BASE, 0) < 0)
-    return sbx_err_sys (err, errno, "recipe: chown the upper");
   /* compiled here: the child of a threaded process must not allocate */
   if (sbx_seccomp_build (&filter, &filter_len, &ferr) < 0)
     {
       sbx_error_free (ferr);
       return sbx_err (err, SBX_E_SYSTEM, "recipe: the build sandbox's seccomp filter");
     }
-  if (pipe2 (status, O_CLOEXEC) < 0)
-    {
-      free (filter);
-      return sbx_err_sys (err, errno, "pipe");
-    }
-  dprintf (log_fd, "sbx: running %d build command%s in a build sandbox (network: %s only)\n",
-           ncmds, ncmds == 1 ? "" : "s", allow);
-  /* The layer as a detached clone, here in the host's mount namespace,
-     where the store's descriptor (in `lower`) is ours: only a mount of the
-     caller's namespace may be cloned. */
-  tree = (int) syscall (SYS_open_tree, AT_FDCWD, lower, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-  if (tree < 0)
+  if (pipe2 (status, O_CLOEXEC) < 0 || pipe2 (go, O_CLOEXEC) < 0)
     {
       int e = errno;
       free (filter);
+      for (int i = 0; i < 2; i++)
+        if (status[i] >= 0)
+          close (status[i]);
+      return sbx_err_sys (err, e, "pipe");
+    }
+  if (build_cgroup (&cg, err) < 0)
+    {
+      free (filter);
       close (status[0]);
       close (status[1]);
-      return sbx_err_sys (err, e, "recipe: the layer to build on");
+      close (go[0]);
+      close (go[1]);
+      return -1;
     }
   {
-    /* The keeper: its log, its status pipe, the layer and the egress
-       channel its proxy hands connections to; it dies with us. */
-    int keep[] = {log_fd, status[1], tree, egress_fd};
-    pid = sbx_helper_fork (keep, egress_fd >= 0 ? 4 : 3);
+    /* The keeper: its log, its status pipe, its go, the layer and the
+       egress channel its proxy hands connections to; it dies with us. */
+    int keep[5];
+    size_t n = 0;
+    keep[n++] = log_fd;
+    keep[n++] = status[1];
+    keep[n++] = go[0];
+    if (br->tree >= 0)
+      keep[n++] = br->tree;
+    if (egress_fd >= 0)
+      keep[n++] = egress_fd;
+    pid = sbx_helper_fork (keep, n);
   }
   if (pid == 0)
     {
       struct rlimit fsz = {RUN_MAX_BYTES, RUN_MAX_BYTES};
-      close (status[0]);
       setrlimit (RLIMIT_FSIZE, &fsz);
-      keeper (tree, run_path, cmds, ncmds, log_fd, status[1], filter, filter_len, allow);
+      keeper (br, go[0], cmds, ncmds, log_fd, status[1], filter, filter_len, allow);
       _exit (126);
     }
-  close (tree);
   free (filter);
   close (status[1]);
+  close (go[0]);
+  /* Into the build's cgroup before it does anything: all it starts is
+     there, and the end kills all of it. */
+  if (pid > 0 && sbx_cgroup_attach (build_cgroups, &cg, pid, err) < 0)
+    {
+      kill (pid, SIGKILL);
+      waitpid (pid, NULL, 0);
+      close (go[1]);
+      close (status[0]);
+      build_cgroup_end (&cg);
+      return -1;
+    }
+  if (pid > 0 && write (go[1], "g", 1) != 1)
+    kill (pid, SIGKILL);
+  close (go[1]);
   for (;;)
     {
       pid_t r = pid > 0 ? waitpid (pid, &st, WNOHANG) : -1;
@@ -477,11 +614,13 @@ sbx_tmpl_run_commands (int build, const char *build_path, const char *lower, con
         }
       if (time (NULL) > end)
         {
-          kill (-pid, SIGKILL);
+          dprintf (log_fd, "sbx: the build took longer than %d s\n", RUN_TIMEOUT_S);
           kill (pid, SIGKILL);
         }
       usleep (100 * 1000);
     }
+  /* what the commands left running, setsid or not */
+  build_cgroup_end (&cg);
   code = WIFEXITED (st) ? WEXITSTATUS (st) : 126;
   if (code >= 1 && code <= ncmds)
     {
@@ -491,8 +630,8 @@ sbx_tmpl_run_commands (int build, const char *build_path, const char *lower, con
       buf[n > 0 ? n : 0] = '\0';
       /* 512 bytes reach the client: the command's start, the output's end */
       log_tail (log_fd, 5, tail, 300);
-      return sbx_err (err, SBX_E_INVALID, "recipe: run[%d] `%.100s%s` exited with status %d: %s",
-                      code - 1, cmds[code - 1], strlen (cmds[code - 1]) > 100 ? "..." : "",
+      return sbx_err (err, SBX_E_INVALID, "recipe: %s[%d] `%.100s%s` exited with status %d: %s",
+                      what, code - 1, cmds[code - 1], strlen (cmds[code - 1]) > 100 ? "..." : "",
                       atoi (buf), tail[0] ? tail : "(no output)");
     }
   close (status[0]);
@@ -501,6 +640,61 @@ sbx_tmpl_run_commands (int build, const char *build_path, const char *lower, con
       log_tail (log_fd, 3, tail, sizeof tail);
       return sbx_err (err, SBX_E_SYSTEM, "recipe: the build sandbox failed (%d): %s", code, tail);
     }
+  return 0;
+}
+
+int
+sbx_tmpl_run_second_stage (const char *target, const char *mirror, int log_fd, sbx_error_t **err)
+{
+  /* container=lxc: debootstrap's check that it may make device nodes
+     (mknod, which no user namespace may) is skipped, as in an LXC
+     container; the /dev it gets is the build sandbox's. It keeps the .debs
+     it installed: they are not the image's. */
+  static char second[] = "container=lxc /debootstrap/debootstrap --second-stage";
+  static char clean[] = "rm -f /var/cache/apt/archives/*.deb";
+  char *cmds[] = {second, clean};
+  struct build_root br = {-1, NULL, target};
+
+  dprintf (log_fd, "sbx: debootstrap's second stage (the packages' scripts) in a build sandbox\n");
+  return run_build (&br, cmds, 2, "debootstrap", mirror, log_fd, err);
+}
+
+/* Run the recipe's commands over the layer at `lower`; their changes are
+   left as a layer at build/layers/KEY. 0, or -1 with err (the failing
+   command for SBX_E_INVALID). */
+int
+sbx_tmpl_run_commands (int build, const char *build_path, const char *lower, const char *key,
+              char *cmds[], int ncmds, const char *mirror, int log_fd, sbx_error_t **err)
+{
+  char run_path[1200], upper[1300];
+  static const char *const dirs[] = {"run", "run/upper", "run/work", "run/lower", "run/merged"};
+  struct build_root br;
+  const char *h = strstr (mirror, "://");
+  int bad = 0, rc;
+  uint64_t bytes = 0;
+
+  h = h ? h + 3 : mirror;
+  snprintf (run_path, sizeof run_path, "%s/run", build_path);
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+    if (mkdirat (build, dirs[i], 0755) < 0)
+      return sbx_err_sys (err, errno, "recipe: mkdir %s", dirs[i]);
+  /* the upper's root is the image's /: root's inside */
+  if (fchownat (build, "run/upper", RUN_ID_BASE, RUN_ID_BASE, 0) < 0)
+    return sbx_err_sys (err, errno, "recipe: chown the upper");
+  dprintf (log_fd, "sbx: running %d build command%s in a build sandbox (network: %.*s only)\n",
+           ncmds, ncmds == 1 ? "" : "s", (int) strcspn (h, "/"), h);
+  /* The layer as a detached clone, here in the host's mount namespace,
+     where the store's descriptor (in `lower`) is ours: only a mount of the
+     caller's namespace may be cloned. */
+  br.tree = (int) syscall (SYS_open_tree, AT_FDCWD, lower, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  br.run_path = run_path;
+  br.dir = NULL;
+  if (br.tree < 0)
+    return sbx_err_sys (err, errno, "recipe: the layer to build on");
+  rc = run_build (&br, cmds, ncmds, "run", mirror, log_fd, err);
+  close (br.tree);
+  if (rc < 0)
+    return -1;
   /* the upper as a layer: root's, no setuid, whiteouts kept, no devices */
   {
     int fd = openat (build, "run/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

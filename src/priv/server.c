@@ -1150,6 +1150,8 @@ sbx_priv_server_init (const struct sbx_config *cfg, struct sbx_engine *eng, sbx_
 {
   P.cfg = cfg;
   P.eng = eng;
+  /* recipe builds' cgroups go beside the sandboxes' */
+  sbx_tmpl_recipe_set_cgroups (&eng->cgroups);
   if (sbx_seal_key_ensure (cfg->state_dir, P.seal_key, err) < 0
       || sbx_audit_anchor_open (cfg->state_dir, &P.anchor_remade, err) < 0)
     return -1;

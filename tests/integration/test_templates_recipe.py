@@ -7,10 +7,12 @@ import os
 import shutil
 import stat
 
-from harness import DaemonTest
+from harness import DaemonTest, cgroup_hierarchies, processes_with_uid_in
 from sbx_helpers import q
 
 CACHE = "/var/tmp/sbx-recipe-cache"
+# The build sandbox's ids on the host (SBX_TMPL_BUILD_ID_BASE + 0..65535).
+BUILD_IDS = (0xFFFE0000, 0xFFFE0000 + 65536)
 
 
 class RecipeTest(DaemonTest):
@@ -59,6 +61,120 @@ class RecipeTest(DaemonTest):
         self.clean()
         self.assertEqual(self.d.api("DELETE", "/v1/templates/deb").status, 204)
         self.assertEqual(self.d.api("DELETE", "/v1/templates/deb2").status, 204)
+
+    def build_watched(self, name, recipe):
+        """The build's answer and every progress line seen while it ran."""
+        import threading
+        done = []
+        t = threading.Thread(target=lambda: done.append(self.build(name, recipe)))
+        t.start()
+        seen = []
+        while t.is_alive():
+            r = self.d.api("GET", "/v1/templates/%s/progress" % name)
+            if r.status == 200:
+                seen = r.json()["tail"] if not seen else seen + [
+                    l for l in r.json()["tail"] if l not in seen]
+        t.join()
+        return done[0], seen
+
+    def build_cgroups(self):
+        """The recipe-* cgroups under the daemon's parent, any hierarchy."""
+        found = []
+        for h in cgroup_hierarchies():
+            parent = os.path.join(h, self.d.cgroup_parent)
+            if os.path.isdir(parent):
+                found += [d for d in os.listdir(parent) if d.startswith("recipe-")]
+        return found
+
+    def test_second_stage_runs_in_the_build_sandbox(self):
+        # A recipe no other test builds, so debootstrap runs (not a copy from
+        # the cache): host root runs its first stage only; the packages'
+        # maintainer scripts (the second stage) run in the build sandbox.
+        r, seen = self.build_watched("stage2", {"release": "bookworm", "packages": ["jq"]})
+        self.assertEqual(r.status, 201, r)
+        key = r.json()["layers"][0].split(":")[1]
+        try:
+            text = "\n".join(seen)
+            self.assertIn("sbx: debootstrap's second stage (the packages' scripts) in a build "
+                          "sandbox", text)
+            self.assertIn("$ container=lxc /debootstrap/debootstrap --second-stage", text)
+            # the first stage unpacked; the packages were set up after it,
+            # in the sandbox
+            self.assertIn("I: Installing core packages...", text)
+            self.assertGreater(text.index("I: Installing core packages..."),
+                               text.index("$ container=lxc /debootstrap/debootstrap"))
+            self.assertIn("I: Base system installed successfully.", text)
+            sid = self.d.create(template="stage2")
+            res = self.d.exec(sid, argv=["/bin/sh", "-c", "echo '[1,2]' | jq -c 'map(.*3)'; "
+                                         "ls /var/cache/apt/archives/*.deb 2>/dev/null | wc -l"])
+            self.assertEqual((res["exit_code"], res["stdout"]), (0, "[3,6]\n0\n"), res)
+            self.d.kill(sid)
+            # the tree the sandbox wrote is a layer like any other
+            layer = os.path.join(self.d.state, "templates", "layers", key)
+            for root, dirs, files in os.walk(layer):
+                for f in files + dirs:
+                    st = os.lstat(os.path.join(root, f))
+                    self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o6000), (0, 0, 0),
+                                     os.path.join(root, f))
+            self.assertEqual(self.build_cgroups(), [])
+            self.clean()
+            self.assertEqual(self.d.api("DELETE", "/v1/templates/stage2").status, 204)
+        finally:
+            # the next run runs debootstrap again
+            shutil.rmtree(os.path.join(CACHE, key), ignore_errors=True)
+
+    def test_build_sandbox_confinement(self):
+        # What a build command (or a maintainer script: the same sandbox)
+        # sees of itself, as the failing command's output in the 400.
+        probe = ("printf '%s ' $(grep -E '^(NoNewPrivs|Seccomp|CapEff):' /proc/self/status "
+                 "| tr -d '\t'); echo; tr -s ' ' < /proc/self/uid_map; "
+                 "echo procs=$(ls -d /proc/[0-9]* | wc -l) "
+                 "cgroup=$(grep -c '/recipe-[0-9a-f]*$' /proc/self/cgroup); "
+                 "(echo x > /proc/sys/kernel/hostname) 2>&1 | sed 's/^.*: //'; exit 9")
+        r = self.build("conf", {"release": "bookworm", "run": [probe]})
+        err = self.assertError(r, 400)
+        m = err["message"]
+        self.assertTrue(m.startswith("recipe: run[0] `printf"), m)
+        self.assertIn("exited with status 9: ", m)
+        out = m.split("exited with status 9: ", 1)[1].split("|")
+        # seccomp filter, no_new_privs; all capabilities, but of a user
+        # namespace whose root is an id no host account has
+        self.assertEqual(out[0], "CapEff:000001ffffffffff NoNewPrivs:1 Seccomp:2 ", m)
+        self.assertEqual(out[1], " 0 %d 65536" % BUILD_IDS[0], m)
+        # a PID namespace of its own (the init, sh, the pipeline), the
+        # build's cgroup on every line of /proc/self/cgroup
+        procs, cg = out[2].split()
+        self.assertLessEqual(int(procs.split("=")[1]), 5, m)
+        # (in each hierarchy the daemon's parent is in: one on cgroup v2)
+        hier = {os.path.realpath(h) for h in cgroup_hierarchies()
+                if os.path.isdir(os.path.join(h, self.d.cgroup_parent))}
+        self.assertEqual(cg, "cgroup=%d" % len(hier), m)
+        # /proc is read-only
+        self.assertEqual(out[3], "Read-only file system", m)
+        self.assertEqual(self.build_cgroups(), [])
+        self.clean()
+
+    def test_build_sandbox_process_limit_and_leftovers(self):
+        # A fork bomb in a build command stops at the build's pids.max; and
+        # what a command leaves running (setsid, in the background) dies
+        # with the build, not later.
+        r = self.build("bomb", {"release": "bookworm", "run": [
+            "setsid sleep 600 & i=0; while [ $i -lt 1500 ]; do sleep 600 & i=$((i+1)); done; "
+            "echo all-started"]})
+        err = self.assertError(r, 400)
+        self.assertRegex(err["message"], r"exited with status 2: /bin/sh: \d+: Cannot fork$",
+                         err["message"])
+        self.assertEqual(processes_with_uid_in(*BUILD_IDS), [])
+        self.assertEqual(self.build_cgroups(), [])
+        # a command that ends leaving one running: the build succeeds, the
+        # process is gone
+        r = self.build("bg", {"release": "bookworm", "run": ["setsid sleep 600 &"]})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(processes_with_uid_in(*BUILD_IDS), [])
+        self.assertEqual(self.build_cgroups(), [])
+        shutil.rmtree(os.path.join(CACHE, r.json()["layers"][1].split(":")[1]))
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/bg").status, 204)
+        self.clean()
 
     def test_progress_and_cli(self):
         import tempfile
