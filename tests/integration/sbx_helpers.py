@@ -5,6 +5,7 @@ reading it, a client that hangs up mid-request), NDJSON streams read line
 by line, and polling with generous deadlines (never a timing assertion).
 """
 import json
+import os
 import socket
 import time
 from urllib.parse import quote, urlencode
@@ -137,3 +138,23 @@ def error_body_ok(testcase, resp, status, kind=None):
     if kind:
         testcase.assertEqual(obj["error"], kind, obj)
     return obj
+
+
+def children_of(pid):
+    """(pid, state, cmdline) of every process whose parent is pid: state is
+    /proc's one letter ("Z" for a zombie), cmdline the raw NUL-separated
+    bytes. A process that ends while it is read is left out."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append((int(p), fields[0], cmd))
+    return out

@@ -37,7 +37,7 @@ import time
 import unittest
 
 from harness import SLOW, Daemon, DaemonTest, free_port
-from sbx_helpers import wait_until
+from sbx_helpers import children_of, wait_until
 from test_restart import RestartTest
 
 ASAN_SUBSET = True
@@ -677,7 +677,8 @@ class TestEgress(EgressBase):
         self.assertEqual(r.returncode, 0, r)
 
     def test_egress_process_is_confined(self):
-        pids = egress_pids(self.d.proc.pid)
+        pids = [p for p, _, cmd in children_of(self.d.proc.pid)
+                if cmd.split(b"\0")[1:2] == [b"--egress"]]
         self.assertEqual(len(pids), 1, pids)
         with open("/proc/%d/status" % pids[0]) as f:
             st = dict(l.rstrip("\n").split(":\t", 1) for l in f if ":\t" in l)
@@ -688,23 +689,6 @@ class TestEgress(EgressBase):
         self.assertEqual(int(st["CapBnd"], 16), 0)
         self.assertEqual(st["NoNewPrivs"], "1")
         self.assertEqual(st["Seccomp"], "2")
-
-
-def egress_pids(parent):
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % p) as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if ppid == parent and len(argv) > 1 and argv[1] == b"--egress":
-            out.append(int(p))
-    return out
 
 
 class TestEgressNoPrivate(EgressBase):

@@ -63,7 +63,7 @@ import unittest
 
 from harness import (BUILD, HARNESS_SLOTS, SBXD, Daemon, cgroup_hierarchies, cgroup_version,
                      free_port, leftovers, processes_with_uid_in)
-from sbx_helpers import MIB, open_stream, q, read_event, sandbox_ids, wait_until
+from sbx_helpers import MIB, children_of, open_stream, q, read_event, sandbox_ids, wait_until
 
 ASAN_SUBSET = True
 
@@ -77,7 +77,7 @@ def frontend_pid(d):
     as the front end's user (`sbx`), or None while there is not exactly one."""
     uid = pwd.getpwnam("sbx").pw_uid
     found = []
-    for p, state in children_of(d.proc.pid):
+    for p, state, _ in children_of(d.proc.pid):
         try:
             with open("/proc/%d/status" % p) as f:
                 uids = [line.split()[1] for line in f if line.startswith("Uid:")]
@@ -183,17 +183,6 @@ def stat_of(pid):
     except OSError:
         return None
     return fields[0], int(fields[1])
-
-
-def children_of(pid):
-    """(pid, state) of every process whose parent is pid."""
-    out = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            st = stat_of(int(p))
-            if st and st[1] == pid:
-                out.append((int(p), st[0]))
-    return out
 
 
 def no_zombie_children(tc, d, fe=None):

@@ -34,7 +34,7 @@ import unittest
 
 from harness import (EMULATED, IDS_PER_SANDBOX, SLOW, Daemon, cgroup_hierarchies, cgroup_version,
                      processes_with_uid_in)
-from sbx_helpers import open_stream, q, read_event, wait_until
+from sbx_helpers import children_of, open_stream, q, read_event, wait_until
 
 # The counter: its number on stdout first, then in a file (renamed into
 # place, so a reader never sees a half-written one).
@@ -1352,24 +1352,6 @@ class E2BAcrossRestart(RestartTest):
         c.close()
 
 
-def children_of(pid):
-    """(pid, cmdline) of each live child of pid."""
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % p) as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                cmd = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid:
-            out.append((int(p), cmd))
-    return out
-
-
 class HelpersDieWithTheDaemon(RestartTest):
     """The privileged parent's helpers (here the snapshot copier) hold
     nothing of the parent's they do not need, and end with it: a copier
@@ -1393,7 +1375,7 @@ class HelpersDieWithTheDaemon(RestartTest):
             d.api("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "big"}, timeout=120)))
         t.start()
         try:
-            copier = wait_until(lambda: [p for p, c in children_of(parent) if c == own],
+            copier = wait_until(lambda: [p for p, _, c in children_of(parent) if c == own],
                                 timeout=60, interval=0.002, what="the copier")[0]
             fds = {}
             for fd in os.listdir("/proc/%d/fd" % copier):
@@ -1450,7 +1432,7 @@ class AllOrNothing(RestartTest):
         t = threading.Thread(target=call)
         t.start()
         try:
-            copier = wait_until(lambda: [p for p, c in children_of(parent) if c == own],
+            copier = wait_until(lambda: [p for p, _, c in children_of(parent) if c == own],
                                 timeout=60, interval=0.002, what="the copier")[0]
             seen = during(d, sid)
             self.kill9()
