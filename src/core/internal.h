@@ -48,6 +48,7 @@ struct sbx_core_state
      (SBX_VM_POOL) once one was asked for: a boot takes seconds. */
   unsigned vm_pooled;
   int vm_wanted;
+  unsigned vm_failures; /* pooled boots failed in a row (pool.c) */
   unsigned char *slots;
   unsigned nslots;
   int epfd, wakefd;

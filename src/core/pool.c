@@ -19,6 +19,10 @@
 
 /* ---- the pool ---------------------------------------------------------- */
 
+/* Pooled VM boots that may fail in a row before the VM pool waits for the
+   next VM create. */
+#define SBX_VM_POOL_TRIES 3
+
 enum pool_kind
 {
   POOL_NONE,
@@ -96,13 +100,23 @@ sbx__pool_main (void *arg)
       if (sb == NULL)
         {
           struct timespec ts;
+          long delay_ms = 1000;
           sbx_warn ("building a pooled sandbox: %s", err->msg);
           sbx_error_free (err);
-          /* No retry loop on a host that cannot boot one: the next VM
-             create asks again. */
+          /* A boot that fails once (QEMU too slow to start on a loaded
+             host) is tried again, 1, then 2 s later; after the third
+             failure in a row there is no retry loop on a host that cannot
+             boot one: the next VM create asks again. */
           if (kind == POOL_VM)
-            sbx_core.vm_wanted = 0;
-          sbx__abstime (&ts, 1000);
+            {
+              delay_ms <<= sbx_core.vm_failures;
+              if (++sbx_core.vm_failures >= SBX_VM_POOL_TRIES)
+                {
+                  sbx_core.vm_wanted = 0;
+                  sbx_core.vm_failures = 0;
+                }
+            }
+          sbx__abstime (&ts, delay_ms);
           pthread_cond_timedwait (&sbx_core.pool_cond, &sbx_core.lock, &ts);
           continue;
         }
@@ -122,7 +136,10 @@ sbx__pool_main (void *arg)
       if (kind == POOL_CODE)
         sbx_core.code_pooled++;
       if (kind == POOL_VM)
-        sbx_core.vm_pooled++;
+        {
+          sbx_core.vm_pooled++;
+          sbx_core.vm_failures = 0;
+        }
     }
   pthread_mutex_unlock (&sbx_core.lock);
   return NULL;
