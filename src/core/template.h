@@ -40,6 +40,9 @@ json_t *sbx_template_get_json (const char *tenant, const char *name, sbx_error_t
 json_t *sbx_template_list_json (const char *tenant);
 /* 1 when `tenant` may create sandboxes from `name` (built-in or visible). */
 int sbx_template_usable (const char *tenant, const char *name);
+/* Whose `name` is: 1 a template `tenant` may use (*everyone: built in or
+   global), 0 another tenant's, -1 no template of that name. */
+int sbx_template_lookup (const char *tenant, const char *name, int *everyone);
 /* The templates tenant owns: how many, and their bytes (quota, GET /v1/info). */
 void sbx_template_usage (const char *tenant, unsigned *count, uint64_t *bytes);
 /* 1 when `name` would be a stored template (not a built-in). */

@@ -273,6 +273,25 @@ sbx_template_usable (const char *tenant, const char *name)
 }
 
 int
+sbx_template_lookup (const char *tenant, const char *name, int *everyone)
+{
+  cleanup_free char *owner = NULL;
+
+  *everyone = 0;
+  if (name == NULL)
+    return -1;
+  if (sbx_template_find (name) != NULL)
+    {
+      *everyone = 1;
+      return 1;
+    }
+  if (!sbx_tmpl_name_ok (name) || (owner = read_small (name, "owner", 128)) == NULL)
+    return -1;
+  *everyone = strcmp (owner, GLOBAL_OWNER) == 0;
+  return visible_to (owner, tenant) ? 1 : 0;
+}
+
+int
 sbx_template_is_stored (const char *name)
 {
   return name != NULL && sbx_template_find (name) == NULL && sbx_tmpl_name_ok (name);

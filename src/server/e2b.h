@@ -99,6 +99,7 @@ void sbx_route_e2b_fork (struct sbx_req *r);
 void sbx_route_e2b_snapshot_create (struct sbx_req *r);
 void sbx_route_e2b_snapshot_list (struct sbx_req *r);
 void sbx_route_e2b_template_delete (struct sbx_req *r);
+void sbx_route_e2b_template_alias (struct sbx_req *r);
 void sbx_route_e2b_refresh (struct sbx_req *r);
 void sbx_route_e2b_metrics (struct sbx_req *r);
 void sbx_route_e2b_health (struct sbx_req *r);

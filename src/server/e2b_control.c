@@ -1000,6 +1000,33 @@ sbx_route_e2b_template_delete (struct sbx_req *r)
     sbx_reply_empty (r, 204);
 }
 
+/* GET /templates/aliases/{alias} (the SDK's Template.exists): 200
+   {"templateID", "public"} for a template or snapshot the caller may start
+   from; 403 for another tenant's, as E2B answers for another team's (the
+   names are one namespace: a build of that name would be refused anyway);
+   404 for none. */
+void
+sbx_route_e2b_template_alias (struct sbx_req *r)
+{
+  const char *alias = r->segs[2];
+  int everyone = 0, whose = sbx_template_lookup (tenant_of (r), alias, &everyone);
+
+  if (whose < 0 && sbx_snapshot_name_valid (alias))
+    {
+      json_t *mine = sbx_snapshot_list (tenant_of (r), alias, NULL);
+      json_t *any = json_array_size (mine) ? NULL : sbx_snapshot_list (NULL, alias, NULL);
+      whose = json_array_size (mine) ? 1 : json_array_size (any) ? 0 : -1;
+      json_decref (mine);
+      json_decref (any);
+    }
+  if (whose < 0)
+    sbx_reply_errorf (r, SBX_E_NOT_FOUND, "template `%.64s` not found", alias);
+  else if (whose == 0)
+    sbx_reply_errorf (r, SBX_E_FORBIDDEN, "template `%.64s` is another tenant's", alias);
+  else
+    sbx_reply_json (r, 200, json_pack ("{s:s,s:b}", "templateID", alias, "public", everyone));
+}
+
 /* POST /sandboxes/{id}/resume {"timeout"?, "autoPause"?} (deprecated at
    E2B, connect replaces it): 201 Sandbox; 409 when it is not paused. */
 void

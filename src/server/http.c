@@ -124,6 +124,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"PUT", "sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_e2b_network},
     {"GET", "snapshots", SBX_BODY_NONE, 0, sbx_route_e2b_snapshot_list},
     {"DELETE", "templates/*", SBX_BODY_NONE, 0, sbx_route_e2b_template_delete},
+    {"GET", "templates/aliases/*", SBX_BODY_NONE, 0, sbx_route_e2b_template_alias},
     /* Any method; routed from the raw URI in begin_request (proxy.c). */
     {"*", "v1/sandboxes/*/ports/*", SBX_BODY_PROXY, 0, sbx_route_port_proxy},
     {NULL, NULL, SBX_BODY_NONE, 0, NULL},

@@ -2,8 +2,8 @@
 // the SDK (docs/e2b.md).
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, SandboxNotFoundError } from 'e2b'
-import { tracker, until } from './lib.mjs'
+import { Sandbox, SandboxNotFoundError, Template } from 'e2b'
+import { KEY, raw, tracker, until } from './lib.mjs'
 
 const t = tracker(Sandbox)
 after(() => t.cleanup())
@@ -65,4 +65,25 @@ test('snapshots: create, start from, list, delete', async () => {
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
   await assert.rejects(Sandbox.create(snap.snapshotId), (e) => /not found/.test(e.message))
   await assert.rejects(Sandbox.fork('nosuchsandbox0000000', { count: 1 }), SandboxNotFoundError)
+})
+
+test('Template.exists: built-in templates, own snapshots, another tenant\'s, none', async () => {
+  assert.equal(await Template.exists('base'), true)
+  assert.equal(await Template.exists('code-interpreter-v1'), true)
+  assert.equal(await Template.exists('no-such-template'), false)
+  const r = await raw('/templates/aliases/base', { headers: { 'X-API-Key': KEY } })
+  assert.deepEqual([r.status, JSON.parse(r.text)], [200, { templateID: 'base', public: true }])
+  assert.equal((await raw('/templates/aliases/base')).status, 401)
+  const sbx = await t.create()
+  const name = `alias-${Date.now()}`
+  const snap = await sbx.createSnapshot({ name })
+  assert.equal(await Template.exists(snap.snapshotId), true)
+  // Another tenant's: E2B's 403, which the SDK reads as "exists" (the
+  // name is taken), never as one the other tenant may start from.
+  const otherKey = process.env.SBX_E2B_OTHER_KEY
+  assert.equal(await Template.exists(snap.snapshotId, { apiKey: otherKey }), true)
+  await assert.rejects(Sandbox.create(snap.snapshotId, { apiKey: otherKey }),
+    (e) => /not found/.test(e.message))
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+  assert.equal(await Template.exists(snap.snapshotId), false)
 })
