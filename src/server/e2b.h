@@ -100,6 +100,8 @@ void sbx_route_e2b_snapshot_create (struct sbx_req *r);
 void sbx_route_e2b_snapshot_list (struct sbx_req *r);
 void sbx_route_e2b_template_delete (struct sbx_req *r);
 void sbx_route_e2b_template_alias (struct sbx_req *r);
+/* e2b_logs.c */
+void sbx_route_e2b_logs (struct sbx_req *r);
 void sbx_route_e2b_refresh (struct sbx_req *r);
 void sbx_route_e2b_metrics (struct sbx_req *r);
 void sbx_route_e2b_health (struct sbx_req *r);

@@ -117,6 +117,8 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "sandboxes/*/connect", SBX_BODY_JSON, 0, sbx_route_e2b_connect},
     {"POST", "v2/sandboxes/*/connect", SBX_BODY_JSON, 0, sbx_route_e2b_connect},
     {"GET", "sandboxes/*/metrics", SBX_BODY_NONE, 0, sbx_route_e2b_metrics},
+    {"GET", "sandboxes/*/logs", SBX_BODY_NONE, 0, sbx_route_e2b_logs},
+    {"GET", "v2/sandboxes/*/logs", SBX_BODY_NONE, 0, sbx_route_e2b_logs},
     {"POST", "sandboxes/*/pause", SBX_BODY_JSON, 0, sbx_route_e2b_pause},
     {"POST", "sandboxes/*/resume", SBX_BODY_JSON, 0, sbx_route_e2b_resume},
     {"POST", "sandboxes/*/fork", SBX_BODY_JSON, 0, sbx_route_e2b_fork},

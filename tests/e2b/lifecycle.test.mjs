@@ -87,3 +87,61 @@ test('Template.exists: built-in templates, own snapshots, another tenant\'s, non
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
   assert.equal(await Template.exists(snap.snapshotId), false)
 })
+
+test('sandbox logs: lifecycle, commands and files, filtered and paged, v1 and v2, the owner\'s only', async () => {
+  const sbx = await t.create()
+  const id = sbx.sandboxId
+  const auth = { headers: { 'X-API-Key': KEY } }
+  const get = async (q) => {
+    const r = await raw(`/v2/sandboxes/${id}/logs${q}`, auth)
+    assert.equal(r.status, 200, r.text)
+    return JSON.parse(r.text).logs
+  }
+  await sbx.commands.run('echo fine')
+  await sbx.commands.run('exit 3').catch(() => {})
+  await sbx.files.write('/home/user/logged.txt', 'x')
+  // (the audit log is written behind the requests)
+  const all = await until(async () => {
+    const l = await get('')
+    return l.some((e) => e.message.includes('logged.txt')) && l
+  }, 'the file write in the logs')
+  assert.equal(all[0].message, 'sandbox created')
+  assert.equal(all[0].fields.tenant, 'e2b')
+  for (const e of all) {
+    assert.match(e.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    assert.ok(['debug', 'info', 'warn', 'error'].includes(e.level), e.level)
+    for (const v of Object.values(e.fields)) assert.equal(typeof v, 'string')
+  }
+  const failed = all.find((e) => /exit 3` exited with 3$/.test(e.message))
+  assert.equal(failed.level, 'warn')
+  assert.equal(failed.fields.kind, 'command')
+  assert.ok(all.find((e) => /echo fine` exited with 0$/.test(e.message)).level === 'info')
+  // level, search, direction, limit, cursor
+  assert.ok((await get('?level=warn')).every((e) => e.level === 'warn' || e.level === 'error'))
+  assert.deepEqual((await get('?search=exit%203')).map((e) => e.message), [failed.message])
+  const back = await get('?direction=backward&limit=2')
+  assert.equal(back.length, 2)
+  assert.ok(back[0].timestamp >= back[1].timestamp)
+  const cursor = Date.parse(failed.timestamp)
+  assert.ok((await get(`?cursor=${cursor}`)).every((e) => e.timestamp >= failed.timestamp))
+  // v1: lines and entries
+  const v1 = JSON.parse((await raw(`/sandboxes/${id}/logs?limit=1`, auth)).text)
+  assert.deepEqual(v1.logs, [{ timestamp: all[0].timestamp, line: 'sandbox created' }])
+  assert.equal(v1.logEntries[0].message, 'sandbox created')
+  // bad input
+  for (const q of ['?level=loud', '?direction=up', '?limit=1001', '?cursor=x']) {
+    assert.equal((await raw(`/v2/sandboxes/${id}/logs${q}`, auth)).status, 400, q)
+  }
+  // another tenant's: not found, like the sandbox itself
+  const other = { headers: { 'X-API-Key': process.env.SBX_E2B_OTHER_KEY } }
+  assert.equal((await raw(`/v2/sandboxes/${id}/logs`, other)).status, 404)
+  assert.equal((await raw(`/v2/sandboxes/${id}/logs`)).status, 401)
+  // and after the kill: still the owner's to read, ending in the kill
+  await sbx.kill()
+  const end = await until(async () => {
+    const l = await get('')
+    return l.some((e) => /^sandbox killed(: |$)/.test(e.message)) && l
+  }, 'the kill in the logs')
+  assert.ok(end.length > all.length)
+  assert.equal((await raw('/v2/sandboxes/nosuchsandbox0000000/logs', auth)).status, 404)
+})
