@@ -543,19 +543,34 @@ parse_page_token (const char *t, int64_t *created, char *id, sbx_error_t **err)
   return 0;
 }
 
-/* When a listed sandbox started, in whole seconds (the native
-   description's created_at). */
+/* An RFC 3339 time in UTC, with or without a fraction ("...:11Z",
+   "...:11.042Z", "...:11.042+00:00"), in ms since the epoch; -1 when it is
+   not one. */
 static int64_t
-started_s (json_t *native)
+parse_utc_ms (const char *t)
 {
-  const char *t = json_string_value (json_object_get (native, "created_at"));
   struct tm tm;
   char *end;
+  int64_t ms = 0, scale = 100;
 
   memset (&tm, 0, sizeof tm);
-  if (t == NULL || (end = strptime (t, "%Y-%m-%dT%H:%M:%SZ", &tm)) == NULL || *end != '\0')
-    return 0;
-  return (int64_t) timegm (&tm);
+  if (t == NULL || (end = strptime (t, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL)
+    return -1;
+  if (*end == '.')
+    for (end++; *end >= '0' && *end <= '9'; end++, scale /= 10)
+      ms += scale ? (*end - '0') * scale : 0;
+  if (strcmp (end, "Z") != 0 && strcmp (end, "+00:00") != 0)
+    return -1;
+  return (int64_t) timegm (&tm) * 1000 + ms;
+}
+
+/* When a listed sandbox started, in ms (the native description's
+   created_at). */
+static int64_t
+started_ms (json_t *native)
+{
+  int64_t ms = parse_utc_ms (json_string_value (json_object_get (native, "created_at")));
+  return ms < 0 ? 0 : ms;
 }
 
 /* Listing order: start time, then id (stable across pages). */
@@ -563,7 +578,7 @@ static int
 compare_listed (const void *a, const void *b)
 {
   json_t *x = *(json_t *const *) a, *y = *(json_t *const *) b;
-  int64_t sx = started_s (x), sy = started_s (y);
+  int64_t sx = started_ms (x), sy = started_ms (y);
 
   if (sx != sy)
     return sx < sy ? -1 : 1;
@@ -581,7 +596,7 @@ template_is (json_t *native, const char *name)
 static int
 after_token (json_t *native, int64_t started, const char *id, int desc)
 {
-  int64_t s = started_s (native);
+  int64_t s = started_ms (native);
   int cmp = s < started ? -1 : s > started ? 1 : strcmp (json_string_value (json_object_get (native, "id")), id);
   return desc ? cmp < 0 : cmp > 0;
 }
@@ -601,10 +616,11 @@ sbx_route_e2b_list (struct sbx_req *r)
   const char *q_meta = sbx_req_query (r, "metadata"), *q_state = sbx_req_query (r, "state");
   const char *q_limit = sbx_req_query (r, "limit"), *q_order = sbx_req_query (r, "order");
   const char *q_template = sbx_req_query (r, "template");
+  const char *q_after = sbx_req_query (r, "startedAfter");
   json_t *filter = json_object (), *all = NULL, *out = json_array (), *native, **sorted = NULL;
   sbx_error_t *err = NULL;
   char token_id[SBX_ID_LEN + 1] = "", next[64] = "";
-  int64_t token_started = -1;
+  int64_t token_started = -1, after_ms = -1;
   long limit = v2 ? LIST_LIMIT_DEFAULT : LIST_LIMIT_MAX;
   int desc = 0, want_running = 1, want_paused = 1;
   size_t i, n, count = 0;
@@ -648,7 +664,13 @@ sbx_route_e2b_list (struct sbx_req *r)
       sbx_err (&err, SBX_E_INVALID, "`order` must be asc or desc");
       goto fail;
     }
-  desc = q_order && strcmp (q_order, "desc") == 0;
+  /* Newest first unless asked otherwise, as E2B lists. */
+  desc = !(q_order && strcmp (q_order, "asc") == 0);
+  if (q_after && (after_ms = parse_utc_ms (q_after)) < 0)
+    {
+      sbx_err (&err, SBX_E_INVALID, "`startedAfter` must be an RFC 3339 time in UTC");
+      goto fail;
+    }
   if (parse_page_token (sbx_req_query (r, "nextToken"), &token_started, token_id, &err) < 0)
     goto fail;
 
@@ -672,6 +694,8 @@ sbx_route_e2b_list (struct sbx_req *r)
         continue;
       if (!state_wanted (native, want_running, want_paused))
         continue;
+      if (after_ms >= 0 && started_ms (native) < after_ms)
+        continue;
       if (token_id[0] && !after_token (native, token_started, token_id, desc))
         continue;
       json_array_append_new (out, listed_json (native, NULL));
@@ -684,9 +708,10 @@ sbx_route_e2b_list (struct sbx_req *r)
             {
               json_t *rest = sorted[desc ? n - 1 - j : j];
               if ((!q_template || template_is (rest, q_template))
-                  && state_wanted (rest, want_running, want_paused))
+                  && state_wanted (rest, want_running, want_paused)
+                  && (after_ms < 0 || started_ms (rest) >= after_ms))
                 {
-                  snprintf (next, sizeof next, "%lld.%s", (long long) started_s (native),
+                  snprintf (next, sizeof next, "%lld.%s", (long long) started_ms (native),
                             json_string_value (json_object_get (native, "id")));
                   break;
                 }

@@ -43,16 +43,29 @@ test('list filters by metadata and pages with nextToken', async () => {
   for (let i = 0; i < 3; i++) made.push(await t.create({ metadata: { tag, i: String(i) } }))
   await t.create({ metadata: { tag: 'someone-else' } })
 
+  // newest first, as E2B lists; made in one second, ordered by the ms
+  const ids = made.map((s) => s.sandboxId)
   const all = await Sandbox.list({ query: { metadata: { tag } } }).nextItems()
-  assert.deepEqual(all.map((s) => s.sandboxId).sort(), made.map((s) => s.sandboxId).sort())
+  assert.deepEqual(all.map((s) => s.sandboxId), [...ids].reverse())
+  const asc = await Sandbox.list({ query: { metadata: { tag } }, order: 'asc' }).nextItems()
+  assert.deepEqual(asc.map((s) => s.sandboxId), ids)
+  // startedAfter: from that time on (inclusive)
+  const second = await made[1].getInfo()
+  const after = await Sandbox.list({ query: { metadata: { tag }, startedAfter: second.startedAt },
+    order: 'asc' }).nextItems()
+  assert.deepEqual(after.map((s) => s.sandboxId), ids.slice(1))
+  const later = new Date(Math.max(...all.map((s) => s.startedAt.getTime())) + 1)
+  assert.deepEqual(await Sandbox.list({ query: { metadata: { tag }, startedAfter: later } })
+    .nextItems(), [])
   const one = await Sandbox.list({ query: { metadata: { tag, i: '1' } } }).nextItems()
   assert.deepEqual(one.map((s) => s.sandboxId), [made[1].sandboxId])
 
-  const pager = Sandbox.list({ query: { metadata: { tag } }, limit: 2 })
-  const seen = []
-  while (pager.hasNext) seen.push(...(await pager.nextItems()))
-  assert.equal(seen.length, 3)
-  assert.equal(new Set(seen.map((s) => s.sandboxId)).size, 3)
+  for (const order of ['asc', 'desc']) {
+    const pager = Sandbox.list({ query: { metadata: { tag } }, limit: 2, order })
+    const seen = []
+    while (pager.hasNext) seen.push(...(await pager.nextItems()))
+    assert.deepEqual(seen.map((s) => s.sandboxId), order === 'asc' ? ids : [...ids].reverse())
+  }
 
   const paused = await Sandbox.list({ query: { metadata: { tag }, state: ['paused'] } }).nextItems()
   assert.deepEqual(paused, [])

@@ -444,7 +444,8 @@ class E2BWire(DaemonTest):
         st, _, data = self.request("POST", "/v2/sandboxes", b"{}", {"Content-Type": "application/json"})
         self.assertEqual(st, 401, data)
         for q in ("limit=0", "limit=x", "limit=100000", "state=dead", "order=up",
-                  "nextToken=zzz", "metadata=a%3D%25zz"):
+                  "nextToken=zzz", "metadata=a%3D%25zz", "startedAfter=yesterday",
+                  "startedAfter=2026-12-01T10:00:00%2B01:00"):
             st, _, data = self.request("GET", "/v2/sandboxes?" + q, headers=h)
             self.assertEqual(st, 400, (q, data))
         mine = self.new_sandbox()["sandboxID"]
