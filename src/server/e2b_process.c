@@ -168,8 +168,11 @@ convert_line (struct proc_stream *ps, const char *line, size_t len, struct sbx_b
                     ps->pty ? "pty" : type, json_object_get (o, "data"));
   else if (strcmp (type, "exit") == 0 && json_is_true (json_object_get (o, "sandbox_ended")))
     {
+      /* The reason, then what the SDK says when its health check finds
+         the sandbox gone (agents match on it). */
       const char *why = json_string_value (json_object_get (o, "reason"));
-      snprintf (ps->sandbox_ended, sizeof ps->sandbox_ended, "%s", why ? why : "sandbox ended");
+      snprintf (ps->sandbox_ended, sizeof ps->sandbox_ended,
+                "%s: the sandbox was killed or reached its end of life", why ? why : "sandbox ended");
     }
   else if (strcmp (type, "exit") == 0 && ps->deadline_is_lifetime
            && json_is_true (json_object_get (o, "timed_out")))

@@ -164,7 +164,8 @@ test('a command killed with its sandbox is a TimeoutError, as E2B raises', async
   await own.kill()
   // (Connect's `unavailable`, which the SDK words as a sandbox timeout.)
   await assert.rejects(h.wait(), (e) => e instanceof TimeoutError
-    && /\[unavailable\] sandbox killed/.test(e.message), 'a TimeoutError')
+    && /\[unavailable\] sandbox killed: the sandbox was killed or reached its end of life/
+      .test(e.message), 'a TimeoutError')
   assert.equal(out.join(''), 'started\n')
 })
 
