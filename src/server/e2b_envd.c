@@ -191,6 +191,52 @@ id_name (uint32_t id)
   return json_string (buf);
 }
 
+/* A link's target as an absolute, clean path: a relative one is taken from
+   the link's directory, `.` and `..` resolved lexically (envd's
+   filepath.EvalSymlinks also follows links on the way; this does not,
+   since that walk would be the sandbox's to make). */
+static void
+absolute_target (const char *link, const char *target, char *out, size_t cap)
+{
+  char joined[2 * SBX_FS_PATH_MAX + 2], *save = NULL, *part;
+  /* where each component started in out (< SBX_FS_PATH_MAX) */
+  unsigned short stack[SBX_FS_PATH_MAX / 2 + 1];
+  size_t len = 0;
+  unsigned depth = 0;
+
+  if (target[0] == '/')
+    snprintf (joined, sizeof joined, "%s", target);
+  else
+    {
+      const char *slash = strrchr (link, '/');
+      snprintf (joined, sizeof joined, "%.*s/%s", slash ? (int) (slash - link) : 0, link, target);
+    }
+  out[0] = '\0';
+  for (part = strtok_r (joined, "/", &save); part; part = strtok_r (NULL, "/", &save))
+    {
+      if (strcmp (part, ".") == 0)
+        continue;
+      if (strcmp (part, "..") == 0)
+        {
+          if (depth > 0)
+            len = stack[--depth];
+          out[len] = '\0';
+          continue;
+        }
+      if (depth < sizeof stack / sizeof stack[0])
+        stack[depth++] = (unsigned short) len;
+      len += (size_t) snprintf (out + len, len < cap ? cap - len : 0, "/%s", part);
+      if (len >= cap)
+        {
+          /* too long to be a path: the link's own text */
+          snprintf (out, cap, "%s", target);
+          return;
+        }
+    }
+  if (len == 0)
+    snprintf (out, cap, "/");
+}
+
 json_t *
 sbx_e2b_entry_json (const struct sbx_fs_entry *e)
 {
@@ -212,7 +258,11 @@ sbx_e2b_entry_json (const struct sbx_fs_entry *e)
   json_object_set_new (o, "group", id_name (e->gid));
   json_object_set_new (o, "modifiedTime", sbx_json_time (e->mtime_sec * 1000));
   if (e->type == SBX_FS_SYMLINK)
-    json_object_set_new (o, "symlinkTarget", sbx_e2b_text_json (e->target));
+    {
+      char target[SBX_FS_PATH_MAX];
+      absolute_target (e->path, e->target, target, sizeof target);
+      json_object_set_new (o, "symlinkTarget", sbx_e2b_text_json (target));
+    }
   return o;
 }
 

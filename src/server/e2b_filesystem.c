@@ -163,6 +163,56 @@ sbx_route_fs_rpc_remove (struct sbx_req *r)
   fs_call_end (&c);
 }
 
+/* Depth-first in name order, as envd's filepath.WalkDir lists: paths
+   compared with '/' below every other byte, so a directory's entries come
+   right after it ("a", "a/x", "a-b"). */
+static int
+compare_walk (const void *a, const void *b)
+{
+  const unsigned char *x = (const unsigned char *) json_string_value (
+      json_object_get (*(json_t *const *) a, "path"));
+  const unsigned char *y = (const unsigned char *) json_string_value (
+      json_object_get (*(json_t *const *) b, "path"));
+
+  if (x == NULL || y == NULL)
+    return x == y ? 0 : x == NULL ? -1 : 1;
+  for (; *x && *x == *y; x++, y++)
+    ;
+  if (*x == *y)
+    return 0;
+  if (*x == '/' || *y == '/')
+    return *x == '/' ? (*y ? -1 : 1) : (*x ? 1 : -1);
+  return *x < *y ? -1 : 1;
+}
+
+/* entries in walk order (in place); -1 when out of memory. */
+static int
+sort_walk (json_t *entries)
+{
+  size_t n = json_array_size (entries), i;
+  json_t **v;
+
+  if (n < 2)
+    return 0;
+  v = calloc (n, sizeof *v);
+  if (v == NULL)
+    return -1;
+  for (i = 0; i < n; i++)
+    v[i] = json_incref (json_array_get (entries, i));
+  qsort (v, n, sizeof *v, compare_walk);
+  json_array_clear (entries);
+  for (i = 0; i < n; i++)
+    if (json_array_append_new (entries, v[i]) < 0)
+      {
+        while (++i < n)
+          json_decref (v[i]);
+        free (v);
+        return -1;
+      }
+  free (v);
+  return 0;
+}
+
 static int
 add_entry (const struct sbx_fs_entry *e, void *arg)
 {
@@ -203,6 +253,11 @@ sbx_route_fs_rpc_list_dir (struct sbx_req *r)
     {
       sbx_err (&err, SBX_E_LIMIT, "the listing has more than %d entries; list less deep",
                LIST_MAX_ENTRIES);
+      goto fail;
+    }
+  if (sort_walk (entries) < 0)
+    {
+      sbx_err_oom (&err);
       goto fail;
     }
   sbx_connect_reply_ok (r, json_pack ("{s:o}", "entries", entries));

@@ -58,8 +58,14 @@ test('makeDir, list with depth, getInfo, exists, rename, remove', async () => {
   const one = await sbx.files.list('/tmp/d')
   assert.deepEqual(one.map((e) => e.name).sort(), ['e', 'top.txt'])
   assert.equal(one.find((e) => e.name === 'e').type, FileType.DIR)
+  // depth-first in name order, as envd's WalkDir: a directory's entries
+  // right after it ('e', 'e/f.txt', then 'e-1', whose '-' sorts before '/')
+  await sbx.files.makeDir('/tmp/d/e-1')
+  await sbx.files.write('/tmp/d/e-1/z.txt', 'z')
   const deep = await sbx.files.list('/tmp/d', { depth: 2 })
-  assert.ok(deep.some((e) => e.path === '/tmp/d/e/f.txt'))
+  assert.deepEqual(deep.map((e) => e.path), ['/tmp/d/e', '/tmp/d/e/f.txt', '/tmp/d/e-1',
+    '/tmp/d/e-1/z.txt', '/tmp/d/top.txt'])
+  await sbx.files.remove('/tmp/d/e-1')
   const info = await sbx.files.getInfo('/tmp/d/e/f.txt')
   assert.equal(info.size, 5)
   assert.equal(info.type, FileType.FILE)
@@ -76,6 +82,24 @@ test('makeDir, list with depth, getInfo, exists, rename, remove', async () => {
   await sbx.files.remove('/tmp/d')
   await sbx.files.remove('/tmp/no/such/dir/file')
   await assert.rejects(sbx.files.list('/tmp/nope'), NotFoundError)
+})
+
+test('symlinkTarget is the absolute path, as envd gives it', async () => {
+  const sbx = await sbxP
+  const r = await sbx.commands.run('mkdir -p /tmp/ln/sub && cd /tmp/ln && touch t.txt && '
+    + 'ln -s t.txt rel && ln -s ../t.txt sub/up && ln -s /tmp/ln/./sub/../t.txt abs && '
+    + 'ln -s ../../../../../../etc/passwd far && ln -s missing dangling')
+  assert.equal(r.exitCode, 0)
+  const target = async (p) => (await sbx.files.getInfo(p)).symlinkTarget
+  assert.equal(await target('/tmp/ln/rel'), '/tmp/ln/t.txt')
+  assert.equal(await target('/tmp/ln/sub/up'), '/tmp/ln/t.txt')
+  assert.equal(await target('/tmp/ln/abs'), '/tmp/ln/t.txt')
+  // `..` stops at the sandbox's root; a dangling link still names its target
+  assert.equal(await target('/tmp/ln/far'), '/etc/passwd')
+  assert.equal(await target('/tmp/ln/dangling'), '/tmp/ln/missing')
+  const listed = await sbx.files.list('/tmp/ln')
+  assert.equal(listed.find((e) => e.name === 'rel').symlinkTarget, '/tmp/ln/t.txt')
+  await sbx.files.remove('/tmp/ln')
 })
 
 test('paths cannot leave the sandbox', async () => {
