@@ -513,6 +513,25 @@ sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err)
       sbx_fs_upload_abort (up);
       return fs_err (err, e, "replace", up->leaf);
     }
+  /* The rename is a watcher's `create` (IN_MOVED_TO); a truncate to its
+     own size is the `write` (IN_MODIFY) an in-place write gives, so a
+     watch sees the content change, as with envd, which writes in place.
+     The replacement itself stays atomic. */
+  {
+    /* By its new name: an O_TMPFILE descriptor's dentry is not that name,
+       and the event would carry none. The same inode only (a name
+       replaced since is not ours to touch), never a FIFO's open. */
+    struct stat mine, named;
+    int fd = openat (up->dir, up->leaf, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0)
+      {
+        int unnoticed = fstat (up->fd, &mine) < 0 || fstat (fd, &named) < 0
+                        || mine.st_ino != named.st_ino || mine.st_dev != named.st_dev
+                        || (named.st_size > 0 && ftruncate (fd, named.st_size) < 0);
+        (void) unnoticed; /* only the event is lost: the file is in place */
+        close (fd);
+      }
+  }
   close_and_reset (&up->fd);
   close_and_reset (&up->dir);
   return 0;

@@ -24,6 +24,27 @@ test('watchDir reports create, write, rename, remove with names', async () => {
   await handle.stop()
 })
 
+test('files.write of an existing file is a write event, as envd\'s in-place write', async () => {
+  const sbx = await sbxP
+  await sbx.files.makeDir('/tmp/w2')
+  await sbx.files.write('/tmp/w2/f.txt', 'first')
+  const events = []
+  const handle = await sbx.files.watchDir('/tmp/w2', (e) => events.push(e), { timeoutMs: 0 })
+  await sbx.files.write('/tmp/w2/f.txt', 'second')
+  await until(() => events.some((e) => e.type === FilesystemEventType.WRITE && e.name === 'f.txt'),
+    `a write event (got ${JSON.stringify(events)})`)
+  // the content was replaced whole (the write is still a rename underneath)
+  assert.equal(await sbx.files.read('/tmp/w2/f.txt'), 'second')
+  // and an empty file is a create alone: nothing was written
+  await sbx.files.write('/tmp/w2/empty.txt', '')
+  await until(() => events.some((e) => e.type === FilesystemEventType.CREATE
+    && e.name === 'empty.txt'), 'the create of empty.txt')
+  await handle.stop()
+  assert.ok(!events.some((e) => e.type === FilesystemEventType.WRITE && e.name === 'empty.txt'),
+    JSON.stringify(events))
+  await sbx.files.remove('/tmp/w2')
+})
+
 test('recursive watches see nested directories; others do not', async () => {
   const sbx = await sbxP
   await sbx.files.makeDir('/tmp/r/sub')
