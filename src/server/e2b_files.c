@@ -317,6 +317,14 @@ metadata_headers (struct sbx_req *r)
   return n;
 }
 
+/* The upload's answer is this error, once its body has been read. */
+static int
+refuse_after_body (struct files_upload *u, enum sbx_error_kind kind, const char *msg)
+{
+  sbx_err (&u->err, kind, "%s", msg);
+  return 0;
+}
+
 int
 sbx_e2b_files_begin (struct sbx_req *r, sbx_error_t **err)
 {
@@ -338,24 +346,31 @@ sbx_e2b_files_begin (struct sbx_req *r, sbx_error_t **err)
   if (u->written == NULL || files_user (r, &u->user, err) < 0
       || sbx_sandbox_fs_open (r->sb, u->user, &u->ctx, err) < 0)
     return -1;
+  /* From here on, a refusal of what the (authorized) client sends is
+     answered after its body, which is read and dropped: a reply before it
+     makes the client's send fail (EPIPE), and the SDK reports a bare
+     `fetch failed` instead of the status. Nothing is written. */
   /* File metadata (X-Metadata-*, envd 0.6.2's xattrs) is not kept by
      sbx: refused rather than dropped. */
   if (metadata_headers (r) > 0)
-    return sbx_err (err, SBX_E_INVALID, "file metadata is not supported by sbx");
+    return refuse_after_body (u, SBX_E_INVALID, "file metadata is not supported by sbx");
   if (ct != NULL && strncasecmp (ct, "multipart/form-data", 19) == 0)
     {
       u->pp = MHD_create_post_processor (r->conn, POST_BUFFER, on_part, r);
       if (u->pp == NULL)
-        return sbx_err (err, SBX_E_INVALID, "the multipart body has no boundary");
+        return refuse_after_body (u, SBX_E_INVALID, "the multipart body has no boundary");
       return 0;
     }
   if (ct != NULL && strncasecmp (ct, "application/octet-stream", 24) != 0)
-    return sbx_err (err, SBX_E_INVALID,
-                    "upload as multipart/form-data or application/octet-stream, not `%.64s`", ct);
+    {
+      sbx_err (&u->err, SBX_E_INVALID,
+               "upload as multipart/form-data or application/octet-stream, not `%.64s`", ct);
+      return 0;
+    }
   if (MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Content-Encoding") != NULL)
-    return sbx_err (err, SBX_E_INVALID, "compressed uploads are not supported by sbx");
+    return refuse_after_body (u, SBX_E_INVALID, "compressed uploads are not supported by sbx");
   if (u->query_path == NULL)
-    return sbx_err (err, SBX_E_INVALID, "a raw upload needs ?path=");
+    return refuse_after_body (u, SBX_E_INVALID, "a raw upload needs ?path=");
   if (open_file (r, u, NULL) < 0)
     {
       sbx_error_t *e = u->err;

@@ -1,7 +1,7 @@
 // filesystem.Filesystem and /files through the SDK.
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, FileType, NotFoundError } from 'e2b'
+import { Sandbox, FileType, InvalidArgumentError, NotFoundError } from 'e2b'
 import { tracker } from './lib.mjs'
 
 const t = tracker(Sandbox)
@@ -100,6 +100,25 @@ test('symlinkTarget is the absolute path, as envd gives it', async () => {
   const listed = await sbx.files.list('/tmp/ln')
   assert.equal(listed.find((e) => e.name === 'rel').symlinkTarget, '/tmp/ln/t.txt')
   await sbx.files.remove('/tmp/ln')
+})
+
+test('a refused upload is answered after its body: a status, not a broken pipe', async () => {
+  const sbx = await sbxP
+  // metadata is refused (sbx keeps none); a large multipart body must still
+  // get the 400 as an InvalidArgumentError, never `fetch failed`
+  const big = 'x'.repeat(4 << 20)
+  for (const data of ['small', big]) {
+    await assert.rejects(sbx.files.write('/tmp/meta.txt', data, { metadata: { a: 'b' } }),
+      (e) => e instanceof InvalidArgumentError && /file metadata is not supported/.test(e.message),
+      'an InvalidArgumentError')
+    await assert.rejects(sbx.files.write([{ path: '/tmp/meta2.txt', data }], { metadata: { a: 'b' } }),
+      (e) => e instanceof InvalidArgumentError, 'an InvalidArgumentError for writeFiles')
+  }
+  assert.equal(await sbx.files.exists('/tmp/meta.txt'), false)
+  assert.equal(await sbx.files.exists('/tmp/meta2.txt'), false)
+  // and the connection is good for the next request
+  await sbx.files.write('/tmp/after.txt', 'ok')
+  assert.equal(await sbx.files.read('/tmp/after.txt'), 'ok')
 })
 
 test('paths cannot leave the sandbox', async () => {
