@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   # build
   gcc make pkg-config libc6-dev
-  libmicrohttpd-dev libjansson-dev libseccomp-dev libsqlite3-dev libssl-dev libhttp-parser-dev libarchive-dev
+  libmicrohttpd-dev libjansson-dev libseccomp-dev libsqlite3-dev libssl-dev libhttp-parser-dev libarchive-dev zlib1g-dev
   # run: CA bundle for sandboxes, procps/iproute2 for operators
   ca-certificates procps iproute2
   # the code interpreter (template code-interpreter-v1): its sandboxes see

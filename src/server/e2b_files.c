@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -42,6 +43,10 @@ struct files_upload
   EVP_MD_CTX *sha;
   uint64_t file_bytes;
   const char *sandbox; /* r->sb's id */
+  /* Content-Encoding: gzip (a raw body): inflated as it arrives; the file
+     is what it inflates to, bounded like any upload by the disk limit. */
+  z_stream *z;
+  int z_ended; /* the gzip stream's end was seen */
 };
 
 /* ---- authorization ------------------------------------------------------ */
@@ -255,6 +260,39 @@ upload_write (struct files_upload *u, const char *data, size_t size, sbx_error_t
   return 0;
 }
 
+/* A gzip body's next bytes, inflated into the file. Anything after the
+   gzip stream's end, or a stream that is not gzip, is refused. */
+static int
+inflate_write (struct files_upload *u, const char *data, size_t len, sbx_error_t **err)
+{
+  unsigned char out[64 * 1024];
+
+  if (u->z_ended)
+    return len ? sbx_err (err, SBX_E_INVALID, "bytes after the end of the gzip body") : 0;
+  u->z->next_in = (unsigned char *) (uintptr_t) data;
+  u->z->avail_in = (uInt) len;
+  while (u->z->avail_in > 0 && !u->z_ended)
+    {
+      int rc;
+      u->z->next_out = out;
+      u->z->avail_out = sizeof out;
+      rc = inflate (u->z, Z_NO_FLUSH);
+      if (rc != Z_OK && rc != Z_STREAM_END)
+        return sbx_err (err, SBX_E_INVALID, "the gzip body is malformed (%s)",
+                        u->z->msg ? u->z->msg : "inflate failed");
+      if (sizeof out - u->z->avail_out > 0
+          && upload_write (u, (const char *) out, sizeof out - u->z->avail_out, err) < 0)
+        return -1;
+      if (rc == Z_STREAM_END)
+        {
+          u->z_ended = 1;
+          if (u->z->avail_in > 0)
+            return sbx_err (err, SBX_E_INVALID, "bytes after the end of the gzip body");
+        }
+    }
+  return 0;
+}
+
 static enum MHD_Result
 on_part (void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
          const char *content_type, const char *transfer_encoding, const char *data, uint64_t off,
@@ -367,8 +405,23 @@ sbx_e2b_files_begin (struct sbx_req *r, sbx_error_t **err)
                "upload as multipart/form-data or application/octet-stream, not `%.64s`", ct);
       return 0;
     }
-  if (MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Content-Encoding") != NULL)
-    return refuse_after_body (u, SBX_E_INVALID, "compressed uploads are not supported by sbx");
+  {
+    const char *enc = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "Content-Encoding");
+    if (enc != NULL && strcasecmp (enc, "gzip") == 0)
+      {
+        u->z = calloc (1, sizeof *u->z);
+        /* 15 + 16: a gzip header and trailer, the largest window */
+        if (u->z == NULL || inflateInit2 (u->z, 15 + 16) != Z_OK)
+          {
+            free (u->z);
+            u->z = NULL;
+            return sbx_err_oom (err);
+          }
+      }
+    else if (enc != NULL && strcasecmp (enc, "identity") != 0)
+      return refuse_after_body (u, SBX_E_INVALID,
+                                "Content-Encoding must be gzip or identity (uploads)");
+  }
   if (u->query_path == NULL)
     return refuse_after_body (u, SBX_E_INVALID, "a raw upload needs ?path=");
   if (open_file (r, u, NULL) < 0)
@@ -398,6 +451,12 @@ sbx_e2b_files_body (struct sbx_req *r, const char *data, size_t len)
         }
       return;
     }
+  if (u->open && u->z != NULL)
+    {
+      if (inflate_write (u, data, len, &err) < 0)
+        fail_upload (u, err);
+      return;
+    }
   if (u->open && upload_write (u, data, len, &err) < 0)
     fail_upload (u, err);
 }
@@ -411,6 +470,11 @@ sbx_e2b_files_free (struct sbx_req *r)
     return;
   if (u->pp)
     MHD_destroy_post_processor (u->pp);
+  if (u->z)
+    {
+      inflateEnd (u->z);
+      free (u->z);
+    }
   if (u->open)
     sbx_host_fs_upload_abort (&u->up);
   sbx_sandbox_fs_close (&u->ctx);
@@ -426,7 +490,7 @@ void
 sbx_route_envd_files_post (struct sbx_req *r)
 {
   struct files_upload *u = r->e2b_files;
-  sbx_error_t *err;
+  sbx_error_t *err = NULL;
 
   if (u->pp != NULL)
     {
@@ -437,6 +501,12 @@ sbx_route_envd_files_post (struct sbx_req *r)
           fail_upload (u, err);
         }
       u->pp = NULL;
+    }
+  if (u->err == NULL && u->z != NULL && u->open && !u->z_ended)
+    {
+      sbx_error_t *short_body = NULL;
+      sbx_err (&short_body, SBX_E_INVALID, "the gzip body ended before its end");
+      fail_upload (u, short_body);
     }
   if (u->err == NULL)
     commit_current (u);

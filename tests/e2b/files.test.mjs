@@ -102,6 +102,16 @@ test('symlinkTarget is the absolute path, as envd gives it', async () => {
   await sbx.files.remove('/tmp/ln')
 })
 
+test('gzip uploads (the SDK\'s gzip option) inflate into the file', async () => {
+  const sbx = await sbxP
+  const text = 'compressible '.repeat(50000)
+  await sbx.files.write('/tmp/gz.txt', text, { gzip: true })
+  assert.equal(await sbx.files.read('/tmp/gz.txt', { gzip: true }), text)
+  assert.equal(await sbx.files.read('/tmp/gz.txt'), text)
+  assert.equal((await sbx.files.getInfo('/tmp/gz.txt')).size, text.length)
+  await sbx.files.remove('/tmp/gz.txt')
+})
+
 test('a refused upload is answered after its body: a status, not a broken pipe', async () => {
   const sbx = await sbxP
   // metadata is refused (sbx keeps none); a large multipart body must still

@@ -384,6 +384,42 @@ class E2BWire(DaemonTest):
         st, _, body = self.envd(sb, "POST", "/files?path=/tmp/meta", b"raw",
                                 {"Content-Type": "application/octet-stream", "X-Metadata-a": "b"})
         self.assertEqual(st, 400, body)
+        # gzip raw bodies inflate into the file; a bad one is a 400 and no file
+        import gzip
+        raw_gz = {"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"}
+        payload = os.urandom(200000) + b"end"
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/gz", gzip.compress(payload), raw_gz)
+        self.assertEqual(st, 200, body)
+        st, _, got = self.envd(sb, "GET", "/files?path=/tmp/gz")
+        self.assertEqual((st, got), (200, payload))
+        # (a bomb: 64 MiB of zeros in ~64 KiB, within the disk limit, whole)
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/gz0",
+                                gzip.compress(b"\0" * (64 << 20)), raw_gz, timeout=120)
+        self.assertEqual(st, 200, body)
+        st, _, body = self.envd(sb, "POST", "/filesystem.Filesystem/Stat",
+                                json.dumps({"path": "/tmp/gz0"}).encode(),
+                                {"Content-Type": "application/json"})
+        self.assertEqual(json.loads(body)["entry"]["size"], str(64 << 20), body)
+        whole = gzip.compress(b"hello")
+        for bad, why in ((b"not gzip at all", b"malformed"), (whole[:-6], b"ended before its end"),
+                         (whole + b"trailing", b"after the end")):
+            st, _, body = self.envd(sb, "POST", "/files?path=/tmp/gzbad", bad, raw_gz)
+            self.assertEqual(st, 400, (bad, body))
+            self.assertIn(why, body)
+            st, _, _ = self.envd(sb, "GET", "/files?path=/tmp/gzbad")
+            self.assertEqual(st, 404)
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/br", b"x",
+                                dict(raw_gz, **{"Content-Encoding": "br"}))
+        self.assertEqual(st, 400, body)
+        # a multipart body cut in the middle of a part: a 400, and the front
+        # end lives (its answer's error was once read from an unset pointer)
+        cut = b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="/tmp/cut"\r\n\r\npart'
+        st, _, body = self.envd(sb, "POST", "/files", cut, ct)
+        self.assertEqual(st, 400, body)
+        self.assertIn(b"in the middle of a part", body)
+        st, _, _ = self.envd(sb, "GET", "/files?path=/tmp/cut")
+        self.assertEqual(st, 404)
+        self.assertNotIn("front end died", self.d.read_log())
         many = multipart([("file", "/tmp/many/%d" % i, b"") for i in range(1001)])
         st, _, body = self.envd(sb, "POST", "/files", many, ct)
         self.assertEqual(st, 429, body)
