@@ -13,6 +13,7 @@
 #include "core/template.h"
 #include "iso/snapstore.h"
 #include "server/e2b.h"
+#include "util/parse.h"
 
 #define TIMEOUT_V1_DEFAULT_S 15  /* infra: SandboxTimeoutDefault for POST /sandboxes */
 #define TIMEOUT_V2_DEFAULT_S 300 /* and for POST /v2/sandboxes */
@@ -1102,10 +1103,31 @@ sbx_route_e2b_metrics (struct sbx_req *r)
   double cpus, cpu_s, elapsed_s;
   int64_t now = sbx_now_ms ();
   int cpu_count;
+  uint64_t start_s = 0, end_s = UINT64_MAX;
+  const char *q_start = sbx_req_query (r, "start"), *q_end = sbx_req_query (r, "end");
 
   if (sb == NULL)
     {
       sbx_reply_error (r, err);
+      return;
+    }
+  if ((q_start && sbx_parse_uint64 (q_start, &start_s, &err) < 0)
+      || (q_end && sbx_parse_uint64 (q_end, &end_s, &err) < 0) || start_s > end_s)
+    {
+      sbx_error_free (err);
+      sbx_sandbox_unref (sb);
+      sbx_reply_errorf (r, SBX_E_INVALID,
+                        "`start` and `end` must be Unix times in seconds, start <= end");
+      return;
+    }
+  /* No history is kept (yet): the range has the current sample when it
+     covers now, give or take a 5 s bucket as E2B's are (the SDK rounds
+     its times to seconds), and nothing otherwise (a range before). */
+  if ((uint64_t) (now / 1000) + 5 < start_s
+      || (end_s < UINT64_MAX - 5 && (uint64_t) (now / 1000) > end_s + 5))
+    {
+      sbx_sandbox_unref (sb);
+      sbx_reply_json (r, 200, json_array ());
       return;
     }
   m = sbx_sandbox_metrics (sb, &err);

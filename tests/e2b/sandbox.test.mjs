@@ -3,7 +3,7 @@
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { Sandbox, SandboxNotFoundError, NotFoundError, AuthenticationError, TimeoutError } from 'e2b'
-import { tracker, until, KEY } from './lib.mjs'
+import { tracker, until, KEY, raw } from './lib.mjs'
 
 const t = tracker(Sandbox)
 after(() => t.cleanup())
@@ -113,6 +113,15 @@ test('metrics come back with the documented fields', async () => {
   for (const k of ['cpuCount', 'cpuUsedPct', 'memUsed', 'memTotal', 'diskUsed', 'diskTotal'])
     assert.equal(typeof last[k], 'number', k)
   assert.ok(last.diskUsed >= 5_000_000, `diskUsed ${last.diskUsed}`)
+  // a range: the current sample when it covers now, nothing before the
+  // sandbox existed (no history is kept yet)
+  const now = Date.now()
+  const inRange = await sbx.getMetrics({ start: new Date(now - 60_000), end: new Date(now + 1000) })
+  assert.equal(inRange.length, 1)
+  const before = await sbx.getMetrics({ start: new Date(now - 3_600_000), end: new Date(now - 1_800_000) })
+  assert.deepEqual(before, [])
+  const r = await raw(`/sandboxes/${sbx.sandboxId}/metrics?start=10&end=5`, { headers: { 'X-API-Key': KEY } })
+  assert.equal(r.status, 400)
 })
 
 test('a wrong API key is an AuthenticationError; another tenant sees nothing', async () => {
