@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/file.h"
 #include "util/log.h"
 
 #define RECIPE_MAX 8192
@@ -128,15 +129,10 @@ void
 sbx_tmpl_sanitize (int dir, int depth, uint64_t *bytes, int upper, int *bad)
 {
   struct dirent *de;
-  int fd = openat (dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR *d = fd >= 0 ? fdopendir (fd) : NULL;
+  DIR *d = sbx_opendir_at (dir, ".");
 
   if (d == NULL)
-    {
-      if (fd >= 0)
-        close (fd);
-      return;
-    }
+    return;
   while ((de = readdir (d)) != NULL)
     {
       struct stat st;
@@ -199,15 +195,10 @@ tree_bytes (int dir, int depth)
 {
   struct dirent *de;
   uint64_t total = 0;
-  int fd = openat (dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR *d = fd >= 0 ? fdopendir (fd) : NULL;
+  DIR *d = sbx_opendir_at (dir, ".");
 
   if (d == NULL)
-    {
-      if (fd >= 0)
-        close (fd);
-      return 0;
-    }
+    return 0;
   while ((de = readdir (d)) != NULL)
     {
       struct stat st;
@@ -238,15 +229,11 @@ static int
 shift_owners (int dir, int depth)
 {
   struct dirent *de;
-  int fd = openat (dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
-  DIR *d = fd >= 0 ? fdopendir (fd) : NULL;
+  int rc = 0;
+  DIR *d = sbx_opendir_at (dir, ".");
 
   if (d == NULL)
-    {
-      if (fd >= 0)
-        close (fd);
-      return -1;
-    }
+    return -1;
   while (rc == 0 && (de = readdir (d)) != NULL)
     {
       struct stat st;

@@ -555,15 +555,11 @@ static int
 referenced (int byname, const char *id)
 {
   struct dirent *de;
-  int fd = openat (byname, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), found = 0;
-  DIR *d = fd >= 0 ? fdopendir (fd) : NULL;
+  int found = 0;
+  DIR *d = sbx_opendir_at (byname, ".");
 
   if (d == NULL)
-    {
-      if (fd >= 0)
-        close (fd);
-      return 1; /* unsure: keep it */
-    }
+    return 1; /* unsure: keep it */
   while (!found && (de = readdir (d)) != NULL)
     {
       char path[300], ids[SBX_TMPL_MAX_LAYERS][65];

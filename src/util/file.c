@@ -57,6 +57,24 @@ sbx_write_small_at (int dir, const char *name, const void *data, size_t len, mod
   return fchmod (fd, mode);
 }
 
+DIR *
+sbx_opendir_at (int dir, const char *name)
+{
+  int fd = openat (dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d;
+
+  if (fd < 0)
+    return NULL;
+  d = fdopendir (fd);
+  if (d == NULL)
+    {
+      int e = errno;
+      close (fd);
+      errno = e;
+    }
+  return d;
+}
+
 static void
 remove_below (int dir, const char *name, unsigned depth, unsigned max_depth)
 {

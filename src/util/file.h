@@ -2,6 +2,7 @@
 #ifndef SBX_UTIL_FILE_H
 #define SBX_UTIL_FILE_H
 
+#include <dirent.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -19,5 +20,9 @@ int sbx_write_small_at (int dir, const char *name, const void *data, size_t len,
    permissions (a caller that is root removes a hostile tree whole); at
    most MAX_DEPTH levels. 0, or -1 with errno when NAME is still there. */
 int sbx_remove_tree_at (int dir, const char *name, unsigned max_depth);
+
+/* A directory stream of NAME under DIR ("." for DIR itself), never through
+   a final link; NULL with errno (no descriptor left open). */
+DIR *sbx_opendir_at (int dir, const char *name);
 
 #endif
