@@ -308,10 +308,141 @@ def make_shell():
 
 
 
+# A bash context: one bash process, started at its first run, keeps the
+# state (variables, functions, the directory) from run to run. Its fds 1
+# and 2 are the context's (FdCapture sends what it writes); each run's
+# status comes back on a pipe of its own.
+BASH = None  # (Popen, status pipe's read end, its number in bash)
+BASH_RUNS = 0
+
+
+def bash_quote(v):
+    return "'" + v.replace("'", "'\\''") + "'"
+
+
+def bash_start():
+    import subprocess
+
+    r, w = os.pipe2(os.O_CLOEXEC)
+    try:
+        # a process group of its own: an interrupt reaches the running
+        # command as well as the shell
+        p = subprocess.Popen(["/bin/bash", "--noprofile", "--norc"], stdin=subprocess.PIPE,
+                             pass_fds=(w,), env=dict(os.environ), cwd=os.getcwd(),
+                             process_group=0)
+    except OSError:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    return (p, r, w)
+
+
+def bash_script(code, env, base_env, status_fd):
+    """The text bash runs for one cell: the sandbox's env for good, the
+    run's own for this run only (then as it was), the cell by eval of a
+    quoted here-document (a syntax error is the cell's, not the
+    wrapper's), then the status on the status pipe."""
+    import secrets
+
+    lines = []
+    for k, v in (base_env or {}).items():
+        lines.append("export %s=%s" % (k, bash_quote(v)))
+    restore = []
+    for i, (k, v) in enumerate((env or {}).items()):
+        lines.append('if [ "${%s+set}" = set ]; then __sbx_o%d=$%s; __sbx_h%d=1; else __sbx_h%d=0; fi'
+                     % (k, i, k, i, i))
+        lines.append("export %s=%s" % (k, bash_quote(v)))
+        restore.append('if [ $__sbx_h%d = 1 ]; then export %s="$__sbx_o%d"; else unset %s; fi; '
+                       'unset __sbx_o%d __sbx_h%d' % (i, k, i, k, i, i))
+    delim = "__SBX_CELL_" + secrets.token_hex(8)
+    while delim in code:
+        delim = "__SBX_CELL_" + secrets.token_hex(8)
+    # In a function, so that an interrupt (SIGINT to the shell's process
+    # group) ends the cell, not the shell, as ^C at a prompt does: the trap
+    # returns from it with 130 once the running command has died of it.
+    # Assignments and `cd` stay the shell's (bash functions run in it). The
+    # cell's stdin is /dev/null: bash's own is where this text comes from.
+    lines.append("trap 'return 130 2>/dev/null' INT")
+    lines.append('__sbx_cell () {\neval "$(cat <<\'%s\'\n%s\n%s\n)"\n}' % (delim, code, delim))
+    lines.append("__sbx_cell </dev/null")
+    lines.append("__sbx_rc=$?")
+    lines.extend(restore)
+    lines.append("printf '%%s\\n' \"$__sbx_rc\" >&%d" % status_fd)
+    return "\n".join(lines) + "\n"
+
+
+def run_bash(msg):
+    """One cell of a bash context: its output streams as the process writes
+    it; a non-zero status is the result's error (BashError, "exit status
+    N"), and a shell that exits is started again at the next run."""
+    global BASH, BASH_RUNS
+    import re
+
+    for k in (msg.get("env") or {}):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            emit({"type": "error", "name": "ValueError",
+                  "value": "environment variable name %r is not a shell name" % k, "traceback": ""})
+            return
+    # the sandbox's env, as for Python: in this process for a shell started
+    # later, and exported in the running one (names a shell cannot have
+    # stay in the process environment only)
+    base = {}
+    for k, v in (msg.get("base_env") or {}).items():
+        os.environ[k] = v
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            base[k] = v
+    BASH_RUNS += 1
+    emit({"type": "number_of_executions", "execution_count": BASH_RUNS})
+    if BASH is None or BASH[0].poll() is not None:
+        BASH = bash_start()
+    p, r, w = BASH
+    try:
+        p.stdin.write(bash_script(msg.get("code", ""), msg.get("env"), base, w).encode())
+        p.stdin.flush()
+    except OSError:
+        pass
+    status = b""
+    while not status.endswith(b"\n"):
+        try:
+            chunk = os.read(r, 64)
+        except KeyboardInterrupt:
+            # the server's interrupt: the running command's, as at a prompt
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except OSError:
+                pass
+            continue
+        if not chunk:
+            break
+        status += chunk
+    if FDCAP is not None:
+        time.sleep(0.01)
+        FDCAP.drain()
+    if not status.endswith(b"\n"):
+        rc = p.wait()
+        os.close(r)
+        BASH = None
+        emit({"type": "error", "name": "BashError",
+              "value": "bash exited with status %d; the next run starts a new one" % rc,
+              "traceback": ""})
+        return
+    rc = int(status.strip() or b"0")
+    if rc != 0:
+        emit({"type": "error", "name": "BashError", "value": "exit status %d" % rc, "traceback": ""})
+
+
 def run_cell(msg):
     global EXEC_ID
     shell = SHELL
     EXEC_ID = msg.get("x")
+    if msg.get("language") == "bash":
+        try:
+            run_bash(msg)
+        finally:
+            emit({"type": "done"})
+            EXEC_ID = None
+        return
     saved = {}
     for k, v in (msg.get("base_env") or {}).items():
         os.environ[k] = v
@@ -343,8 +474,15 @@ FDCAP = None
 
 def become_context(sock, cwd):
     """Make this process a context speaking on sock (fresh, or forked)."""
-    global CHAN, FDCAP
+    global CHAN, FDCAP, BASH
     CHAN = Chan(sock)
+    if BASH is not None:
+        # a fork's copy of a bash context: the shell is its parent's, not
+        # this one's (a new one starts at the first run; its state is not
+        # carried)
+        BASH[0].stdin.close()
+        os.close(BASH[1])
+        BASH = None
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if cwd is not None:
         try:
@@ -826,7 +964,7 @@ class Server:
                 xid = self.seq
             try:
                 ctx.chan.send({"op": "execute", "x": xid, "code": code, "env": env,
-                               "base_env": self.sandbox_env})
+                               "base_env": self.sandbox_env, "language": ctx.language})
             except OSError:
                 pass  # it died while idle: the reads below say how
             start = time.monotonic()
@@ -924,7 +1062,9 @@ def normalize_language(lang):
     lang = (lang or "python").lower()
     if lang in ("python", "python3", "py"):
         return "python"
-    raise HttpError(400, "language %r is not supported (only python)" % lang)
+    if lang in ("bash", "sh", "shell"):
+        return "bash"
+    raise HttpError(400, "language %r is not supported (python and bash are)" % lang)
 
 
 SERVER = Server()

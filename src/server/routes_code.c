@@ -86,6 +86,13 @@ fail:
   return NULL;
 }
 
+/* The languages the code server runs (share/sbx/code_server.py). */
+static int
+language_ok (const char *language)
+{
+  return strcmp (language, "python") == 0 || strcmp (language, "bash") == 0;
+}
+
 /* A context as the server lists it: {"id","language","cwd"} strings. */
 static json_t *
 checked_context (json_t *in)
@@ -306,9 +313,9 @@ execute_body (struct sbx_req *r, struct sbx_sandbox *sb, sbx_error_t **err)
       sbx_err (err, SBX_E_INVALID, "`context` is not a context id");
       goto out;
     }
-  if (language && strcmp (language, "python") != 0)
+  if (language && !language_ok (language))
     {
-      sbx_err (err, SBX_E_INVALID, "`language` must be `python`, not `%.32s`", language);
+      sbx_err (err, SBX_E_INVALID, "`language` must be `python` or `bash`, not `%.32s`", language);
       goto out;
     }
   /* The sandbox's own variables (its server started before it had any),
@@ -324,6 +331,8 @@ execute_body (struct sbx_req *r, struct sbx_sandbox *sb, sbx_error_t **err)
   out = json_pack ("{s:s, s:o}", "code", code, "env_vars", all_env);
   if (out != NULL && context)
     json_object_set_new (out, "context_id", json_string (context));
+  if (out != NULL && language)
+    json_object_set_new (out, "language", json_string (language));
   if (out != NULL && timeout_ms)
     json_object_set_new (out, "timeout", json_real ((double) timeout_ms / 1000.0));
   if (out == NULL)
@@ -492,9 +501,9 @@ sbx_route_context_create (struct sbx_req *r)
       || sbx_param_string (body, "cwd", &cwd, &err) < 0
       || sbx_param_bool (body, "warm", &warm, &err) < 0)
     goto fail;
-  if (language && strcmp (language, "python") != 0)
+  if (language && !language_ok (language))
     {
-      sbx_err (&err, SBX_E_INVALID, "`language` must be `python`, not `%.32s`", language);
+      sbx_err (&err, SBX_E_INVALID, "`language` must be `python` or `bash`, not `%.32s`", language);
       goto fail;
     }
   if (cwd && (cwd[0] != '/' || strlen (cwd) >= 4096))
@@ -502,7 +511,8 @@ sbx_route_context_create (struct sbx_req *r)
       sbx_err (&err, SBX_E_INVALID, "`cwd` must be an absolute path");
       goto fail;
     }
-  req = json_pack ("{s:s, s:s, s:b}", "language", "python", "cwd", cwd ? cwd : "/home/user",
+  req = json_pack ("{s:s, s:s, s:b}", "language", language ? language : "python", "cwd",
+                   cwd ? cwd : "/home/user",
                    "warm", warm);
   text = req ? json_dumps (req, JSON_COMPACT) : NULL;
   if (text == NULL)

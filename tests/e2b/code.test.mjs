@@ -153,6 +153,48 @@ test("the sandbox's envs reach runCode as they reach commands", async () => {
   assert.equal(b.text, 'base')
 })
 
+test('bash contexts: state kept between runs, output streamed, envs, errors', async () => {
+  const sbx = await t.create({ envs: { SBX_CREATE_ENV: 'from-create' } })
+  // the default bash context and one of its own, cwd given
+  const first = await sbx.runCode('X=kept; cd /tmp; echo "$SBX_CREATE_ENV"', { language: 'bash' })
+  assert.deepEqual(first.logs.stdout, ['from-create\n'])
+  assert.equal(first.error, undefined)
+  const again = await sbx.runCode('echo "$X $PWD"', { language: 'bash' })
+  assert.deepEqual(again.logs.stdout, ['kept /tmp\n'])
+  const own = await sbx.createCodeContext({ language: 'bash', cwd: '/home/user' })
+  assert.equal(own.language, 'bash')
+  const pwd = await sbx.runCode('pwd; echo "${X:-unset}"', { context: own })
+  assert.equal(pwd.logs.stdout.join(''), '/home/user\nunset\n')
+  // a run's envs are that run's only
+  const withEnv = await sbx.runCode('echo $FOO', { language: 'bash', envs: { FOO: 'bar' } })
+  assert.deepEqual(withEnv.logs.stdout, ['bar\n'])
+  const after = await sbx.runCode('echo ${FOO:-default}', { language: 'bash' })
+  assert.deepEqual(after.logs.stdout, ['default\n'])
+  // streamed as written, stderr apart
+  const seen = []
+  await sbx.runCode('echo one; sleep 1; echo two >&2', {
+    language: 'bash', onStdout: (m) => seen.push(['out', m.line]), onStderr: (m) => seen.push(['err', m.line]),
+  })
+  assert.deepEqual(seen.map((x) => x[0]), ['out', 'err'])
+  // a failing cell is the result's error; a syntax error is the cell's,
+  // and a command reading stdin gets none (the shell goes on)
+  const bad = await sbx.runCode('false', { language: 'bash' })
+  assert.deepEqual([bad.error.name, bad.error.value], ['BashError', 'exit status 1'])
+  const syntax = await sbx.runCode('if then', { language: 'bash' })
+  assert.equal(syntax.error.name, 'BashError')
+  assert.match(syntax.logs.stderr.join(''), /syntax error/)
+  const stdin = await sbx.runCode('read -r line; echo "got:${line}:$?"', { language: 'bash' })
+  assert.deepEqual(stdin.logs.stdout, ['got::1\n'])
+  // `exit` ends the shell: said, and the next run has a new one
+  const gone = await sbx.runCode('exit 3', { language: 'bash' })
+  assert.match(gone.error.value, /bash exited with status 3/)
+  const fresh = await sbx.runCode('echo "${X:-new shell}"', { language: 'bash' })
+  assert.deepEqual(fresh.logs.stdout, ['new shell\n'])
+  // the languages not installed are a 400 (the SDK shows the status only;
+  // the message names the two there are)
+  await assert.rejects(sbx.runCode('1', { language: 'r' }), /400/)
+})
+
 test('a crashed interpreter is reported, and the context restarts', async () => {
   const sbx = await sbxP
   const c = await sbx.createCodeContext()

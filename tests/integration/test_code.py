@@ -278,6 +278,25 @@ class CodeTest(DaemonTest):
         self.assertEqual(self.error(ev)["name"], "KeyboardInterrupt")
         self.assertEqual(self.main_text(self.run_code("kept", context=ctx)), "yes")
 
+    def test_bash_context_keeps_its_shell(self):
+        ctx = self.context(language="bash", cwd="/tmp")
+        ev = self.run_code("n=$((6 * 7)); cd /home/user", context=ctx)
+        self.assertEqual([e["type"] for e in ev], ["number_of_executions", "end_of_execution"])
+        self.assertEqual(self.stdout(self.run_code('echo "$n $PWD"', context=ctx)),
+                         "42 /home/user\n")
+        # the timeout interrupts the running command, as ^C at a prompt: the
+        # cell fails with its status, the shell and its state stay
+        ev = self.run_code("sleep 30; echo never", context=ctx, timeout="1s")
+        err = self.error(ev)
+        self.assertEqual((err["name"], err["value"]), ("BashError", "exit status 130"), ev)
+        self.assertEqual(self.stdout(ev), "")
+        self.assertEqual(self.stdout(self.run_code('echo "$n"', context=ctx)), "42\n")
+        # the run as the sandbox's user, in its own sandbox
+        self.assertRegex(self.stdout(self.run_code("id -un; cat /proc/1/comm", context=ctx)),
+                         r"^user\n(memfd:)?sbx-init\n$")
+        self.assertError(self.d.api("POST", "/v1/sandboxes/%s/contexts" % self.sid,
+                                    {"language": "ruby"}), 400, "invalid_argument")
+
     def test_code_that_ignores_the_interrupt_is_killed(self):
         ctx = self.context()
         # The interrupt is ignored from a cell before the timed one: caught
