@@ -45,6 +45,7 @@
 #include "iso/seccomp.h"
 #include "iso/wire.h"
 #include "util/cleanup.h"
+#include "util/file.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -101,7 +102,7 @@ make_init_memfd (sbx_error_t **err)
   /* Sealed: nothing, not even root inside a sandbox reaching /proc/1/exe,
      can change what every sandbox's PID 1 runs (CVE-2019-5736). */
   if (fchmod (fd, 0555) < 0
-      || fcntl (fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+      || sbx_seal_memfd (fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
     {
       int e = errno;
       close (fd);

@@ -37,6 +37,7 @@
 #include "iso/vm.h"
 #include "util/buf.h"
 #include "util/cleanup.h"
+#include "util/file.h"
 #include "util/log.h"
 
 extern const char sbx_vm_agent_blob[];
@@ -186,7 +187,7 @@ build_initrd (int dir, const char *path, sbx_error_t **err)
 
   fd = memfd_create ("sbx-vm-initrd", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0 || write (fd, b.data, b.len) != (ssize_t) b.len
-      || fcntl (fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
+      || sbx_seal_memfd (fd, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
     {
       sbx_err_sys (err, errno, "write the initramfs");
       goto fail;

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,6 +56,20 @@ sbx_write_small_at (int dir, const char *name, const void *data, size_t len, mod
       return -1;
     }
   return fchmod (fd, mode);
+}
+
+int
+sbx_seal_memfd (int fd, unsigned int seals)
+{
+  for (int tries = 0;; tries++)
+    {
+      if (fcntl (fd, F_ADD_SEALS, seals) == 0)
+        return 0;
+      if (errno != EBUSY || tries == 100)
+        return -1;
+      struct timespec pause = {0, 10 * 1000 * 1000};
+      nanosleep (&pause, NULL);
+    }
 }
 
 DIR *
