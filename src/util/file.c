@@ -61,14 +61,20 @@ sbx_write_small_at (int dir, const char *name, const void *data, size_t len, mod
 int
 sbx_seal_memfd (int fd, unsigned int seals)
 {
+  long wait_ms = 5;
+
   for (int tries = 0;; tries++)
     {
+      struct timespec pause;
       if (fcntl (fd, F_ADD_SEALS, seals) == 0)
         return 0;
       if (errno != EBUSY || tries == 100)
         return -1;
-      struct timespec pause = {0, 10 * 1000 * 1000};
+      pause.tv_sec = 0;
+      pause.tv_nsec = wait_ms * 1000 * 1000;
       nanosleep (&pause, NULL);
+      if (wait_ms < 100)
+        wait_ms *= 2;
     }
 }
 

@@ -22,11 +22,14 @@ int sbx_write_small_at (int dir, const char *name, const void *data, size_t len,
 int sbx_remove_tree_at (int dir, const char *name, unsigned max_depth);
 
 /* fcntl(FD, F_ADD_SEALS, SEALS) for a memfd just written, tried again
-   while the kernel answers EBUSY (up to about a second): F_SEAL_WRITE
-   waits for the file's pages to have no references but the page cache's,
-   and pages just written can still be held for a moment by another CPU's
-   LRU batch, which the kernel's own wait (memfd_wait_for_pins) does not
-   always outlast on a loaded machine. 0, or -1 with errno. */
+   while the kernel answers EBUSY (5 ms, doubling to 100 ms between tries,
+   about 10 s in all): F_SEAL_WRITE needs the file's pages to have no
+   references but the page cache's, and pages just written can be held a
+   while longer (another CPU's LRU batch; isolation for compaction or
+   migration when memory is short), longer than the kernel's own wait
+   (memfd_wait_for_pins). Seen in CI with QEMU guests using most of the
+   memory. Still failing closed: an unsealed initramfs or init blob would
+   be writable by whoever holds it. 0, or -1 with errno. */
 int sbx_seal_memfd (int fd, unsigned int seals);
 
 /* A directory stream of NAME under DIR ("." for DIR itself), never through
