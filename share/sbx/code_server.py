@@ -432,13 +432,383 @@ def run_bash(msg):
         emit({"type": "error", "name": "BashError", "value": "exit status %d" % rc, "traceback": ""})
 
 
+# A JavaScript or TypeScript context: one Node.js process, started at its
+# first run, keeps the state (globals, required modules) from run to run.
+# Cells go to it as JSON lines on a pipe and its replies come back on
+# another; its fds 1 and 2 are the context's, as bash's are. TypeScript is
+# compiled to JavaScript cell by cell (types are stripped, not checked).
+NODE = "/usr/bin/node"
+TYPESCRIPT_DIRS = ["/usr/share/nodejs/typescript", "/usr/lib/nodejs/typescript", "/usr/lib/node_modules/typescript"]
+JS = None  # (Popen, cell pipe's write end, reply pipe's read end)
+JS_RUNS = 0
+PR_SET_PDEATHSIG = 1
+
+JS_DRIVER = r'''// sbx: the JavaScript/TypeScript context's interpreter, run as
+// `node -e DRIVER CELL_FD REPLY_FD` by the context process. Cells come as
+// JSON lines on CELL_FD, replies go as JSON lines on REPLY_FD; what the
+// cell prints goes to fds 1 and 2, which the context captures.
+// In a function: the driver's own names stay out of the cells' global scope.
+(() => {
+'use strict';
+const fs = require('fs');
+const vm = require('vm');
+const util = require('util');
+const path = require('path');
+const Module = require('module');
+
+const cellFd = Number(process.argv[1]);
+const replyFd = Number(process.argv[2]);
+const TS_DIRS = JSON.parse(process.argv[3] || '[]');
+
+let cellNumber = 0;  // the cell being run: every reply carries it
+function reply(obj) {
+  obj.n = cellNumber;
+  const buf = Buffer.from(JSON.stringify(obj) + '\n');
+  let off = 0;
+  while (off < buf.length) {
+    try {
+      off += fs.writeSync(replyFd, buf, off);
+    } catch (e) {
+      if (e.code !== 'EAGAIN') process.exit(70);  // the context is gone
+    }
+  }
+}
+
+let ts = null;
+function typescript() {
+  if (ts === null) {
+    for (const dir of TS_DIRS) {
+      try { ts = require(dir); break; } catch (e) { /* the next */ }
+    }
+    if (ts === null) throw new Error('TypeScript is not installed (Debian package node-typescript)');
+  }
+  return ts;
+}
+
+// Names a cell declares at its top level become globals (`var`), so that
+// the next cell sees them and running a cell again may declare them again,
+// as at a notebook's prompt; a cell with a top-level await runs in an async
+// function, which returns the value of its last expression statement.
+function bindingNames(t, name, out) {
+  if (t.isIdentifier(name)) out.push(name.text);
+  else for (const el of name.elements) if (!t.isOmittedExpression(el)) bindingNames(t, el.name, out);
+}
+
+function hasTopLevelAwait(t, sf) {
+  let found = false;
+  const visit = (node) => {
+    if (found) return;
+    if (t.isFunctionLike(node) || t.isClassLike(node)) return;
+    if (t.isAwaitExpression(node) || (t.isForOfStatement(node) && node.awaitModifier)) { found = true; return; }
+    t.forEachChild(node, visit);
+  };
+  t.forEachChild(sf, visit);
+  return found;
+}
+
+function rewrite(code, isTs) {
+  const t = typescript();
+  if (isTs) {
+    code = t.transpileModule(code, {
+      compilerOptions: { target: t.ScriptTarget.ES2022, module: t.ModuleKind.ESNext,
+                         esModuleInterop: true, preserveValueImports: true },
+      reportDiagnostics: false,
+    }).outputText;
+  }
+  const sf = t.createSourceFile('cell.js', code, t.ScriptTarget.ES2022, true, t.ScriptKind.JS);
+  const wrap = hasTopLevelAwait(t, sf);
+  const src = (n) => code.slice(n.getStart(sf), n.end);
+  const edits = [];  // [start, end, text]
+  const globals = [];
+  const hoisted = [];  // function declarations' names, in the async wrapper
+  const stmts = sf.statements;
+  const requireOf = (spec) => 'require(' + JSON.stringify(spec.text) + ')';
+  stmts.forEach((st, i) => {
+    const start = st.getStart(sf);
+    const mods = t.canHaveModifiers && t.canHaveModifiers(st) ? (t.getModifiers(st) || []) : (st.modifiers || []);
+    const exported = mods.filter((m) => m.kind === t.SyntaxKind.ExportKeyword || m.kind === t.SyntaxKind.DefaultKeyword);
+    if (t.isImportDeclaration(st)) {
+      const c = st.importClause;
+      const req = requireOf(st.moduleSpecifier);
+      if (!c) { edits.push([start, st.end, req + ';']); return; }
+      const parts = [];
+      if (c.name) { globals.push(c.name.text); parts.push(c.name.text + ' = __sbxDefault(' + req + ')'); }
+      const nb = c.namedBindings;
+      if (nb && t.isNamespaceImport(nb)) { globals.push(nb.name.text); parts.push(nb.name.text + ' = ' + req); }
+      if (nb && t.isNamedImports(nb)) {
+        for (const el of nb.elements) {
+          globals.push(el.name.text);
+          parts.push(el.name.text + ' = ' + req + '[' + JSON.stringify((el.propertyName || el.name).text) + ']');
+        }
+      }
+      const bind = wrap ? '(' + parts.join(', ') + ');' : 'var ' + parts.join(', ') + ';';
+      edits.push([start, st.end, parts.length ? bind : req + ';']);
+      return;
+    }
+    if (t.isExportDeclaration(st)) { edits.push([start, st.end, st.moduleSpecifier ? requireOf(st.moduleSpecifier) + ';' : '']); return; }
+    if (t.isExportAssignment(st)) { edits.push([start, st.expression.getStart(sf), '']); return; }
+    let from = start;
+    if (exported.length) from = exported[exported.length - 1].end;
+    if (t.isVariableStatement(st)) {
+      const decls = st.declarationList.declarations;
+      for (const d of decls) bindingNames(t, d.name, globals);
+      if (!wrap) {
+        // `var` keeps a script's completion value (the cell's result) as
+        // a declaration does: `const z = 1` shows nothing
+        edits.push([start, decls.length ? decls[0].getStart(sf) : st.end, 'var ']);
+        return;
+      }
+      const parts = decls.map((d) => src(d.name) + ' = ' + (d.initializer ? src(d.initializer) : 'undefined'));
+      edits.push([start, st.end, '(' + parts.join(', ') + ');']);
+      return;
+    }
+    if (t.isClassDeclaration(st) && st.name) {
+      globals.push(st.name.text);
+      const cls = code.slice(from, st.end).trimStart();
+      edits.push([start, st.end, (wrap ? '' : 'var ') + st.name.text + ' = ' + cls + ';']);
+      return;
+    }
+    if (t.isFunctionDeclaration(st) && st.name) {
+      if (wrap) hoisted.push(st.name.text);
+      if (from !== start) edits.push([start, from, '']);
+      return;
+    }
+    if (from !== start) edits.push([start, from, '']);
+    if (wrap && i === stmts.length - 1 && t.isExpressionStatement(st)) {
+      edits.push([st.expression.getStart(sf), st.expression.getStart(sf), 'return (']);
+      edits.push([st.expression.end, st.expression.end, ')']);
+    }
+  });
+  let body = code;
+  edits.sort((a, b) => b[0] - a[0] || b[1] - a[1]);
+  for (const [s, e, text] of edits) body = body.slice(0, s) + text + body.slice(e);
+  const names = [...new Set(globals.concat(hoisted))];
+  const head = names.length ? 'var ' + names.join(', ') + ';\n' : '';
+  if (!wrap) return { code: head + body, wrapped: false };
+  const lift = hoisted.map((n) => 'globalThis[' + JSON.stringify(n) + '] = ' + n + ';').join(' ');
+  return { code: head + '(async () => {' + lift + '\n' + body + '\n})()', wrapped: true };
+}
+
+globalThis.__sbxDefault = (m) => (m && m.__esModule ? m.default : m);
+
+function prepare(code, language) {
+  const isTs = language === 'typescript';
+  // The fast path: plain script text that declares nothing at its top
+  // level runs as it is (no parser is loaded for console.log(1)).
+  if (!isTs && !/\b(let|const|class|import|export|await)\b/.test(code)) {
+    return { code, wrapped: false };
+  }
+  return rewrite(code, isTs);
+}
+
+function show(value) {
+  if (typeof value === 'string') return value;
+  return util.inspect(value, { depth: 4, colors: false });
+}
+
+function errorReply(e) {
+  if (e && e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') {
+    return { type: 'error', name: 'KeyboardInterrupt', value: 'the execution was interrupted', traceback: '' };
+  }
+  if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) {
+    // the stack down to the cell's own frames, not the driver's under them
+    const stack = String(e.stack || '').split('\n').filter((l) => !/\((node:|\[eval\])|at (node:|\[eval\])/.test(l) && !/ at sigintHandlersWrap /.test(l));
+    return { type: 'error', name: String(e.name || 'Error'), value: String(e.message), traceback: stack.join('\n') };
+  }
+  return { type: 'error', name: 'Error', value: show(e), traceback: '' };
+}
+
+// What user code throws or rejects outside a cell's own flow (a timer's
+// callback, a promise nobody awaits) is the user's: shown, not fatal.
+process.on('uncaughtException', (e) => { process.stderr.write(String((e && e.stack) || e) + '\n'); });
+process.on('unhandledRejection', (e) => { process.stderr.write('Unhandled rejection: ' + String((e && e.stack) || e) + '\n'); });
+
+let pending = null;  // the running cell's reject, while it awaits
+process.on('SIGINT', () => {
+  if (pending) {
+    const e = new Error('the execution was interrupted');
+    e.code = 'ERR_SCRIPT_EXECUTION_INTERRUPTED';
+    pending(e);
+  }
+});
+
+async function runCell(msg) {
+  for (const [k, v] of Object.entries(msg.base_env || {})) process.env[k] = v;
+  const saved = {};
+  for (const [k, v] of Object.entries(msg.env || {})) { saved[k] = process.env[k]; process.env[k] = v; }
+  try {
+    globalThis.require = Module.createRequire(path.join(process.cwd(), '[cell]'));
+    const cell = prepare(String(msg.code || ''), msg.language);
+    let value = vm.runInThisContext(cell.code, { filename: 'cell', breakOnSigint: true, displayErrors: false });
+    if (value && typeof value.then === 'function' && cell.wrapped) {
+      value = await new Promise((resolve, reject) => { pending = reject; value.then(resolve, reject); });
+    }
+    if (value !== undefined) reply({ type: 'result', text: show(value) });
+  } catch (e) {
+    reply(errorReply(e));
+  } finally {
+    pending = null;
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+  }
+}
+
+// Cells one at a time, in order; the end of the cell pipe is the end.
+let buffered = '';
+const queue = [];
+let running = false;
+async function drain() {
+  if (running) return;
+  running = true;
+  while (queue.length) {
+    const msg = queue.shift();
+    cellNumber = msg.n;
+    await runCell(msg);
+    reply({ type: 'done' });
+  }
+  running = false;
+}
+const input = fs.createReadStream(null, { fd: cellFd, highWaterMark: 1 << 16 });
+input.setEncoding('utf8');
+input.on('data', (chunk) => {
+  buffered += chunk;
+  let i;
+  while ((i = buffered.indexOf('\n')) >= 0) {
+    const line = buffered.slice(0, i);
+    buffered = buffered.slice(i + 1);
+    try { queue.push(JSON.parse(line)); } catch (e) { process.exit(65); }
+  }
+  drain();
+});
+input.on('end', () => process.exit(0));
+input.on('error', () => process.exit(0));
+})();
+'''
+
+
+def die_with_parent():
+    # Node dies with its context even when the context is killed while a
+    # cell spins (an interrupt it never reads): no orphan keeps running.
+    import ctypes
+
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def js_start():
+    import subprocess
+
+    cr, cw = os.pipe2(os.O_CLOEXEC)
+    rr, rw = os.pipe2(os.O_CLOEXEC)
+    try:
+        p = subprocess.Popen([NODE, "--stack-size=4000", "-e", JS_DRIVER, str(cr), str(rw), json.dumps(TYPESCRIPT_DIRS)],
+                             stdin=subprocess.DEVNULL, pass_fds=(cr, rw), env=dict(os.environ),
+                             cwd=os.getcwd(), process_group=0, preexec_fn=die_with_parent)
+    except OSError:
+        os.close(cw)
+        os.close(rr)
+        raise
+    finally:
+        os.close(cr)
+        os.close(rw)
+    return (p, cw, rr)
+
+
+def js_stop():
+    """Forget this process's Node.js (closed pipes end it when it is ours)."""
+    global JS
+    if JS is not None:
+        os.close(JS[1])
+        os.close(JS[2])
+        JS = None
+
+
+def js_relay(m):
+    """One reply of Node.js, as the context's message: what the cell printed
+    before it goes first."""
+    if FDCAP is not None:
+        FDCAP.drain()
+    kind = m.get("type")
+    if kind == "result" and isinstance(m.get("text"), str):
+        emit({"type": "result", "is_main_result": True, "text": m["text"]})
+    elif kind == "error":
+        emit({"type": "error", "name": str(m.get("name", "Error")), "value": str(m.get("value", "")),
+              "traceback": str(m.get("traceback", ""))})
+
+
+def run_js(msg):
+    global JS, JS_RUNS
+    JS_RUNS += 1
+    emit({"type": "number_of_executions", "execution_count": JS_RUNS})
+    for k, v in (msg.get("base_env") or {}).items():
+        os.environ[k] = v  # for a Node.js started later as well
+    if JS is not None and JS[0].poll() is not None:
+        js_stop()
+    if JS is None:
+        try:
+            JS = js_start()
+        except OSError as e:
+            emit({"type": "error", "name": "RuntimeError", "value": "could not start Node.js: %s" % e, "traceback": ""})
+            return
+    p, cw, rr = JS
+    cell = {"n": JS_RUNS, "code": msg.get("code", ""), "language": msg.get("language"), "env": msg.get("env") or {},
+            "base_env": msg.get("base_env") or {}}
+    try:
+        data = (json.dumps(cell) + "\n").encode()
+        while data:
+            data = data[os.write(cw, data):]
+    except OSError:
+        pass  # it is gone: the reads below say so
+    buf = b""
+    while True:
+        try:
+            # Node.js's own children may hold the reply pipe open after it
+            # exits: its exit is watched, not only the pipe's end.
+            ready, _, _ = select.select([rr], [], [], 0.2)
+            chunk = os.read(rr, 65536) if ready else None
+            if chunk is None:
+                if p.poll() is None:
+                    continue
+                chunk = b""
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    m = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(m, dict) or m.get("n") != JS_RUNS:
+                    continue  # an earlier cell's, which an interrupt left behind
+                if m.get("type") == "done":
+                    if FDCAP is not None:
+                        time.sleep(0.01)
+                        FDCAP.drain()
+                    return
+                js_relay(m)
+        except KeyboardInterrupt:
+            # the server's interrupt: Node.js's, as ^C at its prompt
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except OSError:
+                pass
+    rc = p.wait()
+    js_stop()
+    if FDCAP is not None:
+        time.sleep(0.01)
+        FDCAP.drain()
+    emit({"type": "error", "name": "ExitError",
+          "value": "Node.js exited with status %d; the next run starts a new one" % rc, "traceback": ""})
+
+
 def run_cell(msg):
     global EXEC_ID
     shell = SHELL
     EXEC_ID = msg.get("x")
-    if msg.get("language") == "bash":
+    if msg.get("language") in ("bash", "javascript", "typescript"):
         try:
-            run_bash(msg)
+            (run_bash if msg.get("language") == "bash" else run_js)(msg)
         finally:
             emit({"type": "done"})
             EXEC_ID = None
@@ -483,6 +853,8 @@ def become_context(sock, cwd):
         BASH[0].stdin.close()
         os.close(BASH[1])
         BASH = None
+    # likewise a copy of a JavaScript context's Node.js pipes
+    js_stop()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if cwd is not None:
         try:
@@ -753,6 +1125,7 @@ class Context:
         self.chan = None
         self.pid = 0
         self.dead = None  # why it is gone, when it is
+        self.started = False  # a listed default starts at its first use
         self.lock = threading.Lock()  # one execution at a time
 
     def json(self):
@@ -830,6 +1203,16 @@ class Server:
             raise HttpError(500, "the context did not start")
         ctx.pid = int(msg["pid"])
         ctx.dead = None
+        ctx.started = True
+
+    def start_listed(self, ctx):
+        """Start a context listed but not started yet (ctx.lock held)."""
+        if ctx.started or ctx.dead is not None:
+            return
+        try:
+            self.spawn(ctx)
+        except HttpError as e:
+            ctx.dead = "could not start: %s" % e.msg
 
     def spawn(self, ctx, warm=True):
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -887,6 +1270,16 @@ class Server:
             raise HttpError(404, "Context %s not found" % cid)
         return ctx
 
+    def list_default(self, language):
+        """List a default context for language, started at its first use
+        (E2B lists one per language from the start)."""
+        ctx = Context(str(uuid.uuid4()), language, HOME)
+        with self.lock:
+            if language in self.defaults:
+                return
+            self.contexts[ctx.id] = ctx
+            self.defaults[language] = ctx.id
+
     def default(self, language):
         language = normalize_language(language)
         with self.lock:
@@ -925,6 +1318,7 @@ class Server:
         ctx = self.get(cid)
         new = Context(str(uuid.uuid4()), ctx.language, ctx.cwd)
         with ctx.lock:
+            self.start_listed(ctx)
             if ctx.dead is not None or ctx.chan is None:
                 raise HttpError(409, "context %s is not running (%s); restart it" % (cid, ctx.dead))
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -949,6 +1343,7 @@ class Server:
         """Run code in ctx; out(obj) sends a line (raises OSError when the
         client is gone). Returns when the context is idle again."""
         with ctx.lock:
+            self.start_listed(ctx)
             if ctx.dead is not None or ctx.chan is None:
                 out(
                     {
@@ -1058,13 +1453,31 @@ def describe_status(status):
     return "exited with status %d" % os.WEXITSTATUS(status)
 
 
+LANGUAGE_NAMES = {
+    "python": "python", "python3": "python", "py": "python",
+    "bash": "bash", "sh": "bash", "shell": "bash",
+    "javascript": "javascript", "js": "javascript", "node": "javascript", "nodejs": "javascript",
+    "typescript": "typescript", "ts": "typescript",
+}
+
+
+def language_installed(lang):
+    """None when lang's interpreter is here, else what is missing."""
+    if lang in ("javascript", "typescript") and not os.access(NODE, os.X_OK):
+        return "Node.js (%s) is not installed in this sandbox's template" % NODE
+    if lang == "typescript" and not any(os.path.isdir(d) for d in TYPESCRIPT_DIRS):
+        return "TypeScript (Debian package node-typescript) is not installed in this sandbox's template"
+    return None
+
+
 def normalize_language(lang):
-    lang = (lang or "python").lower()
-    if lang in ("python", "python3", "py"):
-        return "python"
-    if lang in ("bash", "sh", "shell"):
-        return "bash"
-    raise HttpError(400, "language %r is not supported (python and bash are)" % lang)
+    name = LANGUAGE_NAMES.get((lang or "python").lower()) if isinstance(lang, (str, type(None))) else None
+    if name is None:
+        raise HttpError(400, "language %r is not supported (python, bash, javascript and typescript are)" % (lang,))
+    missing = language_installed(name)
+    if missing is not None:
+        raise HttpError(400, "language %s: %s" % (name, missing))
+    return name
 
 
 SERVER = Server()
@@ -1220,6 +1633,8 @@ def main():
         finally:
             SERVER.ready.set()
 
+    if language_installed("javascript") is None:
+        SERVER.list_default("javascript")
     threading.Thread(target=warm, daemon=True).start()
     print("sbx code interpreter listening on 127.0.0.1:%d" % PORT, flush=True)
     httpd.serve_forever()

@@ -191,8 +191,38 @@ test('bash contexts: state kept between runs, output streamed, envs, errors', as
   const fresh = await sbx.runCode('echo "${X:-new shell}"', { language: 'bash' })
   assert.deepEqual(fresh.logs.stdout, ['new shell\n'])
   // the languages not installed are a 400 (the SDK shows the status only;
-  // the message names the two there are)
+  // the message names the ones there are)
   await assert.rejects(sbx.runCode('1', { language: 'r' }), /400/)
+})
+
+test('JavaScript and TypeScript contexts: results, state, envs, output, errors', async () => {
+  const sbx = await t.create({ envs: { SBX_CREATE_ENV: 'from-create' } })
+  // E2B lists a default JavaScript context beside Python's from the start
+  const listed = (await sbx.listCodeContexts()).map((c) => c.language)
+  assert.ok(listed.includes('python') && listed.includes('javascript'), listed)
+  const hello = await sbx.runCode('console.log("Hello, World!")', { language: 'js' })
+  assert.deepEqual(hello.logs.stdout, ['Hello, World!\n'])
+  assert.equal((await sbx.runCode('const add = (x, y) => x + y;\nadd(1, 2)', { language: 'js' })).text, '3')
+  assert.equal((await sbx.runCode('add(2, 2)', { language: 'javascript' })).text, '4')
+  const awaited = await sbx.runCode('async function main() { return "Hello" }\nawait main()', { language: 'js' })
+  assert.equal(awaited.text, 'Hello')
+  assert.equal((await sbx.runCode('process.cwd()', { language: 'js' })).text, '/home/user')
+  const own = await sbx.createCodeContext({ cwd: '/tmp', language: 'js' })
+  assert.equal(own.language, 'javascript')
+  assert.equal((await sbx.runCode('process.cwd() + " " + typeof add', { context: own })).text, '/tmp undefined')
+  // the sandbox's envs for good, a run's for that run
+  assert.equal((await sbx.runCode('process.env.SBX_CREATE_ENV', { language: 'js' })).text, 'from-create')
+  const withEnv = await sbx.runCode('process.env.FOO', { language: 'js', envs: { FOO: 'bar' } })
+  assert.equal(withEnv.text, 'bar')
+  assert.equal((await sbx.runCode("process.env.FOO || 'default'", { language: 'js' })).text, 'default')
+  const err = await sbx.runCode('throw new RangeError("out")', { language: 'js' })
+  assert.deepEqual([err.error.name, err.error.value], ['RangeError', 'out'])
+  const ts = await sbx.runCode('function subtract(x: number, y: number): number {\n  return x - y;\n}\nsubtract(1, 2)',
+    { language: 'ts' })
+  assert.equal(ts.text, '-1')
+  // the timeout interrupts the cell; the state stays
+  await assert.rejects(sbx.runCode('while (true) {}', { language: 'js', timeoutMs: 1000 }))
+  assert.equal((await sbx.runCode('add(1, 1)', { language: 'js' })).text, '2')
 })
 
 test('a crashed interpreter is reported, and the context restarts', async () => {

@@ -297,6 +297,75 @@ class CodeTest(DaemonTest):
         self.assertError(self.d.api("POST", "/v1/sandboxes/%s/contexts" % self.sid,
                                     {"language": "ruby"}), 400, "invalid_argument")
 
+    def test_javascript_context_keeps_its_state(self):
+        ctx = self.context(language="javascript", cwd="/tmp")
+        ev = self.run_code("const z = 20; let w = 22; function add(a, b) { return a + b }", context=ctx)
+        self.assertEqual([e["type"] for e in ev], ["number_of_executions", "end_of_execution"])
+        ev = self.run_code('console.log("sum", add(z, w)); console.error("e"); add(z, w)', context=ctx)
+        self.assertEqual((self.stdout(ev), self.stdout(ev, "stderr"), self.main_text(ev)), ("sum 42\n", "e\n", "42"))
+        # a cell may declare again what an earlier one did, as at a prompt
+        self.assertEqual(self.main_text(self.run_code("const z = 1; z + w", context=ctx)), "23")
+        # strings as they are, other values as Node.js shows them
+        self.assertEqual(self.main_text(self.run_code("'text'", context=ctx)), "text")
+        self.assertEqual(self.main_text(self.run_code("({a: [1, 2]})", context=ctx)), "{ a: [ 1, 2 ] }")
+        # top-level await, and what it declares stays
+        ev = self.run_code("const v = await new Promise((r) => setTimeout(() => r(6), 10)); v * 7", context=ctx)
+        self.assertEqual(self.main_text(ev), "42")
+        self.assertEqual(self.main_text(self.run_code("v", context=ctx)), "6")
+        # modules, as require or import, relative to the context's directory
+        ev = self.run_code("import {join} from 'path'\nimport * as os from 'os'\nconst fs = require('fs')", context=ctx)
+        self.assertEqual([e["type"] for e in ev], ["number_of_executions", "end_of_execution"], ev)
+        self.assertEqual(self.main_text(self.run_code(
+            "[join('a', 'b'), typeof os.cpus, typeof fs.readFileSync, process.cwd(), process.getuid()].join(' ')",
+            context=ctx)), "a/b function function /tmp 1000")
+        # per-run variables for the run only
+        self.assertEqual(self.main_text(self.run_code("process.env.K", context=ctx, env={"K": "v1"})), "v1")
+        self.assertEqual(self.main_text(self.run_code("process.env.K || 'unset'", context=ctx)), "unset")
+        # errors are typed; the traceback is the cell's, not the driver's
+        err = self.error(self.run_code("null.x", context=ctx))
+        self.assertEqual(err["name"], "TypeError")
+        self.assertIn("Cannot read properties of null", err["value"])
+        self.assertNotIn("[eval]", err["traceback"])
+        self.assertEqual(self.error(self.run_code("const = 1", context=ctx))["name"], "SyntaxError")
+        # a callback's throw or a rejection nobody awaits is shown, not fatal
+        ev = self.run_code("Promise.reject(new Error('nobody')); setTimeout(() => { throw new Error('late') }, 1);"
+                           "await new Promise((r) => setTimeout(r, 50)); 'alive'", context=ctx)
+        self.assertEqual(self.main_text(ev), "alive")
+        self.assertIn("nobody", self.stdout(ev, "stderr"))
+        self.assertIn("late", self.stdout(ev, "stderr"))
+        # the timeout interrupts a spinning loop or a wait; the state stays
+        for cell in ("while (true) {}", "await new Promise(() => {})"):
+            ev = self.run_code(cell, context=ctx, timeout="1s")
+            err = self.error(ev)
+            self.assertEqual((err["name"], err["value"]), ("KeyboardInterrupt", "the execution was interrupted"), ev)
+            self.assertEqual(self.main_text(self.run_code("z", context=ctx)), "1")
+        # an exit ends Node.js: told, and the next run starts a new one
+        err = self.error(self.run_code("process.exit(3)", context=ctx))
+        self.assertEqual((err["name"], err["value"]),
+                         ("ExitError", "Node.js exited with status 3; the next run starts a new one"))
+        self.assertEqual(self.main_text(self.run_code("typeof z", context=ctx)), "undefined")
+        # a fork is a new Node.js: the state of a JavaScript context is not copied
+        self.run_code("globalThis.kept = 1", context=ctx)
+        r = self.d.api("POST", "/v1/sandboxes/%s/contexts/%s/fork" % (self.sid, ctx))
+        self.assertEqual(r.status, 201, r)
+        child = r.json()["id"]
+        self.assertEqual(self.main_text(self.run_code("typeof kept", context=child)), "undefined")
+        self.assertEqual(self.main_text(self.run_code("kept", context=ctx)), "1")
+        # the listed default, and the language's other names
+        r = self.d.api("GET", "/v1/sandboxes/%s/contexts" % self.sid)
+        self.assertIn("javascript", [c["language"] for c in r.json()])
+        self.assertEqual(self.main_text(self.run_code("1 + 1", language="js")), "2")
+
+    def test_typescript_context(self):
+        ctx = self.context(language="typescript")
+        ev = self.run_code("interface P { x: number }\nfunction sub(a: number, b: number): number { return a - b }\n"
+                           "const p: P = { x: 3 }\nsub(1, p.x)", context=ctx)
+        self.assertEqual(self.main_text(ev), "-2")
+        self.assertEqual(self.main_text(self.run_code("const q: number = await Promise.resolve(p.x); q", context=ctx)), "3")
+        # the default TypeScript context is another one
+        self.assertEqual(self.main_text(self.run_code("typeof sub", language="ts")), "undefined")
+        self.assertEqual(self.main_text(self.run_code("const n: number = 6; n", language="ts")), "6")
+
     def test_code_that_ignores_the_interrupt_is_killed(self):
         ctx = self.context()
         # The interrupt is ignored from a cell before the timed one: caught
@@ -417,7 +486,11 @@ while True:
         self.assertError(self.d.api("POST", path, {}), 400, "invalid_argument")
         self.assertError(self.d.api("POST", path, {"code": 1}), 400, "invalid_argument")
         self.assertError(self.d.api("POST", path, {"code": "1", "nope": 1}), 400, "invalid_argument")
-        self.assertError(self.d.api("POST", path, {"code": "1", "language": "javascript"}), 400, "invalid_argument")
+        # a name the server does not run is its 400, relayed; a name of
+        # another shape never reaches it
+        body = self.assertError(self.d.api("POST", path, {"code": "1", "language": "cobol"}), 400, "invalid_argument")
+        self.assertIn("'cobol' is not supported", body["message"])
+        self.assertError(self.d.api("POST", path, {"code": "1", "language": "../py"}), 400, "invalid_argument")
         self.assertError(self.d.api("POST", path, {"code": "1", "context": "../x"}), 400, "invalid_argument")
         self.assertError(self.d.api("POST", path, {"code": "1", "context": "a", "language": "python"}),
                          400, "invalid_argument")
