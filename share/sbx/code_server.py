@@ -232,6 +232,255 @@ class FdCapture:
             time.sleep(0.01)
 
 
+# ---- charts and data: E2B's e2b/chart and e2b/data ------------------------
+#
+# A matplotlib figure that a cell shows comes back as its PNG and, beside
+# it, as E2B's chart object (e2b/chart: the type, titles, labels, units,
+# scales, ticks and the plotted data); a pandas DataFrame as its table and
+# as e2b/data. Both are read from the objects (never from pixels), bounded
+# in size, and never fail a cell: an object they cannot read gets none.
+CHART_POINTS_MAX = 100000  # more points in a figure: the PNG only
+DATA_CELLS_MAX = 100000  # more cells in a DataFrame: the table only
+
+
+def finite(v):
+    """A JSON number, or None for what JSON cannot say (NaN, infinities)."""
+    import math
+
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if not math.isfinite(f):
+        return None
+    return int(f) if f.is_integer() and abs(f) < 2**53 else f
+
+
+def label_unit(text):
+    """The unit in a label's last parentheses or brackets: "Time (s)" is s."""
+    import re
+
+    m = re.search(r"[(\[]([^()\[\]]+)[)\]]\s*$", text or "")
+    return m.group(1).strip() if m else None
+
+
+def public_label(artist):
+    """An artist's label when the user gave one (matplotlib's own start with _)."""
+    label = artist.get_label()
+    return None if not isinstance(label, str) or label.startswith("_") else label
+
+
+def axis_scale(axis):
+    import matplotlib.category
+    import matplotlib.dates
+
+    if isinstance(axis.converter, matplotlib.dates.DateConverter) or isinstance(
+            axis.get_major_locator(), matplotlib.dates.DateLocator):
+        return "datetime"
+    if isinstance(axis.units, matplotlib.category.UnitData):
+        return "categorical"
+    return axis.get_scale()
+
+
+def axis_value(scale):
+    """How a value on an axis of that scale is said: a date as ISO 8601 text."""
+    if scale == "datetime":
+        import matplotlib.dates
+
+        return lambda v: matplotlib.dates.num2date(v).isoformat()
+    return finite
+
+
+def tick_labels(ax, labels):
+    import re
+
+    texts = [t.get_text() for t in labels]
+    if texts and not any(texts):
+        ax.figure.canvas.draw()  # tick labels are set when the figure is drawn
+        texts = [t.get_text() for t in labels]
+    # matplotlib's mathtext wrapper of log ticks, $\mathdefault{10^{3}}$
+    return [re.sub(r"^\$\\mathdefault\{(.*)\}\$$", r"\1", t) for t in texts]
+
+
+def chart_2d(ax, kind):
+    xlabel, ylabel = ax.get_xlabel(), ax.get_ylabel()
+    return {"type": kind, "title": ax.get_title() or None, "x_label": xlabel or None,
+            "y_label": ylabel or None, "x_unit": label_unit(xlabel), "y_unit": label_unit(ylabel)}
+
+
+def point_chart(ax, kind, series):
+    chart = chart_2d(ax, kind)
+    xs, ys = axis_scale(ax.xaxis), axis_scale(ax.yaxis)
+    xv, yv = axis_value(xs), axis_value(ys)
+    chart.update({
+        "x_scale": xs, "y_scale": ys,
+        "x_ticks": [xv(t) for t in ax.get_xticks()], "y_ticks": [yv(t) for t in ax.get_yticks()],
+        "x_tick_labels": tick_labels(ax, ax.get_xticklabels()),
+        "y_tick_labels": tick_labels(ax, ax.get_yticklabels()),
+    })
+    elements = []
+    for label, points in series:
+        # a categorical axis's values are its categories, as plotted
+        elements.append({"label": label, "points": [
+            [x if xs == "categorical" and isinstance(x, str) else xv(x),
+             y if ys == "categorical" and isinstance(y, str) else yv(y)] for x, y in points]})
+    chart["elements"] = elements
+    return chart
+
+
+def bar_chart(ax, containers):
+    chart = chart_2d(ax, "bar")
+    elements = []
+    for c in containers:
+        horizontal = getattr(c, "orientation", "vertical") == "horizontal"
+        ticks = ax.get_yticks() if horizontal else ax.get_xticks()
+        texts = tick_labels(ax, ax.get_yticklabels() if horizontal else ax.get_xticklabels())
+        for rect in c.patches:
+            at = rect.get_y() + rect.get_height() / 2 if horizontal else rect.get_x() + rect.get_width() / 2
+            label = None
+            if len(ticks) and len(texts) == len(ticks):
+                i = min(range(len(ticks)), key=lambda k: abs(ticks[k] - at))
+                label = texts[i]
+            elements.append({"label": label if label is not None else str(finite(at)),
+                             "value": finite(rect.get_width() if horizontal else rect.get_height()),
+                             "group": public_label(c)})
+    chart["elements"] = elements
+    return chart
+
+
+def box_chart(ax, stats):
+    chart = chart_2d(ax, "box_and_whisker")
+    chart["elements"] = [{"label": str(s.get("label", i + 1)), "min": finite(s["whislo"]),
+                          "first_quartile": finite(s["q1"]), "median": finite(s["med"]),
+                          "third_quartile": finite(s["q3"]), "max": finite(s["whishi"]),
+                          "outliers": [finite(v) for v in s.get("fliers", [])]} for i, s in enumerate(stats)]
+    return chart
+
+
+def pie_chart(ax, wedges):
+    return {"type": "pie", "title": ax.get_title() or None,
+            "elements": [{"label": public_label(w) or "", "angle": finite(round(w.theta2 - w.theta1, 3)),
+                          "radius": finite(w.r)} for w in wedges]}
+
+
+def axes_chart(ax):
+    import matplotlib.collections
+    import matplotlib.container
+    import matplotlib.patches
+
+    wedges = [p for p in ax.patches if isinstance(p, matplotlib.patches.Wedge)]
+    if wedges:
+        return pie_chart(ax, wedges)
+    stats = getattr(ax, "_sbx_box_stats", None)
+    if stats:
+        return box_chart(ax, stats)
+    bars = [c for c in ax.containers if isinstance(c, matplotlib.container.BarContainer)]
+    if bars:
+        return bar_chart(ax, bars)
+    lines = [ln for ln in ax.get_lines() if ln.get_visible()]
+    dots = [c for c in ax.collections if isinstance(c, matplotlib.collections.PathCollection)]
+    if lines and not dots:
+        return point_chart(ax, "line", [(public_label(ln), zip(ln.get_xdata(orig=axis_scale(ax.xaxis) == "categorical"),
+                                                                ln.get_ydata(orig=axis_scale(ax.yaxis) == "categorical")))
+                                        for ln in lines])
+    if dots and not lines:
+        return point_chart(ax, "scatter", [(public_label(c), c.get_offsets().tolist()) for c in dots])
+    return {"type": "unknown", "title": ax.get_title() or None, "elements": []}
+
+
+def figure_points(fig):
+    n = 0
+    for ax in fig.get_axes():
+        n += sum(len(ln.get_xdata()) for ln in ax.get_lines())
+        n += sum(len(c.get_offsets()) for c in ax.collections)
+        n += len(ax.patches)
+    return n
+
+
+def figure_chart(fig):
+    """The e2b/chart of a matplotlib figure, or None."""
+    try:
+        axes = [ax for ax in fig.get_axes() if ax.get_visible()]
+        if not axes or figure_points(fig) > CHART_POINTS_MAX:
+            return None
+        if len(axes) == 1:
+            chart = axes_chart(axes[0])
+            if chart.get("title") is None and fig._suptitle is not None:
+                chart["title"] = fig._suptitle.get_text() or None
+            return chart
+        return {"type": "superchart", "title": fig._suptitle.get_text() if fig._suptitle is not None else None,
+                "elements": [axes_chart(ax) for ax in axes]}
+    except Exception:  # a figure this cannot read has no chart; never the cell's error
+        return None
+
+
+def frame_data(df):
+    """The e2b/data of a pandas DataFrame: columns, index and rows, or None."""
+    try:
+        if df.size > DATA_CELLS_MAX:
+            return None
+        return json.loads(df.to_json(orient="split", date_format="iso", default_handler=str))
+    except Exception:  # a frame this cannot say has no e2b/data; its table stays
+        return None
+
+
+def install_charts(shell):
+    """Formatters for e2b/chart and e2b/data, boxplots' statistics kept on
+    their axes, and a PIL image a cell saves shown as E2B shows it."""
+    from IPython.core.formatters import BaseFormatter
+    from traitlets import ObjectName, Unicode
+    import matplotlib.axes
+    import matplotlib.figure
+    import pandas
+
+    class ChartFormatter(BaseFormatter):
+        format_type = Unicode("e2b/chart")
+        print_method = ObjectName("_repr_e2b_chart_")
+        _return_type = dict
+
+    class DataFormatter(BaseFormatter):
+        format_type = Unicode("e2b/data")
+        print_method = ObjectName("_repr_e2b_data_")
+        _return_type = dict
+
+    formatters = shell.display_formatter.formatters
+    formatters["e2b/chart"] = ChartFormatter(parent=shell.display_formatter)
+    formatters["e2b/chart"].for_type(matplotlib.figure.Figure, figure_chart)
+    formatters["e2b/data"] = DataFormatter(parent=shell.display_formatter)
+    formatters["e2b/data"].for_type(pandas.DataFrame, frame_data)
+
+    bxp = matplotlib.axes.Axes.bxp
+
+    def kept_bxp(self, bxpstats, *args, **kwargs):
+        out = bxp(self, bxpstats, *args, **kwargs)
+        self._sbx_box_stats = list(getattr(self, "_sbx_box_stats", [])) + [dict(s) for s in bxpstats]
+        return out
+
+    matplotlib.axes.Axes.bxp = kept_bxp
+
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    save = Image.Image.save
+
+    def shown_save(self, fp, *args, **kwargs):
+        out = save(self, fp, *args, **kwargs)
+        # a cell's own save to a file, not matplotlib's (it renders figures
+        # through PIL) nor one to a buffer
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if EXEC_ID is not None and isinstance(fp, (str, os.PathLike)) and not caller.startswith(("matplotlib", "PIL")):
+            try:
+                from IPython.display import display
+
+                display(self)
+            except Exception:  # showing it is a courtesy; the save happened
+                pass
+        return out
+
+    Image.Image.save = shown_save
+
+
 def make_shell():
     global SHELL
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
@@ -302,6 +551,7 @@ def make_shell():
     c.InteractiveShell.xmode = "Context"
     SHELL = Shell.instance(config=c)
     SHELL.enable_matplotlib("inline")
+    install_charts(SHELL)
     # The first cell pays for compiling IPython's own machinery: pay it here.
     SHELL.run_cell("pass", store_history=False, silent=True)
     return SHELL

@@ -72,9 +72,14 @@ def check_chart_and_table(test, ev):
     test.assertIn("<table", main["html"])
     test.assertIn("<th>a</th>", main["html"])
     test.assertEqual(main["text"], "   a  b\n0  1  x\n1  2  y")
+    # E2B's e2b/data of the frame, and e2b/chart of the figure beside its PNG
+    test.assertEqual(main["data"], {"columns": ["a", "b"], "index": [0, 1], "data": [[1, "x"], [2, "y"]]})
     pngs = [e for e in ev if e["type"] == "result" and "png" in e]
     test.assertEqual(len(pngs), 1, ev)
     test.assertFalse(pngs[0]["is_main_result"])
+    chart = pngs[0]["chart"]
+    test.assertEqual((chart["type"], chart["x_scale"], chart["elements"]),
+                     ("line", "linear", [{"label": None, "points": [[1, 3], [2, 1], [3, 2]]}]))
     w, h = decode_png(base64.b64decode(pngs[0]["png"], validate=True))
     # 6.4 x 4.8 in at 100 dpi, cropped to the drawing (bbox_inches="tight").
     test.assertTrue(300 < w <= 640 and 200 < h <= 480, (w, h))
@@ -205,6 +210,57 @@ class CodeTest(DaemonTest):
         self.assertTrue(results[2]["svg"].startswith("<svg"), results[2])
         self.assertEqual(results[3]["latex"], "$x^2$")
         self.assertFalse(any(r["is_main_result"] for r in results))
+
+    def chart(self, code):
+        ev = self.run_code("import matplotlib.pyplot as plt\nimport numpy as np\n" + code + "\nplt.show()")
+        charts = [e["chart"] for e in ev if e["type"] == "result" and "chart" in e]
+        self.assertEqual(len(charts), 1, ev)
+        self.assertEqual([e["type"] for e in ev if e["type"] == "error"], [], ev)
+        return charts[0]
+
+    def test_charts_are_e2b_chart_objects(self):
+        c = self.chart("import datetime\nd = [datetime.date(2023, 9, 1) + datetime.timedelta(days=i) for i in range(10)]\n"
+                       "plt.plot(d, np.arange(10), label='n'); plt.plot(d, np.arange(10) ** 2, label='sq')\n"
+                       "plt.xlabel('Time (s)'); plt.ylabel('Amplitude [Hz]'); plt.title('T')")
+        self.assertEqual((c["type"], c["title"], c["x_label"], c["x_unit"], c["y_unit"], c["x_scale"], c["y_scale"]),
+                         ("line", "T", "Time (s)", "s", "Hz", "datetime", "linear"))
+        self.assertEqual([(e["label"], len(e["points"])) for e in c["elements"]], [("n", 10), ("sq", 10)])
+        self.assertEqual(c["elements"][1]["points"][3], ["2023-09-04T00:00:00+00:00", 9])
+        self.assertTrue(all(isinstance(t, str) for t in c["x_ticks"] + c["x_tick_labels"] + c["y_tick_labels"]), c)
+        c = self.chart("plt.bar(['a', 'b'], [3, 4.5], label='g'); plt.ylabel('n')")
+        self.assertEqual((c["type"], c["y_label"], c["elements"]), ("bar", "n", [
+            {"label": "a", "value": 3, "group": "g"}, {"label": "b", "value": 4.5, "group": "g"}]))
+        c = self.chart("plt.boxplot([[85, 90, 78, 92, 88], [95, 89, 76, 91, 84, 87]], labels=['A', 'B'])")
+        self.assertEqual((c["type"], c["elements"][1]), ("box_and_whisker", {
+            "label": "B", "min": 84, "first_quartile": 84.75, "median": 88, "third_quartile": 90.5, "max": 95,
+            "outliers": [76]}))
+        c = self.chart("plt.pie([90, 10], labels=['no', 'yes'], startangle=90); plt.title('P')")
+        self.assertEqual(c, {"type": "pie", "title": "P", "elements": [
+            {"label": "no", "angle": 324, "radius": 1}, {"label": "yes", "angle": 36, "radius": 1}]})
+        c = self.chart("plt.scatter([1, 2], [3, 4], label='s'); plt.yscale('log')")
+        self.assertEqual((c["type"], c["y_scale"], c["elements"]), ("scatter", "log", [{"label": "s", "points": [[1, 3], [2, 4]]}]))
+        c = self.chart("plt.plot([1, 2, 3], ['x', 'y', 'z'])")
+        self.assertEqual((c["y_scale"], c["elements"][0]["points"]), ("categorical", [[1, "x"], [2, "y"], [3, "z"]]))
+        c = self.chart("fig, axs = plt.subplots(1, 2); fig.suptitle('S'); axs[0].plot([1, 2]); axs[0].set_title('a')\n"
+                       "axs[1].scatter([1], [2]); axs[1].set_title('b')")
+        self.assertEqual((c["type"], c["title"], [(e["type"], e["title"]) for e in c["elements"]]),
+                         ("superchart", "S", [("line", "a"), ("scatter", "b")]))
+        c = self.chart("plt.gca().add_artist(plt.Circle((0, 0), 1)); plt.title('C')")
+        self.assertEqual(c, {"type": "unknown", "title": "C", "elements": []})
+        # what JSON cannot say is null, not an invalid line
+        c = self.chart("plt.plot([1, float('nan'), float('inf')])")
+        self.assertEqual(c["elements"][0]["points"], [[0, 1], [1, None], [2, None]])
+        # too many points: the PNG only
+        ev = self.run_code("import matplotlib.pyplot as plt\nplt.plot(range(200000))\nplt.show()")
+        self.assertEqual([("png" in e, "chart" in e) for e in ev if e["type"] == "result"], [(True, False)])
+
+    def test_pil_image_saved_is_shown(self):
+        ev = self.run_code("from PIL import Image\nImage.new('RGB', (4, 3)).save('/tmp/pil.png')\n"
+                           "import matplotlib.pyplot as plt\nplt.plot([1]); plt.savefig('/tmp/fig.png'); plt.close()")
+        pngs = [e for e in ev if e["type"] == "result" and "png" in e]
+        # the image the cell saved, not matplotlib's own save through PIL
+        self.assertEqual(len(pngs), 1, ev)
+        self.assertEqual(decode_png(base64.b64decode(pngs[0]["png"])), (4, 3))
 
     def test_errors_are_typed(self):
         err = self.error(self.run_code("def f():\n    return 1 / 0\nf()"))
