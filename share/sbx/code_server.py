@@ -682,16 +682,21 @@ def run_bash(msg):
         emit({"type": "error", "name": "BashError", "value": "exit status %d" % rc, "traceback": ""})
 
 
-# A JavaScript or TypeScript context: one Node.js process, started at its
-# first run, keeps the state (globals, required modules) from run to run.
-# Cells go to it as JSON lines on a pipe and its replies come back on
-# another; its fds 1 and 2 are the context's, as bash's are. TypeScript is
-# compiled to JavaScript cell by cell (types are stripped, not checked).
+# Languages run by an interpreter process of their own (JavaScript and
+# TypeScript by Node.js, R by Rscript): one process per context, started at
+# its first run, keeps the state from run to run. Cells go to it on a pipe
+# and its replies come back on another as JSON lines, {"n": the cell's
+# number, "type": "result" (with "text") | "error" (name, value, traceback)
+# | "done"}; its fds 1 and 2 are the context's, as bash's are.
 NODE = "/usr/bin/node"
 TYPESCRIPT_DIRS = ["/usr/share/nodejs/typescript", "/usr/lib/nodejs/typescript", "/usr/lib/node_modules/typescript"]
-JS = None  # (Popen, cell pipe's write end, reply pipe's read end)
-JS_RUNS = 0
+RSCRIPT = "/usr/bin/Rscript"
+CHILD = None  # (Popen, cell pipe's write end, reply pipe's read end)
+CHILD_RUNS = 0
 PR_SET_PDEATHSIG = 1
+
+# JavaScript: cells as JSON lines. TypeScript is compiled to JavaScript
+# cell by cell (types are stripped, not checked).
 
 JS_DRIVER = r'''// sbx: the JavaScript/TypeScript context's interpreter, run as
 // `node -e DRIVER CELL_FD REPLY_FD` by the context process. Cells come as
@@ -937,22 +942,166 @@ input.on('error', () => process.exit(0));
 '''
 
 
+R_DRIVER = r'''# sbx: the R context's interpreter, run as `Rscript --vanilla -e DRIVER
+# CELL_FD REPLY_FD` by the context process. A cell comes on CELL_FD as a
+# header line "N CODE_BYTES ENV_COUNT BASE_COUNT" and then the code and each
+# variable as "KEY_BYTES VALUE_BYTES" lines with their bytes; replies go
+# as JSON lines on REPLY_FD. What the cell prints goes to fds 1 and 2,
+# which the context captures.
+local({
+  args <- commandArgs(trailingOnly = TRUE)
+  cells <- file(sprintf("/proc/self/fd/%s", args[1]), "rb", raw = TRUE)
+  replies <- file(sprintf("/proc/self/fd/%s", args[2]), "wb", raw = TRUE)
+  cell_number <- "0"
+
+  json_str <- function(s) {
+    s <- iconv(enc2utf8(as.character(s)), "UTF-8", "UTF-8", sub = "?")
+    s <- gsub("\\", "\\\\", s, fixed = TRUE)
+    s <- gsub("\"", "\\\"", s, fixed = TRUE)
+    s <- gsub("\n", "\\n", s, fixed = TRUE)
+    s <- gsub("\r", "\\r", s, fixed = TRUE)
+    s <- gsub("\t", "\\t", s, fixed = TRUE)
+    # the other control characters, as \u00XX
+    chars <- utf8ToInt(s)
+    if (any(chars < 32L)) {
+      s <- paste(vapply(chars, function(ch) if (ch < 32L) sprintf("\\u%04x", ch) else intToUtf8(ch),
+                        ""), collapse = "")
+    }
+    paste0("\"", s, "\"")
+  }
+  reply <- function(fields) {
+    flush(stdout()); flush(stderr())  # what the cell printed goes first
+    parts <- c(sprintf("\"n\":%s", cell_number),
+               sprintf("%s:%s", vapply(names(fields), json_str, ""), vapply(fields, json_str, "")))
+    writeBin(charToRaw(paste0("{", paste(parts, collapse = ","), "}\n")), replies)
+    flush(replies)
+  }
+  read_bytes <- function(n) if (n == 0) "" else rawToChar(readBin(cells, "raw", n))
+  read_pairs <- function(count) {
+    out <- character(0)
+    for (i in seq_len(count)) {
+      len <- as.integer(strsplit(readLines(cells, n = 1), " ", fixed = TRUE)[[1]])
+      key <- read_bytes(len[1])
+      out[key] <- read_bytes(len[2])
+    }
+    out
+  }
+  show <- function(value) paste(utils::capture.output(print(value)), collapse = "\n")
+  error_reply <- function(e) {
+    call <- conditionCall(e)
+    # the call that failed; none for a stop() at the cell's top level
+    # (its call is the driver's eval)
+    where <- if (is.null(call)) "" else paste(deparse(call), collapse = "\n")
+    if (startsWith(where, "eval(exprs[[i]]")) where <- ""
+    reply(list(type = "error", name = class(e)[1], value = conditionMessage(e), traceback = where))
+  }
+
+  run_cell <- function(code) {
+    exprs <- tryCatch(parse(text = code, keep.source = FALSE), error = function(e) e)
+    if (inherits(exprs, "error")) {
+      reply(list(type = "error", name = "SyntaxError", value = conditionMessage(exprs), traceback = ""))
+      return(invisible())
+    }
+    n <- length(exprs)
+    for (i in seq_len(n)) {
+      ok <- tryCatch(
+        withCallingHandlers({
+          res <- withVisible(eval(exprs[[i]], envir = globalenv()))
+          # a visible value: the last is the cell's result, the others
+          # are printed, as at R's prompt
+          if (res$visible) {
+            if (i == n) reply(list(type = "result", text = show(res$value)))
+            else print(res$value)
+          }
+          TRUE
+        }, warning = function(w) {
+          message("Warning message:\n", conditionMessage(w))
+          invokeRestart("muffleWarning")
+        }),
+        interrupt = function(e) {
+          reply(list(type = "error", name = "KeyboardInterrupt", value = "the execution was interrupted",
+                     traceback = ""))
+          FALSE
+        },
+        error = function(e) { error_reply(e); FALSE })
+      if (!isTRUE(ok)) break
+    }
+    invisible()
+  }
+
+  repeat {
+    header <- readLines(cells, n = 1)
+    if (length(header) == 0) quit(save = "no", status = 0)
+    h <- strsplit(header, " ", fixed = TRUE)[[1]]
+    cell_number <- h[1]
+    code <- read_bytes(as.integer(h[2]))
+    env <- read_pairs(as.integer(h[3]))
+    base <- read_pairs(as.integer(h[4]))
+    if (length(base)) do.call(Sys.setenv, as.list(base))
+    saved <- Sys.getenv(names(env), unset = NA, names = TRUE)
+    if (length(env)) do.call(Sys.setenv, as.list(env))
+    tryCatch(run_cell(code), interrupt = function(e) NULL)
+    for (k in names(saved)) {
+      if (is.na(saved[[k]])) Sys.unsetenv(k) else do.call(Sys.setenv, stats::setNames(list(saved[[k]]), k))
+    }
+    tryCatch(reply(list(type = "done")), interrupt = function(e) reply(list(type = "done")))
+  }
+})
+'''
+
+
+def js_command(cell_fd, reply_fd):
+    return [NODE, "--stack-size=4000", "-e", JS_DRIVER, str(cell_fd), str(reply_fd), json.dumps(TYPESCRIPT_DIRS)]
+
+
+def js_cell(n, msg):
+    cell = {"n": n, "code": msg.get("code", ""), "language": msg.get("language"), "env": msg.get("env") or {},
+            "base_env": msg.get("base_env") or {}}
+    return (json.dumps(cell) + "\n").encode()
+
+
+def r_command(cell_fd, reply_fd):
+    return [RSCRIPT, "--vanilla", "-e", R_DRIVER, str(cell_fd), str(reply_fd)]
+
+
+def r_cell(n, msg):
+    """R's framing (R has no JSON reader): a header line, then the bytes."""
+    def pairs(d):
+        out = b""
+        for k, v in (d or {}).items():
+            k, v = k.encode(), v.encode()
+            out += b"%d %d\n" % (len(k), len(v)) + k + v
+        return out
+
+    code = msg.get("code", "").encode()
+    env, base = msg.get("env") or {}, msg.get("base_env") or {}
+    return b"%d %d %d %d\n" % (n, len(code), len(env), len(base)) + code + pairs(env) + pairs(base)
+
+
+# language -> (the interpreter's name in messages, its command, a cell's bytes)
+CHILD_LANGUAGES = {
+    "javascript": ("Node.js", js_command, js_cell),
+    "typescript": ("Node.js", js_command, js_cell),
+    "r": ("R", r_command, r_cell),
+}
+
+
 def die_with_parent():
-    # Node dies with its context even when the context is killed while a
-    # cell spins (an interrupt it never reads): no orphan keeps running.
+    # The interpreter dies with its context even when the context is killed
+    # while a cell spins (an interrupt it never reads): no orphan runs on.
     import ctypes
 
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def js_start():
+def child_start(command):
     import subprocess
 
     cr, cw = os.pipe2(os.O_CLOEXEC)
     rr, rw = os.pipe2(os.O_CLOEXEC)
     try:
-        p = subprocess.Popen([NODE, "--stack-size=4000", "-e", JS_DRIVER, str(cr), str(rw), json.dumps(TYPESCRIPT_DIRS)],
-                             stdin=subprocess.DEVNULL, pass_fds=(cr, rw), env=dict(os.environ),
+        # a process group of its own: an interrupt reaches what it started too
+        p = subprocess.Popen(command(cr, rw), stdin=subprocess.DEVNULL, pass_fds=(cr, rw), env=dict(os.environ),
                              cwd=os.getcwd(), process_group=0, preexec_fn=die_with_parent)
     except OSError:
         os.close(cw)
@@ -964,18 +1113,18 @@ def js_start():
     return (p, cw, rr)
 
 
-def js_stop():
-    """Forget this process's Node.js (closed pipes end it when it is ours)."""
-    global JS
-    if JS is not None:
-        os.close(JS[1])
-        os.close(JS[2])
-        JS = None
+def child_stop():
+    """Forget this process's interpreter (closed pipes end it when it is ours)."""
+    global CHILD
+    if CHILD is not None:
+        os.close(CHILD[1])
+        os.close(CHILD[2])
+        CHILD = None
 
 
-def js_relay(m):
-    """One reply of Node.js, as the context's message: what the cell printed
-    before it goes first."""
+def child_relay(m):
+    """One reply of the interpreter, as the context's message: what the cell
+    printed before it goes first."""
     if FDCAP is not None:
         FDCAP.drain()
     kind = m.get("type")
@@ -986,25 +1135,25 @@ def js_relay(m):
               "traceback": str(m.get("traceback", ""))})
 
 
-def run_js(msg):
-    global JS, JS_RUNS
-    JS_RUNS += 1
-    emit({"type": "number_of_executions", "execution_count": JS_RUNS})
+def run_child(msg):
+    global CHILD, CHILD_RUNS
+    title, command, encode = CHILD_LANGUAGES[msg.get("language")]
+    CHILD_RUNS += 1
+    emit({"type": "number_of_executions", "execution_count": CHILD_RUNS})
     for k, v in (msg.get("base_env") or {}).items():
-        os.environ[k] = v  # for a Node.js started later as well
-    if JS is not None and JS[0].poll() is not None:
-        js_stop()
-    if JS is None:
+        os.environ[k] = v  # for an interpreter started later as well
+    if CHILD is not None and CHILD[0].poll() is not None:
+        child_stop()
+    if CHILD is None:
         try:
-            JS = js_start()
+            CHILD = child_start(command)
         except OSError as e:
-            emit({"type": "error", "name": "RuntimeError", "value": "could not start Node.js: %s" % e, "traceback": ""})
+            emit({"type": "error", "name": "RuntimeError", "value": "could not start %s: %s" % (title, e),
+                  "traceback": ""})
             return
-    p, cw, rr = JS
-    cell = {"n": JS_RUNS, "code": msg.get("code", ""), "language": msg.get("language"), "env": msg.get("env") or {},
-            "base_env": msg.get("base_env") or {}}
+    p, cw, rr = CHILD
     try:
-        data = (json.dumps(cell) + "\n").encode()
+        data = encode(CHILD_RUNS, msg)
         while data:
             data = data[os.write(cw, data):]
     except OSError:
@@ -1012,8 +1161,8 @@ def run_js(msg):
     buf = b""
     while True:
         try:
-            # Node.js's own children may hold the reply pipe open after it
-            # exits: its exit is watched, not only the pipe's end.
+            # The interpreter's own children may hold the reply pipe open
+            # after it exits: its exit is watched, not only the pipe's end.
             ready, _, _ = select.select([rr], [], [], 0.2)
             chunk = os.read(rr, 65536) if ready else None
             if chunk is None:
@@ -1029,36 +1178,36 @@ def run_js(msg):
                     m = json.loads(line)
                 except ValueError:
                     continue
-                if not isinstance(m, dict) or m.get("n") != JS_RUNS:
+                if not isinstance(m, dict) or m.get("n") != CHILD_RUNS:
                     continue  # an earlier cell's, which an interrupt left behind
                 if m.get("type") == "done":
                     if FDCAP is not None:
                         time.sleep(0.01)
                         FDCAP.drain()
                     return
-                js_relay(m)
+                child_relay(m)
         except KeyboardInterrupt:
-            # the server's interrupt: Node.js's, as ^C at its prompt
+            # the server's interrupt: the interpreter's, as ^C at its prompt
             try:
                 os.killpg(p.pid, signal.SIGINT)
             except OSError:
                 pass
     rc = p.wait()
-    js_stop()
+    child_stop()
     if FDCAP is not None:
         time.sleep(0.01)
         FDCAP.drain()
     emit({"type": "error", "name": "ExitError",
-          "value": "Node.js exited with status %d; the next run starts a new one" % rc, "traceback": ""})
+          "value": "%s exited with status %d; the next run starts a new one" % (title, rc), "traceback": ""})
 
 
 def run_cell(msg):
     global EXEC_ID
     shell = SHELL
     EXEC_ID = msg.get("x")
-    if msg.get("language") in ("bash", "javascript", "typescript"):
+    if msg.get("language") == "bash" or msg.get("language") in CHILD_LANGUAGES:
         try:
-            (run_bash if msg.get("language") == "bash" else run_js)(msg)
+            (run_bash if msg.get("language") == "bash" else run_child)(msg)
         finally:
             emit({"type": "done"})
             EXEC_ID = None
@@ -1103,8 +1252,8 @@ def become_context(sock, cwd):
         BASH[0].stdin.close()
         os.close(BASH[1])
         BASH = None
-    # likewise a copy of a JavaScript context's Node.js pipes
-    js_stop()
+    # likewise a copy of another language's interpreter pipes
+    child_stop()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if cwd is not None:
         try:
@@ -1708,6 +1857,7 @@ LANGUAGE_NAMES = {
     "bash": "bash", "sh": "bash", "shell": "bash",
     "javascript": "javascript", "js": "javascript", "node": "javascript", "nodejs": "javascript",
     "typescript": "typescript", "ts": "typescript",
+    "r": "r",
 }
 
 
@@ -1717,13 +1867,15 @@ def language_installed(lang):
         return "Node.js (%s) is not installed in this sandbox's template" % NODE
     if lang == "typescript" and not any(os.path.isdir(d) for d in TYPESCRIPT_DIRS):
         return "TypeScript (Debian package node-typescript) is not installed in this sandbox's template"
+    if lang == "r" and not os.access(RSCRIPT, os.X_OK):
+        return "R (%s, Debian package r-base-core) is not installed in this sandbox's template" % RSCRIPT
     return None
 
 
 def normalize_language(lang):
     name = LANGUAGE_NAMES.get((lang or "python").lower()) if isinstance(lang, (str, type(None))) else None
     if name is None:
-        raise HttpError(400, "language %r is not supported (python, bash, javascript and typescript are)" % (lang,))
+        raise HttpError(400, "language %r is not supported (python, bash, javascript, typescript and r are)" % (lang,))
     missing = language_installed(name)
     if missing is not None:
         raise HttpError(400, "language %s: %s" % (name, missing))

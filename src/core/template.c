@@ -96,6 +96,9 @@ build_base (const char *state_dir, struct sbx_plan *p, sbx_error_t **err)
       {"/etc/ld.so.cache", "etc/ld.so.cache"},
       {"/etc/services", "etc/services"},
       {"/etc/protocols", "etc/protocols"},
+      /* R's configuration (Renviron, ldpaths; /usr/lib/R/etc links here):
+         the code interpreter's R contexts */
+      {"/etc/R", "etc/R"},
       {NULL, NULL},
   };
   int i;

@@ -5,8 +5,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/limits.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "iso/engine.h"
@@ -261,6 +264,214 @@ fill_entry (const struct sbx_fs_ctx *ctx, const struct stat *st, const char *nam
   e->mtime_sec = st->st_mtim.tv_sec;
 }
 
+/* ---- metadata (user.e2b.* extended attributes) ------------------------- */
+
+/* RFC 9110's tchar. */
+static int
+token_char (unsigned char c)
+{
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+         || (c != '\0' && strchr ("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static int
+meta_key_ok (const char *k, size_t n)
+{
+  if (n == 0 || n > SBX_FS_META_KEY_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!token_char ((unsigned char) k[i]))
+      return 0;
+  return 1;
+}
+
+static int
+meta_value_ok (const char *v, size_t n)
+{
+  if (n > SBX_FS_META_VALUE_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char) v[i] < 0x20 || (unsigned char) v[i] > 0x7e)
+      return 0;
+  return 1;
+}
+
+int
+sbx_fs_meta_add (struct sbx_fs_meta *m, const char *key, size_t key_len, const char *value,
+                 size_t value_len, sbx_error_t **err)
+{
+  const char *k, *v;
+  uint32_t off = 0;
+
+  /* The key is echoed only once it is known to be printable: a hostile
+     byte must not reach a JSON answer or a log line. */
+  if (!meta_key_ok (key, key_len))
+    return sbx_err (err, SBX_E_INVALID,
+                    "a metadata key must be 1..%d HTTP token characters (letters, digits and "
+                    "!#$%%&'*+-.^_`|~)",
+                    SBX_FS_META_KEY_MAX);
+  if (!meta_value_ok (value, value_len))
+    return sbx_err (err, SBX_E_INVALID,
+                    "the value of metadata key `%.*s` must be at most %d printable US-ASCII "
+                    "characters",
+                    (int) key_len, key, SBX_FS_META_VALUE_MAX);
+  while ((k = sbx_fs_meta_next (m, &off, &v)) != NULL)
+    if (strlen (k) == key_len && memcmp (k, key, key_len) == 0)
+      return 0;
+  if (m->count >= SBX_FS_META_KEYS)
+    return sbx_err (err, SBX_E_INVALID, "at most %d metadata keys per file", SBX_FS_META_KEYS);
+  /* Packed, each pair takes 7 bytes fewer than it counts (9-byte prefix
+     against two NULs), so what counts fits the buffer. */
+  if ((size_t) m->len + 7 * (size_t) m->count + 9 + key_len + value_len > SBX_FS_META_TOTAL)
+    return sbx_err (err, SBX_E_INVALID,
+                    "a file's metadata is at most %d bytes (%d per key for the `%s` prefix, "
+                    "plus keys and values)",
+                    SBX_FS_META_TOTAL, (int) strlen (SBX_FS_META_PREFIX), SBX_FS_META_PREFIX);
+  memcpy (m->data + m->len, key, key_len);
+  m->data[m->len + key_len] = '\0';
+  memcpy (m->data + m->len + key_len + 1, value, value_len);
+  m->data[m->len + key_len + 1 + value_len] = '\0';
+  m->len += (uint32_t) (key_len + value_len + 2);
+  m->count++;
+  return 0;
+}
+
+int
+sbx_fs_meta_check (const struct sbx_fs_meta *m, sbx_error_t **err)
+{
+  struct sbx_fs_meta again;
+  uint32_t off = 0;
+
+  if (m->len > sizeof m->data || m->count > SBX_FS_META_KEYS)
+    return sbx_err (err, SBX_E_INVALID, "malformed metadata");
+  memset (&again, 0, sizeof again);
+  while (off < m->len)
+    {
+      const char *key = m->data + off, *value, *end = m->data + m->len;
+      const char *knul = memchr (key, '\0', (size_t) (end - key)), *vnul;
+      if (knul == NULL)
+        return sbx_err (err, SBX_E_INVALID, "malformed metadata");
+      value = knul + 1;
+      vnul = value < end ? memchr (value, '\0', (size_t) (end - value)) : NULL;
+      if (vnul == NULL)
+        return sbx_err (err, SBX_E_INVALID, "malformed metadata");
+      if (sbx_fs_meta_add (&again, key, (size_t) (knul - key), value, (size_t) (vnul - value),
+                           err)
+          < 0)
+        return -1;
+      off = (uint32_t) (vnul + 1 - m->data);
+    }
+  /* A repeated key would have been dropped by the add. */
+  if (again.len != m->len || again.count != m->count)
+    return sbx_err (err, SBX_E_INVALID, "malformed metadata");
+  return 0;
+}
+
+const char *
+sbx_fs_meta_next (const struct sbx_fs_meta *m, uint32_t *off, const char **value)
+{
+  const char *key;
+
+  if (*off >= m->len)
+    return NULL;
+  key = m->data + *off;
+  *value = key + strlen (key) + 1;
+  *off += (uint32_t) (strlen (key) + strlen (*value) + 2);
+  return key;
+}
+
+/* The user.e2b.* attributes of the inode that fd (O_PATH, borrowed, not a
+   symlink's: user xattrs exist only on regular files and directories)
+   holds. Through /proc/thread-self/fd, as sbx_fs_open_read re-opens: the
+   *xattr calls on that magic link reach the very inode resolved in the
+   root, with no second walk and no open of the file itself; fgetxattr
+   refuses O_PATH descriptors. Called as the user, so the kernel's read
+   check on user.* applies. Whatever does not fit the bounds (set inside
+   the sandbox, bypassing ours) is left out; a filesystem without xattrs
+   simply has none. */
+static void
+read_meta (int fd, const struct stat *st, struct sbx_fs_meta *m)
+{
+  char proc[64], value[SBX_FS_META_VALUE_MAX];
+  cleanup_free char *names = NULL;
+  ssize_t n;
+
+  memset (m, 0, offsetof (struct sbx_fs_meta, data));
+  if (!S_ISREG (st->st_mode) && !S_ISDIR (st->st_mode))
+    return;
+  snprintf (proc, sizeof proc, "/proc/thread-self/fd/%d", fd);
+  names = malloc (XATTR_LIST_MAX);
+  if (names == NULL)
+    return;
+  n = listxattr (proc, names, XATTR_LIST_MAX);
+  if (n <= 0 || names[n - 1] != '\0')
+    return;
+  for (const char *p = names; p < names + n; p += strlen (p) + 1)
+    {
+      size_t plen = strlen (SBX_FS_META_PREFIX);
+      ssize_t v;
+      if (strncmp (p, SBX_FS_META_PREFIX, plen) != 0)
+        continue;
+      v = getxattr (proc, p, value, sizeof value); /* ERANGE: over the bound */
+      if (v >= 0)
+        sbx_fs_meta_add (m, p + plen, strlen (p + plen), value, (size_t) v, NULL);
+    }
+}
+
+/* meta as the user.e2b.* attributes of the upload's temporary (fd, a
+   regular file just created; nothing else has it yet). */
+static int
+write_meta (int fd, const struct sbx_fs_meta *meta, const char *abs, sbx_error_t **err)
+{
+  char name[sizeof SBX_FS_META_PREFIX + SBX_FS_META_KEY_MAX];
+  const char *key, *value;
+  uint32_t off = 0;
+
+  while ((key = sbx_fs_meta_next (meta, &off, &value)) != NULL)
+    {
+      snprintf (name, sizeof name, "%s%s", SBX_FS_META_PREFIX, key);
+      if (fsetxattr (fd, name, value, strlen (value), XATTR_CREATE) == 0)
+        continue;
+      if (errno == EOPNOTSUPP)
+        return sbx_err_errno (err, SBX_E_INVALID, errno,
+                              "file metadata needs user extended attributes, which the "
+                              "filesystem of `%s` does not support",
+                              abs);
+      if (errno == E2BIG)
+        return sbx_err_errno (err, SBX_E_INVALID, errno,
+                              "the filesystem of `%s` cannot hold this much metadata", abs);
+      return fs_err (err, errno, "set metadata on", abs);
+    }
+  return 0;
+}
+
+/* rename(2) keeps a file's extended attributes; a copy standing in for it
+   must too, or a move between /tmp and /home/user would drop the file's
+   metadata. user.* only: security.* and system.* belong to the kernel and
+   to privileges the user lacks. Best effort, as cp --preserve=xattr. */
+static void
+copy_user_xattrs (int src, int dst)
+{
+  cleanup_free char *names = malloc (XATTR_LIST_MAX);
+  cleanup_free char *value = malloc (XATTR_SIZE_MAX);
+  ssize_t n;
+
+  if (names == NULL || value == NULL)
+    return;
+  n = flistxattr (src, names, XATTR_LIST_MAX);
+  if (n <= 0 || names[n - 1] != '\0')
+    return;
+  for (const char *p = names; p < names + n; p += strlen (p) + 1)
+    {
+      ssize_t v;
+      if (strncmp (p, "user.", 5) != 0)
+        continue;
+      v = fgetxattr (src, p, value, XATTR_SIZE_MAX);
+      if (v >= 0)
+        (void) fsetxattr (dst, p, value, (size_t) v, 0);
+    }
+}
+
 /* ---- read -------------------------------------------------------------- */
 
 int
@@ -365,6 +576,14 @@ int
 sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode, int parents,
                      struct sbx_fs_upload *up, sbx_error_t **err)
 {
+  return sbx_fs_upload_begin_meta (ctx, path, mode, parents, NULL, up, err);
+}
+
+int
+sbx_fs_upload_begin_meta (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
+                          int parents, const struct sbx_fs_meta *meta, struct sbx_fs_upload *up,
+                          sbx_error_t **err)
+{
   char abs[SBX_FS_PATH_MAX], parent[SBX_FS_PATH_MAX];
   struct stat st;
   AS_USER (ctx);
@@ -395,6 +614,13 @@ sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mo
       int e = errno;
       close_and_reset (&up->dir);
       return fs_err (err, e, "create", abs);
+    }
+  /* Before a byte of the body: a refusal here leaves no file at all. */
+  if (meta != NULL && meta->count > 0 && write_meta (up->fd, meta, abs, err) < 0)
+    {
+      as_daemon (&id_);
+      sbx_fs_upload_abort (up);
+      return -1;
     }
   if (ctx->copier)
     {
@@ -578,6 +804,7 @@ sbx_fs_stat (const struct sbx_fs_ctx *ctx, const char *path, struct sbx_fs_entry
   name = strrchr (abs, '/');
   name = (name && name[1]) ? name + 1 : abs;
   fill_entry (ctx, &st, name, abs, out);
+  read_meta (fd, &st, &out->meta);
   if (S_ISLNK (st.st_mode))
     {
       ssize_t n = readlinkat (fd, "", out->target, sizeof out->target - 1);
@@ -635,6 +862,17 @@ list_dir (struct list_state *ls, int dir_fd, const char *dirpath, int depth, int
           break;
         }
       fill_entry (ls->ctx, &st, de->d_name, child, &ls->entry);
+      if (S_ISREG (st.st_mode) || S_ISDIR (st.st_mode))
+        {
+          /* The inode just stat'ed (a swap since leaves it out), never a
+             link followed, never on procfs and the like (a mount point). */
+          struct stat again;
+          cleanup_close int ent
+              = openat (dirfd (d), de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+          if (ent >= 0 && fstat (ent, &again) == 0 && again.st_ino == st.st_ino
+              && again.st_dev == st.st_dev && !forbidden_fs (ent))
+            read_meta (ent, &again, &ls->entry.meta);
+        }
       if (S_ISLNK (st.st_mode))
         {
           ssize_t n = readlinkat (dirfd (d), de->d_name, ls->entry.target,
@@ -757,6 +995,7 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
       direct.copier = NULL;
       if (sbx_fs_upload_begin (&direct, to, st.st_mode & 0777, 0, &up, err) < 0)
         return -1;
+      copy_user_xattrs (src, up.fd);
       if (ctx->copier->start (ctx->copier->arg, src, up.fd, &job, err) < 0
           || ctx->copier->finish (ctx->copier->arg, job, err) < 0)
         {
@@ -767,6 +1006,7 @@ copy_across (const struct sbx_fs_ctx *ctx, int from_dir, const char *from_leaf, 
     }
   if (sbx_fs_upload_begin (ctx, to, st.st_mode & 0777, 0, &up, err) < 0)
     return -1;
+  copy_user_xattrs (src, up.fd);
   for (;;)
     {
       ssize_t n = sendfile (up.fd, src, NULL, 1 << 20);

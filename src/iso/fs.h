@@ -35,6 +35,38 @@ struct sbx_fs_copier
 
 struct sbx_fs_entry;
 
+/* File metadata, E2B's: each pair is the extended attribute
+   user.e2b.KEY = VALUE of a regular file or directory. Keys are HTTP
+   tokens (letters, digits, !#$%&'*+-.^_`|~), values printable ASCII
+   (0x20..0x7e, possibly empty). The bounds are ours: envd caps a file's
+   whole metadata at 4096 bytes counting the 9-byte prefix of each name,
+   which we keep, and we also cap the count and each size so that the
+   packed form fits a fixed-size privsep message. */
+#define SBX_FS_META_PREFIX "user.e2b."
+#define SBX_FS_META_KEYS 32
+#define SBX_FS_META_KEY_MAX 64
+#define SBX_FS_META_VALUE_MAX 1024
+#define SBX_FS_META_TOTAL 4096 /* sum of 9 + key + value over the pairs */
+
+struct sbx_fs_meta
+{
+  uint32_t len;   /* bytes of data in use */
+  uint32_t count; /* pairs */
+  /* KEY\0VALUE\0 per pair: key + value + 2 <= 9 + key + value, so the
+     total bound above is also a bound on this. */
+  char data[SBX_FS_META_TOTAL];
+};
+
+/* Append a pair, checking it and the bounds (SBX_E_INVALID); a key that is
+   already there keeps its first value (envd: the first header wins). */
+int sbx_fs_meta_add (struct sbx_fs_meta *m, const char *key, size_t key_len, const char *value,
+                     size_t value_len, sbx_error_t **err);
+/* A packed set received from another process: every pair well formed,
+   the bounds kept, count right. */
+int sbx_fs_meta_check (const struct sbx_fs_meta *m, sbx_error_t **err);
+/* Iterate: *off starts at 0; NULL at the end. Only on a checked set. */
+const char *sbx_fs_meta_next (const struct sbx_fs_meta *m, uint32_t *off, const char **value);
+
 /* File operations done elsewhere: in a VM's guest (core/vm_fs.c), where
    no descriptor of the host can resolve a path. The front end's
    sbx_host_fs_* (priv/client.c) call these instead of the privileged
@@ -88,6 +120,9 @@ struct sbx_fs_entry
   uint32_t uid, gid; /* inside ids (65534 for ids not mapped) */
   int64_t mtime_sec;
   char target[SBX_FS_PATH_MAX]; /* symlinks only */
+  /* Regular files and directories: their user.e2b.* attributes, those
+     within the bounds above (others are left out; never an error). */
+  struct sbx_fs_meta meta;
 };
 
 const char *sbx_fs_type_name (enum sbx_fs_type t);
@@ -121,6 +156,14 @@ struct sbx_fs_upload
 };
 int sbx_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
                          int parents, struct sbx_fs_upload *up, sbx_error_t **err);
+/* The same, the file getting meta (checked; may be NULL) as its user.e2b.*
+   attributes before any byte is written. The new file replaces the old
+   inode, so an upload without metadata leaves none of the old one's. A
+   filesystem without user xattrs (tmpfs before Linux 6.6) is SBX_E_INVALID
+   naming the reason, and no file. */
+int sbx_fs_upload_begin_meta (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
+                              int parents, const struct sbx_fs_meta *meta,
+                              struct sbx_fs_upload *up, sbx_error_t **err);
 int sbx_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len,
                          sbx_error_t **err);
 int sbx_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err);

@@ -290,6 +290,9 @@ call (const void *req, size_t len, struct call *cl, sbx_error_t **err)
           m->entry.entry.name[sizeof m->entry.entry.name - 1] = '\0';
           m->entry.entry.path[sizeof m->entry.entry.path - 1] = '\0';
           m->entry.entry.target[sizeof m->entry.entry.target - 1] = '\0';
+          /* Its pairs become JSON: well formed or the channel is broken. */
+          if (sbx_fs_meta_check (&m->entry.entry.meta, NULL) < 0)
+            goto bad;
           if (!cl->entry_failed && cl->on_entry && cl->on_entry (&m->entry.entry, cl->arg) < 0)
             cl->entry_failed = 1;
           continue;
@@ -924,20 +927,39 @@ int
 sbx_host_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
                           int parents, struct sbx_fs_upload *up, sbx_error_t **err)
 {
+  return sbx_host_fs_upload_begin_meta (ctx, path, mode, parents, NULL, up, err);
+}
+
+int
+sbx_host_fs_upload_begin_meta (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
+                               int parents, const struct sbx_fs_meta *meta,
+                               struct sbx_fs_upload *up, sbx_error_t **err)
+{
   struct sbx_priv_fs *m;
   struct call cl = {0};
 
   memset (up, 0, sizeof *up);
   up->dir = up->fd = up->pipe = -1;
   up->ctx = *ctx;
+  if (meta != NULL && meta->count > 0 && sbx_fs_meta_check (meta, err) < 0)
+    return -1;
   if (ctx->remote)
-    return fs_paths_fit (path, NULL, err) < 0
-               ? -1
-               : ctx->remote->upload_begin (ctx->remote->arg, path, mode, parents,
-                                            &up->remote_job, err);
+    {
+      /* The guest agent's wire (vm/fs_wire.h) carries no metadata yet:
+         refused, never dropped. */
+      if (meta != NULL && meta->count > 0)
+        return sbx_err (err, SBX_E_NOT_IMPLEMENTED,
+                        "file metadata is not supported in VM sandboxes (isolation vm) yet");
+      return fs_paths_fit (path, NULL, err) < 0
+                 ? -1
+                 : ctx->remote->upload_begin (ctx->remote->arg, path, mode, parents,
+                                              &up->remote_job, err);
+    }
   m = fs_request (ctx, SBX_PRIV_FS_UPLOAD, path, NULL, err);
   if (m == NULL)
     return -1;
+  if (meta != NULL)
+    m->meta = *meta;
   m->mode = mode;
   m->flags = parents ? SBX_PRIV_FS_PARENTS : 0;
   if (fs_call (m, ctx, &cl, err) < 0)

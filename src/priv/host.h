@@ -111,6 +111,11 @@ int sbx_host_fs_remove (const struct sbx_fs_ctx *ctx, const char *path, int recu
 /* Uploads: up->pipe takes the body; commit or abort end it. */
 int sbx_host_fs_upload_begin (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
                               int parents, struct sbx_fs_upload *up, sbx_error_t **err);
+/* The same with the file's metadata (iso/fs.h; may be NULL): a VM sandbox
+   answers SBX_E_NOT_IMPLEMENTED for any. */
+int sbx_host_fs_upload_begin_meta (const struct sbx_fs_ctx *ctx, const char *path, uint32_t mode,
+                                   int parents, const struct sbx_fs_meta *meta,
+                                   struct sbx_fs_upload *up, sbx_error_t **err);
 int sbx_host_fs_upload_write (struct sbx_fs_upload *up, const void *data, size_t len,
                               sbx_error_t **err);
 int sbx_host_fs_upload_commit (struct sbx_fs_upload *up, sbx_error_t **err);

@@ -218,6 +218,7 @@ struct sbx_priv_fs
   uint32_t max_entries;
   char path[SBX_FS_PATH_MAX];
   char path2[SBX_FS_PATH_MAX];
+  struct sbx_fs_meta meta; /* UPLOAD: the file's metadata; empty otherwise */
 };
 
 struct sbx_priv_upload_end

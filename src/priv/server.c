@@ -650,7 +650,11 @@ handle_fs (struct chan *c, const struct sbx_priv_fs *m)
       || (m->flags & ~(uint32_t) (SBX_PRIV_FS_PARENTS | SBX_PRIV_FS_RECURSIVE | SBX_PRIV_FS_OVERWRITE))
       || m->fs_op < SBX_PRIV_FS_OPEN_READ || m->fs_op > SBX_PRIV_FS_UPLOAD
       || (m->fs_op == SBX_PRIV_FS_LIST
-          && (m->depth < 1 || m->depth > DEPTH_MAX || m->max_entries > LIST_MAX)))
+          && (m->depth < 1 || m->depth > DEPTH_MAX || m->max_entries > LIST_MAX))
+      /* The front end checked the metadata; we do again, it is the one
+         parsing hostile headers. */
+      || (m->fs_op != SBX_PRIV_FS_UPLOAD && (m->meta.len != 0 || m->meta.count != 0))
+      || sbx_fs_meta_check (&m->meta, NULL) < 0)
     {
       c->broken = 1;
       return;
@@ -711,8 +715,9 @@ handle_fs (struct chan *c, const struct sbx_priv_fs *m)
             sbx_err (&err, SBX_E_LIMIT, "too many uploads in progress");
             break;
           }
-        if (sbx_fs_upload_begin (&ctx, m->path, m->mode, (m->flags & SBX_PRIV_FS_PARENTS) != 0,
-                                 &u->up, &err)
+        if (sbx_fs_upload_begin_meta (&ctx, m->path, m->mode,
+                                      (m->flags & SBX_PRIV_FS_PARENTS) != 0, &m->meta, &u->up,
+                                      &err)
             < 0)
           {
             pthread_mutex_lock (&P.lock);

@@ -192,7 +192,7 @@ test('bash contexts: state kept between runs, output streamed, envs, errors', as
   assert.deepEqual(fresh.logs.stdout, ['new shell\n'])
   // the languages not installed are a 400 (the SDK shows the status only;
   // the message names the ones there are)
-  await assert.rejects(sbx.runCode('1', { language: 'r' }), /400/)
+  await assert.rejects(sbx.runCode('1', { language: 'cobol' }), /400/)
 })
 
 test('JavaScript and TypeScript contexts: results, state, envs, output, errors', async () => {
@@ -223,6 +223,22 @@ test('JavaScript and TypeScript contexts: results, state, envs, output, errors',
   // the timeout interrupts the cell; the state stays
   await assert.rejects(sbx.runCode('while (true) {}', { language: 'js', timeoutMs: 1000 }))
   assert.equal((await sbx.runCode('add(1, 1)', { language: 'js' })).text, '2')
+})
+
+test('R contexts: values as R prints them, state, envs, cwd', async () => {
+  const sbx = await t.create({ envs: { SBX_CREATE_ENV: 'from-create' } })
+  assert.equal((await sbx.runCode('Sys.getenv("SBX_CREATE_ENV")', { language: 'r' })).text, '[1] "from-create"')
+  const own = await sbx.runCode('Sys.getenv("FOO")', { language: 'r', envs: { FOO: 'bar' } })
+  assert.equal(own.text, '[1] "bar"')
+  assert.equal((await sbx.runCode('Sys.getenv("FOO", unset = "default")', { language: 'r' })).text, '[1] "default"')
+  assert.equal((await sbx.runCode('getwd()', { language: 'r' })).text, '[1] "/home/user"')
+  await sbx.runCode('v <- c(1, 2, 3)', { language: 'r' })
+  const sum = await sbx.runCode('cat("total\\n"); sum(v)', { language: 'r' })
+  assert.deepEqual([sum.logs.stdout, sum.text], [['total\n'], '[1] 6'])
+  const err = await sbx.runCode('stop("no")', { language: 'r' })
+  assert.deepEqual([err.error.name, err.error.value], ['simpleError', 'no'])
+  const ctx = await sbx.createCodeContext({ language: 'r', cwd: '/tmp' })
+  assert.equal((await sbx.runCode('paste(getwd(), exists("v"))', { context: ctx })).text, '[1] "/tmp FALSE"')
 })
 
 test('a crashed interpreter is reported, and the context restarts', async () => {

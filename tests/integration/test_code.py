@@ -422,6 +422,39 @@ class CodeTest(DaemonTest):
         self.assertEqual(self.main_text(self.run_code("typeof sub", language="ts")), "undefined")
         self.assertEqual(self.main_text(self.run_code("const n: number = 6; n", language="ts")), "6")
 
+    def test_r_context(self):
+        ctx = self.context(language="r", cwd="/tmp")
+        ev = self.run_code("x <- 41\nsq <- function(v) v * v", context=ctx)
+        self.assertEqual([e["type"] for e in ev], ["number_of_executions", "end_of_execution"])
+        # the last visible value, as R prints it; the others printed, as at R's prompt
+        ev = self.run_code('cat("out\\n"); message("err"); print("shown"); x + 1', context=ctx)
+        self.assertEqual((self.stdout(ev), self.stdout(ev, "stderr"), self.main_text(ev)),
+                         ('out\n[1] "shown"\n', "err\n", "[1] 42"))
+        self.assertEqual(self.main_text(self.run_code("getwd()", context=ctx)), '[1] "/tmp"')
+        self.assertEqual(self.main_text(self.run_code("sq(1:3)", context=ctx)), "[1] 1 4 9")
+        self.assertEqual([e["type"] for e in self.run_code("invisible(7)", context=ctx)],
+                         ["number_of_executions", "end_of_execution"])
+        # per-run variables for the run only
+        self.assertEqual(self.main_text(self.run_code('Sys.getenv("K")', context=ctx, env={"K": "v1"})), '[1] "v1"')
+        self.assertEqual(self.main_text(self.run_code('Sys.getenv("K", unset = "unset")', context=ctx)),
+                         '[1] "unset"')
+        err = self.error(self.run_code("stop('bad thing')", context=ctx))
+        self.assertEqual((err["name"], err["value"], err["traceback"]), ("simpleError", "bad thing", ""))
+        self.assertEqual(self.error(self.run_code("x +* 2", context=ctx))["name"], "SyntaxError")
+        # a warning is shown, not an error
+        ev = self.run_code("as.integer('a')", context=ctx)
+        self.assertEqual(self.main_text(ev), "[1] NA")
+        self.assertIn("NAs introduced by coercion", self.stdout(ev, "stderr"))
+        # the timeout interrupts; the state stays
+        for cell in ("repeat {}", "Sys.sleep(60)"):
+            err = self.error(self.run_code(cell, context=ctx, timeout="1s"))
+            self.assertEqual((err["name"], err["value"]), ("KeyboardInterrupt", "the execution was interrupted"))
+            self.assertEqual(self.main_text(self.run_code("x", context=ctx)), "[1] 41")
+        err = self.error(self.run_code("q(status = 3)", context=ctx))
+        self.assertEqual((err["name"], err["value"]), ("ExitError", "R exited with status 3; the next run starts a new one"))
+        self.assertEqual(self.main_text(self.run_code("exists('x')", context=ctx)), "[1] FALSE")
+        self.assertEqual(self.main_text(self.run_code("1 + 1", language="r")), "[1] 2")
+
     def test_code_that_ignores_the_interrupt_is_killed(self):
         ctx = self.context()
         # The interrupt is ignored from a cell before the timed one: caught
