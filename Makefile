@@ -57,7 +57,7 @@ UTIL_SRC   := $(wildcard src/util/*.c)
 CLI_SRC    := src/sbx.c $(wildcard src/cli/*.c) src/util/error.c src/util/parse.c \
               src/util/buf.c src/util/base64.c src/util/id.c
 DAEMON_LIB_SRC := $(wildcard src/server/*.c src/core/*.c src/iso/*.c src/priv/*.c src/egress/*.c) $(UTIL_SRC)
-INIT_SRC   := $(wildcard src/iso/init/*.c)
+INIT_SRC   := $(wildcard src/iso/init/*.c) src/iso/init/sudo_client.S
 
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 DAEMON_LIB_OBJ := $(DAEMON_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/initblob.o $(BUILD)/obj/vmblob.o
@@ -93,7 +93,7 @@ $(BUILD)/sbxd: $(BUILD)/obj/src/sbxd.o $(BUILD)/libsbxd.a
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS_ALL) $^ -o $@ $(DAEMON_LIBS)
 
-$(BUILD)/sbx-init: $(INIT_SRC) $(wildcard src/iso/init/*.h) src/iso/proto.h
+$(BUILD)/sbx-init: $(INIT_SRC) $(wildcard src/iso/init/*.h) src/iso/proto.h share/sbx/sudo
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@ (static)"
 	$(Q)$(CC) $(INIT_CFLAGS) $(INIT_SRC) -o $@

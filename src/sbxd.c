@@ -88,6 +88,10 @@ static const char usage[]
       "  --code-start-timeout DUR  how long a code-interpreter sandbox's server may\n"
       "                       take to start (importing numpy, pandas, matplotlib;\n"
       "                       default 60s, for slow or emulated hosts up to 10m)\n"
+      "  --read-only-root     keep sandboxes' \"/\" read-only for root inside too\n"
+      "                       (default: root inside may write it, on the\n"
+      "                       sandbox's disk; /usr and the host's files stay\n"
+      "                       read-only either way)\n"
       "  --require-hardened-host  refuse to start while a kernel setting\n"
       "                       docs/security.md recommends is weak (default: warn)\n"
       "  --egress-allow-private  TESTS ONLY: let the egress proxy reach loopback and\n"
@@ -144,6 +148,11 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
       if (strcmp (opt, "--require-hardened-host") == 0)
         {
           cfg->require_hardened_host = 1;
+          continue;
+        }
+      if (strcmp (opt, "--read-only-root") == 0)
+        {
+          cfg->engine.read_only_root = 1;
           continue;
         }
       if (eq)

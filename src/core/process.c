@@ -22,7 +22,6 @@
 #define STDIN_PENDING_MAX (1 << 20)
 #define SPAWN_WAIT_MS 30000
 #define MAX_FINISHED_KEPT 64
-#define RLIMIT_NOFILE_DEFAULT 4096
 /* After a terminal command exited: read at most this much more (a process
    it left behind may write on forever). What the command itself wrote is
    in the master's buffers by then, which hold far less (64 KiB + 4 KiB). */
@@ -849,7 +848,7 @@ sbx_process_start (struct sbx_sandbox *sb, const struct sbx_exec_opts *opts, sbx
   spawn.cwd = p->cwd;
   spawn.argv = opts->argv;
   spawn.envp = envp;
-  spawn.rlimit_nofile = RLIMIT_NOFILE_DEFAULT;
+  spawn.rlimit_nofile = SBX_COMMAND_NOFILE;
   spawn.rlimit_fsize = sbx__effective_disk (&sb->limits);
   spawn.stdio[0] = use_pipe_stdin ? in_pipe[0] : sbx_core.devnull;
   spawn.stdio[1] = out_pipe[0][1];

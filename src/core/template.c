@@ -105,7 +105,8 @@ build_base (const char *state_dir, struct sbx_plan *p, sbx_error_t **err)
 
   if (access ("/usr/bin", X_OK) < 0)
     return sbx_err_sys (err, errno, "template base needs the host's /usr");
-  if (sbx_plan_add (p, SBX_PLAN_BIND_RO, 0, 0, "/usr", "usr", NULL, 0, err) < 0)
+  /* The host's /usr, with the sandbox's own sudo at /usr/bin/sudo. */
+  if (sbx_plan_add (p, SBX_PLAN_BIND_RO, SBX_PLAN_SUDO, 0, "/usr", "usr", NULL, 0, err) < 0)
     return -1;
   for (i = 0; tops[i]; i++)
     if (add_top_level (p, tops[i], err) < 0)

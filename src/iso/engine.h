@@ -30,6 +30,7 @@ struct sbx_engine_opts
   enum sbx_cgroup_mode cgroup_mode; /* 0: detect */
   uint32_t landlock_max_abi; /* 0: highest the kernel has */
   const char *vm_dir; /* the microVM engine's kernel and guest files; NULL: default */
+  int read_only_root; /* keep "/" read-only for root inside (SBX_CONFIG_READ_ONLY_ROOT) */
 };
 
 struct sbx_engine
@@ -52,6 +53,7 @@ struct sbx_engine
   char stale[64][64];
   unsigned nstale;
   char vm_dir[256]; /* "" : SBX_VM_DIR_DEFAULT (iso/vm.h) */
+  int read_only_root; /* from the options */
 };
 
 int sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx_error_t **err);

@@ -115,6 +115,9 @@ enum sbx_plan_kind
 };
 
 #define SBX_PLAN_OPTIONAL 0x1 /* skip a BIND_RO whose source does not exist */
+/* A BIND_RO of a directory with sbx's sudo client at bin/sudo above it
+   (the sandbox's /usr: /usr/bin/sudo is sbx's, iso/init/sudo.c). */
+#define SBX_PLAN_SUDO 0x2
 
 struct sbx_plan_entry
 {
@@ -136,6 +139,10 @@ struct sbx_plan_entry
 /* This kernel's overlayfs takes no layer by descriptor (FSCONFIG_SET_FD,
    Linux 6.13): name each by its /proc/self/fd path (iso/kprobe.c). */
 #define SBX_CONFIG_OVERLAY_PATHS 0x2
+/* "/" stays read-only for root inside too (sbxd --read-only-root): the
+   skeleton as it was built. Without it root inside may change it (E2B's
+   writable root); it lives on the disk, in the sandbox's own limit. */
+#define SBX_CONFIG_READ_ONLY_ROOT 0x4
 
 struct sbx_msg_config
 {
@@ -338,6 +345,46 @@ struct sbx_msg_connect_result
  * (connections wait in its backlog of SBX_EGRESS_BACKLOG). */
 
 #define SBX_EGRESS_PORT 3128
+
+/* ---- sudo (inside the sandbox; src/iso/init/sudo.c) -----------------------
+ *
+ * Not a message between the daemon and init: the wire of the sandbox's own
+ * `sudo` (share/sbx's client, /usr/bin/sudo in the sandbox) to init, on
+ * the abstract unix socket SBX_SUDO_SOCKET of the sandbox's network
+ * namespace, SOCK_SEQPACKET. Everything on it comes from the sandbox and
+ * is hostile. The request: one packet, struct sbx_sudo_request, then cwd,
+ * argc arguments and envc "K=V" strings, each NUL-terminated, nothing
+ * after; the caller's fds 0, 1 and 2 with it (SCM_RIGHTS). Then any
+ * number of int32 signal numbers to forward. The answer: one struct
+ * sbx_sudo_reply. */
+#define SBX_SUDO_SOCKET "sbx-sudo"
+#define SBX_SUDO_MAX_BYTES (128 * 1024) /* one request, strings included */
+#define SBX_SUDO_MAX_ARGS 1024
+#define SBX_SUDO_MAX_ENV 1024
+#define SBX_SUDO_MAX_SESSIONS 16 /* at once, per sandbox */
+
+struct sbx_sudo_request
+{
+  uint32_t argc, envc;
+};
+
+enum sbx_sudo_outcome
+{
+  SBX_SUDO_EXITED = 0,      /* value: the command's wait status */
+  SBX_SUDO_NOT_STARTED = 1, /* value: errno; stage: SBX_STAGE_* */
+  SBX_SUDO_REFUSED = 2,     /* value: errno (a malformed request, too many at once) */
+};
+
+struct sbx_sudo_reply
+{
+  int32_t outcome; /* enum sbx_sudo_outcome */
+  int32_t value;
+  uint32_t stage;
+};
+
+/* What a command gets as RLIMIT_NOFILE (soft = hard): the daemon's
+   commands (core/process.c) and sudo's. */
+#define SBX_COMMAND_NOFILE 4096
 #define SBX_EGRESS_BACKLOG 64
 
 struct sbx_msg_egress

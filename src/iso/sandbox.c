@@ -129,6 +129,7 @@ sbx_engine_open (struct sbx_engine *eng, const struct sbx_engine_opts *opts, sbx
     eng->landlock_abi = opts->landlock_max_abi;
   if (opts->vm_dir != NULL)
     snprintf (eng->vm_dir, sizeof eng->vm_dir, "%s", opts->vm_dir);
+  eng->read_only_root = opts->read_only_root;
 
   if (sbx_seccomp_build (&eng->seccomp_prog, &eng->seccomp_len, err) < 0)
     return sbx_err_wrap (err, "seccomp policy");
@@ -366,6 +367,8 @@ send_config (struct sbx_engine *eng, int ctl, const struct sbx_iso_spec *spec, s
     cfg.flags |= SBX_CONFIG_SNAPSHOT_LAYER;
   if (!(sbx_kernel.paths & SBX_KERNEL_OVERLAY_LAYER_FDS))
     cfg.flags |= SBX_CONFIG_OVERLAY_PATHS;
+  if (eng->read_only_root)
+    cfg.flags |= SBX_CONFIG_READ_ONLY_ROOT;
   snprintf (cfg.hostname, sizeof cfg.hostname, "%s", spec->hostname);
   if (cfg.hdr.len > SBX_PROTO_MAX_MSG)
     return sbx_err (err, SBX_E_INVALID, "sandbox configuration too large");
@@ -1078,12 +1081,18 @@ bad:
 
 /* What the sandbox sees at /home/user, /tmp, /dev/shm (part 0, 1, 2):
    its disk, or its disk layered on a snapshot. Resolved from its root,
-   whose skeleton it cannot change (read-only), never through a link. */
+   never through a link, and only where a mount's root is found: root
+   inside may rewrite a writable skeleton (rename /home away, make a
+   /home/user of its own), and a part must not be a directory it made.
+   The skeleton's mount points keep their names (a mount point cannot be
+   renamed), and none of the host's binds is named like a part. */
 int
 sbx_iso_open_part (const struct sbx_iso_box *box, int part)
 {
   static const char *const paths[] = {"home/user", "tmp", "dev/shm"};
   struct open_how how;
+  struct statx stx;
+  int fd;
 
   if (part < 0 || part > 2 || box->root < 0)
     {
@@ -1093,7 +1102,18 @@ sbx_iso_open_part (const struct sbx_iso_box *box, int part)
   memset (&how, 0, sizeof how);
   how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  return (int) syscall (SYS_openat2, box->root, paths[part], &how, sizeof how);
+  fd = (int) syscall (SYS_openat2, box->root, paths[part], &how, sizeof how);
+  if (fd < 0)
+    return -1;
+  if (statx (fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx) < 0
+      || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
+      || !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+    {
+      close (fd);
+      errno = EXDEV;
+      return -1;
+    }
+  return fd;
 }
 
 struct join_arg

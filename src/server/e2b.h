@@ -82,6 +82,8 @@ int sbx_e2b_path (struct sbx_req *r, const char *user, const char *in, char *out
 /* E2B's EntryInfo of a file. */
 struct sbx_fs_entry;
 json_t *sbx_e2b_entry_json (const struct sbx_fs_entry *e);
+/* {key: value} of a file's metadata; NULL when it has none. */
+json_t *sbx_e2b_meta_json (const struct sbx_fs_meta *m);
 /* A request field: a string (NULL when absent), -1 when of another type. */
 int sbx_e2b_string (json_t *o, const char *key, const char **out, sbx_error_t **err);
 

@@ -238,6 +238,23 @@ absolute_target (const char *link, const char *target, char *out, size_t cap)
 }
 
 json_t *
+sbx_e2b_meta_json (const struct sbx_fs_meta *m)
+{
+  json_t *o;
+  const char *key, *value;
+  uint32_t off = 0;
+
+  if (m->count == 0)
+    return NULL;
+  o = json_object ();
+  /* Checked sets only (printable ASCII): json_string cannot fail on them
+     but for memory. */
+  while (o != NULL && (key = sbx_fs_meta_next (m, &off, &value)) != NULL)
+    json_object_set_new (o, key, json_string (value));
+  return o;
+}
+
+json_t *
 sbx_e2b_entry_json (const struct sbx_fs_entry *e)
 {
   json_t *o = json_object ();
@@ -263,6 +280,10 @@ sbx_e2b_entry_json (const struct sbx_fs_entry *e)
       absolute_target (e->path, e->target, target, sizeof target);
       json_object_set_new (o, "symlinkTarget", sbx_e2b_text_json (target));
     }
+  /* EntryInfo's map<string, string> metadata = 11: absent when empty, as
+     proto3 JSON leaves an empty map out. */
+  if (e->meta.count > 0)
+    json_object_set_new (o, "metadata", sbx_e2b_meta_json (&e->meta));
   return o;
 }
 

@@ -37,7 +37,9 @@ struct files_upload
   const char *query_path;        /* ?path=, which wins over filenames */
   const char *user;
   unsigned files;
-  json_t *written; /* [{path, name, type}] */
+  json_t *written; /* [{path, name, type[, metadata]}] */
+  /* X-Metadata-KEY: VALUE, checked; every file of the upload gets it */
+  struct sbx_fs_meta meta;
   sbx_error_t *err;
   /* the audit record of each file: its content's hash as it streams by */
   EVP_MD_CTX *sha;
@@ -206,8 +208,15 @@ commit_current (struct files_upload *u)
     sbx_audit_file_write (u->sandbox, u->current, u->file_bytes, hexd, "e2b");
   }
   leaf = strrchr (u->current, '/');
-  json_array_append_new (u->written, json_pack ("{s:s, s:s, s:s}", "path", u->current, "name",
-                                                leaf ? leaf + 1 : u->current, "type", "file"));
+  {
+    json_t *o = json_pack ("{s:s, s:s, s:s}", "path", u->current, "name",
+                           leaf ? leaf + 1 : u->current, "type", "file");
+    /* What the file was given is what it has: the upload made a new inode
+       and set exactly these. */
+    if (o != NULL && u->meta.count > 0)
+      json_object_set_new (o, "metadata", sbx_e2b_meta_json (&u->meta));
+    json_array_append_new (u->written, o);
+  }
   return 0;
 }
 
@@ -230,7 +239,8 @@ open_file (struct sbx_req *r, struct files_upload *u, const char *name)
     }
   /* envd creates the parents, and replaces a file that is there. */
   if (sbx_e2b_path (r, u->user, u->query_path ? u->query_path : name, u->current, &err) < 0
-      || sbx_host_fs_upload_begin (&u->ctx, u->current, 0644, 1, &u->up, &err) < 0)
+      || sbx_host_fs_upload_begin_meta (&u->ctx, u->current, 0644, 1, &u->meta, &u->up, &err)
+             < 0)
     {
       fail_upload (u, err);
       return -1;
@@ -334,25 +344,58 @@ on_part (void *cls, enum MHD_ValueKind kind, const char *key, const char *filena
   return MHD_YES;
 }
 
-static enum MHD_Result
-count_metadata (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+/* envd's file metadata: each X-Metadata-KEY header, KEY lowercased (a
+   header name's case means nothing in HTTP, and envd lowercases it), the
+   first of a repeated one winning. Every byte is hostile whatever the SDK
+   checked: sbx_fs_meta_add refuses what is not a token or printable
+   ASCII, and the bounds (iso/fs.h). */
+struct meta_scan
 {
-  int *n = cls;
+  struct sbx_fs_meta *meta;
+  sbx_error_t *err;
+};
+
+static enum MHD_Result
+scan_metadata (void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+               const char *value, size_t value_size)
+{
+  static const char prefix[] = "X-Metadata-";
+  struct meta_scan *ms = cls;
+  char lower[SBX_FS_META_KEY_MAX];
+  const char *k;
+  size_t n;
 
   (void) kind;
-  (void) value;
-  if (n != NULL && key != NULL && strncasecmp (key, "X-Metadata-", 11) == 0)
-    (*n)++;
+  if (key == NULL || key_size < sizeof prefix - 1
+      || strncasecmp (key, prefix, sizeof prefix - 1) != 0)
+    return MHD_YES;
+  k = key + sizeof prefix - 1;
+  n = key_size - (sizeof prefix - 1);
+  if (n <= sizeof lower)
+    {
+      for (size_t i = 0; i < n; i++)
+        lower[i] = (k[i] >= 'A' && k[i] <= 'Z') ? (char) (k[i] - 'A' + 'a') : k[i];
+      k = lower;
+    }
+  if (sbx_fs_meta_add (ms->meta, k, n, value ? value : "", value ? value_size : 0, &ms->err)
+      < 0)
+    return MHD_NO;
   return MHD_YES;
 }
 
 static int
-metadata_headers (struct sbx_req *r)
+read_metadata (struct sbx_req *r, struct sbx_fs_meta *meta, sbx_error_t **err)
 {
-  int n = 0;
+  struct meta_scan ms = {meta, NULL};
 
-  MHD_get_connection_values (r->conn, MHD_HEADER_KIND, count_metadata, &n);
-  return n;
+  memset (meta, 0, sizeof *meta);
+  MHD_get_connection_values_n (r->conn, MHD_HEADER_KIND, scan_metadata, &ms);
+  if (ms.err != NULL)
+    {
+      *err = ms.err;
+      return -1;
+    }
+  return 0;
 }
 
 /* The upload's answer is this error, once its body has been read. */
@@ -388,10 +431,10 @@ sbx_e2b_files_begin (struct sbx_req *r, sbx_error_t **err)
      answered after its body, which is read and dropped: a reply before it
      makes the client's send fail (EPIPE), and the SDK reports a bare
      `fetch failed` instead of the status. Nothing is written. */
-  /* File metadata (X-Metadata-*, envd 0.6.2's xattrs) is not kept by
-     sbx: refused rather than dropped. */
-  if (metadata_headers (r) > 0)
-    return refuse_after_body (u, SBX_E_INVALID, "file metadata is not supported by sbx");
+  /* File metadata (X-Metadata-*, envd 0.6.2's xattrs): a bad pair is a
+     400 and no file, the whole upload's. */
+  if (read_metadata (r, &u->meta, &u->err) < 0)
+    return 0;
   if (ct != NULL && strncasecmp (ct, "multipart/form-data", 19) == 0)
     {
       u->pp = MHD_create_post_processor (r->conn, POST_BUFFER, on_part, r);

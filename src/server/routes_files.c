@@ -111,6 +111,21 @@ entry_json (const struct sbx_fs_entry *e)
       json_decref (o);
       return NULL; /* out of memory: the answer is a 503, never a list without it */
     }
+  /* The file's user.e2b.* attributes (E2B's file metadata, docs/e2b.md):
+     checked pairs of printable ASCII, so no _base64 twin is needed. */
+  if (e->meta.count > 0)
+    {
+      json_t *m = json_object ();
+      const char *key, *value;
+      uint32_t off = 0;
+      while (m != NULL && (key = sbx_fs_meta_next (&e->meta, &off, &value)) != NULL)
+        json_object_set_new (m, key, json_string (value));
+      if (m == NULL || json_object_set_new (o, "metadata", m) < 0)
+        {
+          json_decref (o);
+          return NULL;
+        }
+    }
   return o;
 }
 

@@ -114,14 +114,16 @@ test('gzip uploads (the SDK\'s gzip option) inflate into the file', async () => 
 
 test('a refused upload is answered after its body: a status, not a broken pipe', async () => {
   const sbx = await sbxP
-  // metadata is refused (sbx keeps none); a large multipart body must still
-  // get the 400 as an InvalidArgumentError, never `fetch failed`
+  // metadata over sbx's bounds (33 keys: the SDK checks only the bytes) is
+  // refused; a large multipart body must still get the 400 as an
+  // InvalidArgumentError, never `fetch failed`
   const big = 'x'.repeat(4 << 20)
+  const tooMany = Object.fromEntries(Array.from({ length: 33 }, (_, i) => ['k' + i, 'v']))
   for (const data of ['small', big]) {
-    await assert.rejects(sbx.files.write('/tmp/meta.txt', data, { metadata: { a: 'b' } }),
-      (e) => e instanceof InvalidArgumentError && /file metadata is not supported/.test(e.message),
+    await assert.rejects(sbx.files.write('/tmp/meta.txt', data, { metadata: tooMany }),
+      (e) => e instanceof InvalidArgumentError && /at most 32 metadata keys/.test(e.message),
       'an InvalidArgumentError')
-    await assert.rejects(sbx.files.write([{ path: '/tmp/meta2.txt', data }], { metadata: { a: 'b' } }),
+    await assert.rejects(sbx.files.write([{ path: '/tmp/meta2.txt', data }], { metadata: tooMany }),
       (e) => e instanceof InvalidArgumentError, 'an InvalidArgumentError for writeFiles')
   }
   assert.equal(await sbx.files.exists('/tmp/meta.txt'), false)

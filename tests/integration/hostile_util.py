@@ -2,9 +2,8 @@
 out of a sandbox, and the probe (tests/probe/probe.c) that reports exact
 errnos from inside.
 
-The probe is uploaded to /tmp, not /home/user: the home directory is 0750
-user:user and root inside has no CAP_DAC_OVERRIDE, so only /tmp (1777) lets
-both `user` and `root` run it.
+The probe is uploaded to /tmp (1777), where both `user` and `root` (which
+has no CAP_DAC_OVERRIDE) may run it.
 """
 import os
 import socket

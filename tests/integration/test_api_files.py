@@ -343,17 +343,21 @@ class Permissions(FilesTest):
         sid = self.d.create()
         for user in ({}, {"user": "root"}):
             with self.subTest(**user):
-                # The skeleton is read-only, whoever asks.
-                self.assertError(self.d.upload(sid, "/etc/x", b"x", **user), 403, "forbidden")
-                self.assertError(self.d.upload(sid, "/root/x", b"x", **user), 403, "forbidden")
+                # The host's directories are read-only, whoever asks.
                 self.assertError(self.d.upload(sid, "/usr/bin/x", b"x", **user), 403, "forbidden")
-                self.assertError(self.d.api("DELETE", self.url(sid, path="/etc/passwd", **user)),
-                                 403, "forbidden")
-                r = self.d.api("POST", "/v1/sandboxes/%s/files/mkdir?%s" % (sid, q(**user)),
-                               {"path": "/etc/newdir"})
-                self.assertError(r, 403, "forbidden")
+        # The skeleton is root's: the user may not change it ...
+        self.assertError(self.d.upload(sid, "/etc/x", b"x"), 403, "forbidden")
+        self.assertError(self.d.upload(sid, "/root/x", b"x"), 403, "forbidden")
+        self.assertError(self.d.api("DELETE", self.url(sid, path="/etc/passwd")), 403, "forbidden")
+        r = self.d.api("POST", "/v1/sandboxes/%s/files/mkdir" % sid, {"path": "/etc/newdir"})
+        self.assertError(r, 403, "forbidden")
         self.assertEqual(self.sh(sid, "test -e /etc/x || test -e /etc/newdir || echo none"),
                          "none\n")
+        # ... and root inside may (E2B's writable root).
+        self.assertEqual(self.d.upload(sid, "/etc/x", b"x", user="root").status, 201)
+        r = self.d.api("POST", "/v1/sandboxes/%s/files/mkdir?user=root" % sid, {"path": "/etc/newdir"})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.sh(sid, "stat -c '%n %u' /etc/x /etc/newdir"), "/etc/x 0\n/etc/newdir 0\n")
         # /root is root's: the user cannot even look.
         self.assertError(self.d.api("GET", self.url(sid, "/list", path="/root")), 403, "forbidden")
         self.assertEqual(self.d.api("GET", self.url(sid, "/list", path="/root", user="root")).status,
@@ -385,7 +389,8 @@ class Permissions(FilesTest):
         rsid = self.d.create(user="root")
         self.assertEqual(self.d.upload(rsid, "/tmp/x", b"x").json()["uid"], 0)
         self.assertEqual(self.d.upload(rsid, "/tmp/y", b"y", user="user").json()["uid"], 1000)
-        self.assertEqual(self.d.upload(rsid, "/root/x", b"x").status, 403)  # read-only skeleton
+        # the skeleton is root's to write (writable root), and so root's file
+        self.assertEqual(self.d.upload(rsid, "/root/x", b"x").json()["uid"], 0)
 
     def test_special_files_refused(self):
         sid = self.d.create()

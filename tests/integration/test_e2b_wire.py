@@ -382,8 +382,8 @@ class E2BWire(DaemonTest):
                                 {"Content-Type": "application/octet-stream"})
         self.assertEqual(st, 400, body)  # a raw body needs ?path=
         st, _, body = self.envd(sb, "POST", "/files?path=/tmp/meta", b"raw",
-                                {"Content-Type": "application/octet-stream", "X-Metadata-a": "b"})
-        self.assertEqual(st, 400, body)
+                                {"Content-Type": "application/octet-stream", "X-Metadata-a b": "b"})
+        self.assertEqual(st, 400, body)  # (file metadata: test_files_metadata)
         # gzip raw bodies inflate into the file; a bad one is a 400 and no file
         import gzip
         raw_gz = {"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"}
@@ -442,6 +442,183 @@ class E2BWire(DaemonTest):
         self.assertEqual(st, 507, body)
         st, _, body = self.envd(sb, "GET", "/files?path=/tmp/bomb")
         self.assertEqual(st, 404, body)
+        self.assertAlive(sb)
+
+    # ---- file metadata (X-Metadata-*, user.e2b.* xattrs) --------------------
+
+    def sh(self, sb, cmd):
+        st, _, data = self.stream(sb, "process.Process/Start", envelope(
+            {"process": {"cmd": "/bin/bash", "args": ["-c", cmd]}, "stdin": False}))
+        self.assertEqual(st, 200, data)
+        out, code = b"", None
+        for _, e in parse_envelopes(data):
+            ev = e.get("event", {})
+            out += base64.b64decode(ev.get("data", {}).get("stdout", ""))
+            if "end" in ev:
+                code = ev["end"].get("exitCode", 0)
+        self.assertEqual(code, 0, out)
+        return out.decode()
+
+    def stat(self, sb, path):
+        st, body = self.unary(sb, "filesystem.Filesystem/Stat", {"path": path})
+        self.assertEqual(st, 200, body)
+        return body["entry"]
+
+    def raw_post(self, sb, path, header_lines, body):
+        """A request whose metadata headers are bytes no client library sends."""
+        import socket
+        host, port = self.d.listen.rsplit(":", 1)
+        head = (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"E2b-Sandbox-Id: " + sb["sandboxID"].encode() + b"\r\nE2b-Sandbox-Port: "
+                + ENVD.encode() + b"\r\nX-Access-Token: " + sb["envdAccessToken"].encode()
+                + b"\r\nContent-Type: application/octet-stream\r\nContent-Length: "
+                + str(len(body)).encode() + b"\r\n" + b"".join(h + b"\r\n" for h in header_lines)
+                + b"\r\n")
+        with socket.create_connection((host, int(port)), timeout=60) as s:
+            s.sendall(head + body)
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        return int(data.split(b" ", 2)[1]), data
+
+    def test_files_metadata(self):
+        sb = self.new_sandbox()
+        raw = {"Content-Type": "application/octet-stream"}
+        # A raw upload: the answer and Stat carry it; header names' case means
+        # nothing (keys are lowercased, as envd does); the first of a repeated
+        # header wins.
+        c = self.conn()
+        c.putrequest("POST", "/files?path=/home/user/m.txt")
+        for k, v in (("E2b-Sandbox-Id", sb["sandboxID"]), ("E2b-Sandbox-Port", ENVD),
+                     ("X-Access-Token", sb["envdAccessToken"]), ("Content-Type", raw["Content-Type"]),
+                     ("Content-Length", "2"), ("X-Metadata-Author", "mish"),
+                     ("x-metadata-purpose", "up load"), ("X-Metadata-author", "second"),
+                     ("X-Metadata-empty", "")):
+            c.putheader(k, v)
+        c.endheaders(b"hi")
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        self.assertEqual(r.status, 200, body)
+        want = {"author": "mish", "purpose": "up load", "empty": ""}
+        self.assertEqual(json.loads(body), [{"path": "/home/user/m.txt", "name": "m.txt",
+                                             "type": "file", "metadata": want}])
+        self.assertEqual(self.stat(sb, "/home/user/m.txt")["metadata"], want)
+        self.assertIn("'user.e2b.author'", self.sh(
+            sb, "python3 -c \"import os; print(os.listxattr('/home/user/m.txt'))\""))
+        # Multipart with several files: each gets the same metadata.
+        mp = (b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/md/a\"\r\n\r\nA\r\n"
+              b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/md/b\"\r\n\r\nB\r\n"
+              b"--XyZ--\r\n")
+        st, _, body = self.envd(sb, "POST", "/files", mp,
+                                {"Content-Type": "multipart/form-data; boundary=XyZ",
+                                 "X-Metadata-source": "suite"})
+        self.assertEqual(st, 200, body)
+        self.assertEqual([e.get("metadata") for e in json.loads(body)], [{"source": "suite"}] * 2)
+        # ListDir shows it; a symlink to such a file has none (not followed),
+        # nor do entries without user.e2b.* attributes.
+        self.sh(sb, "ln -s /tmp/md/a /tmp/md/link; echo x > /tmp/md/plain")
+        st, body = self.unary(sb, "filesystem.Filesystem/ListDir", {"path": "/tmp/md"})
+        self.assertEqual(st, 200, body)
+        got = dict((e["name"], e.get("metadata")) for e in body["entries"])
+        self.assertEqual(got, {"a": {"source": "suite"}, "b": {"source": "suite"}, "link": None,
+                               "plain": None})
+        self.assertNotIn("metadata", self.stat(sb, "/tmp/md/link"))
+        # Move keeps it, within one mount and across /tmp and /home/user (a copy).
+        st, body = self.unary(sb, "filesystem.Filesystem/Move",
+                              {"source": "/tmp/md/a", "destination": "/tmp/md/a2"})
+        self.assertEqual((st, body["entry"].get("metadata")), (200, {"source": "suite"}), body)
+        st, body = self.unary(sb, "filesystem.Filesystem/Move",
+                              {"source": "/tmp/md/a2", "destination": "/home/user/a3"})
+        self.assertEqual((st, body["entry"].get("metadata")), (200, {"source": "suite"}), body)
+        # Overwriting without metadata leaves none of the old.
+        st, _, body = self.envd(sb, "POST", "/files?path=/home/user/m.txt", b"again", raw)
+        self.assertEqual((st, json.loads(body)[0].get("metadata")), (200, None), body)
+        self.assertNotIn("metadata", self.stat(sb, "/home/user/m.txt"))
+        # ... and with other metadata, only the new.
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/md/b", b"B2",
+                                dict(raw, **{"X-Metadata-other": "1"}))
+        self.assertEqual(st, 200, body)
+        self.assertEqual(self.stat(sb, "/tmp/md/b")["metadata"], {"other": "1"})
+        # Set inside the sandbox: surfaced with the prefix stripped; other
+        # user.* attributes and pairs beyond our bounds are left out, never an
+        # error; a directory has metadata too.
+        self.sh(sb, "python3 -c \"import os\n"
+                    "os.setxattr('/tmp/md/plain', 'user.e2b.author', b'oob')\n"
+                    "os.setxattr('/tmp/md/plain', 'user.other', b'x')\n"
+                    "os.setxattr('/tmp/md/plain', 'user.e2b.big', b'v' * 2000)\n"
+                    "os.setxattr('/tmp/md/plain', 'user.e2b.ctl', b'a\\nb')\n"
+                    "os.setxattr('/tmp/md/plain', 'user.e2b.bad key', b'x')\n"
+                    "os.setxattr('/tmp/md', 'user.e2b.dir', b'yes')\"")
+        self.assertEqual(self.stat(sb, "/tmp/md/plain")["metadata"], {"author": "oob"})
+        self.assertEqual(self.stat(sb, "/tmp/md")["metadata"], {"dir": "yes"})
+        st, body = self.unary(sb, "filesystem.Filesystem/ListDir", {"path": "/tmp", "depth": 2})
+        got = dict((e["path"], e.get("metadata")) for e in body["entries"])
+        self.assertEqual((got["/tmp/md"], got["/tmp/md/plain"]), ({"dir": "yes"}, {"author": "oob"}))
+        # A file the user cannot read shows no metadata to the user (the
+        # kernel's check on user.*), and root sees it.
+        self.sh(sb, "chmod 000 /tmp/md/b")
+        self.assertNotIn("metadata", self.stat(sb, "/tmp/md/b"))
+        self.sh(sb, "chmod 644 /tmp/md/b")
+        self.assertAlive(sb)
+
+    def test_files_metadata_refused(self):
+        sb = self.new_sandbox()
+        raw = {"Content-Type": "application/octet-stream"}
+
+        def refused(headers, path="/tmp/bad", body=b"data"):
+            st, _, data = self.envd(sb, "POST", "/files?path=" + path, body, dict(raw, **headers))
+            self.assertEqual(st, 400, (headers, data))
+            st, _, _ = self.envd(sb, "GET", "/files?path=" + path)
+            self.assertEqual(st, 404, headers)  # no file
+            return data
+
+        # Bytes that are no token in the key, or not printable ASCII in the
+        # value: a 400 (ours, or the HTTP parser's) and no file.
+        for line in (b"X-Metadata-: v", b"X-Metadata-a@b: v", b"X-Metadata-a(b: v",
+                     b"X-Metadata-\xc3\xa9: v", b"X-Metadata-k: \x01", b"X-Metadata-k: a\x7fb",
+                     b"X-Metadata-k: caf\xc3\xa9", b"X-Metadata-k: \xff", b"X-Metadata-k: a\tb"):
+            st, data = self.raw_post(sb, "/files?path=/tmp/hostile", [line], b"data")
+            self.assertEqual(st, 400, (line, data))
+            st, _, _ = self.envd(sb, "GET", "/files?path=/tmp/hostile")
+            self.assertEqual(st, 404, line)
+        # The bounds: 32 keys, keys of 64 bytes, values of 1024, 4096 bytes
+        # in all counting 9 per key (envd's budget).
+        self.assertIn(b"at most 32 metadata keys",
+                      refused(dict(("X-Metadata-k%d" % i, "v") for i in range(33))))
+        refused({"X-Metadata-" + "k" * 65: "v"})
+        self.assertIn(b"at most 1024", refused({"X-Metadata-k": "v" * 1025}))
+        self.assertIn(b"at most 4096 bytes",
+                      refused(dict(("X-Metadata-%s%d" % ("k" * 63, i), "v" * 1000) for i in range(4))))
+        # A multipart upload refused is refused whole: none of its files.
+        mp = (b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/mp1\"\r\n\r\nA\r\n"
+              b"--XyZ--\r\n")
+        st, _, body = self.envd(sb, "POST", "/files", mp, {"Content-Type": "multipart/form-data; boundary=XyZ",
+                                                         "X-Metadata-k": "v" * 1025})
+        self.assertEqual(st, 400, body)
+        self.assertIn(b"at most 1024", body)
+        st, _, _ = self.envd(sb, "GET", "/files?path=/tmp/mp1")
+        self.assertEqual(st, 404)
+        # At the bounds exactly: accepted.
+        at = dict(("X-Metadata-k%02d" % i, "v") for i in range(32))
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/at32", b"x", dict(raw, **at))
+        self.assertEqual(st, 200, body)
+        self.assertEqual(len(self.stat(sb, "/tmp/at32")["metadata"]), 32)
+        big = {"X-Metadata-" + "k" * 64: "v" * 1024, "X-Metadata-" + "j" * 64: "w" * 1024,
+               "X-Metadata-" + "i" * 64: "x" * 1024}
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/atbig", b"x", dict(raw, **big))
+        self.assertEqual(st, 200, body)
+        self.assertEqual(self.stat(sb, "/tmp/atbig")["metadata"]["k" * 64], "v" * 1024)
+        # A refused overwrite leaves the old file as it was.
+        st, _, body = self.envd(sb, "POST", "/files?path=/tmp/atbig", b"new",
+                                dict(raw, **{"X-Metadata-k": "v" * 1025}))
+        self.assertEqual(st, 400, body)
+        st, _, got = self.envd(sb, "GET", "/files?path=/tmp/atbig")
+        self.assertEqual((st, got), (200, b"x"))
+        self.assertEqual(len(self.stat(sb, "/tmp/atbig")["metadata"]), 3)
         self.assertAlive(sb)
 
     def test_files_download_errors(self):

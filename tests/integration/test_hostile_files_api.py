@@ -148,11 +148,10 @@ class FilesApiEscapes(DaemonTest):
         for p, want in cases.items():
             r = self.get(p)
             self.assertEqual(r.status, want, (p, r))
-            # Root inside cannot even enter /home/user (0750, no
-            # CAP_DAC_OVERRIDE): 403 there, the same answers elsewhere.
+            # Root inside (no CAP_DAC_OVERRIDE) enters /home/user (0755) as
+            # anyone may: the same answers.
             r = self.get(p, user="root")
-            inside_home = p.startswith("/home/user/") or not p.startswith("/")
-            self.assertEqual(r.status, 403 if inside_home else want, (p, r))
+            self.assertEqual(r.status, want, (p, r))
         # Links and `..` that stay inside lead to the sandbox's own files.
         for p in ("/home/user/root/etc/passwd", "/home/user/up/etc/passwd", "/../../etc/passwd",
                   "../../../etc/passwd", "/home/user/../../etc/./passwd"):
@@ -188,8 +187,8 @@ class FilesApiEscapes(DaemonTest):
             self.assertIn(self.list(p).status, (400, 403), p)
         self.assertEqual(self.list("/home/user/state").status, 404)
         # A deep listing from "/" never enters /proc and never shows host paths.
-        # (Directories the user may not read, like /root, are listed but
-        # not entered.)
+        # (Directories the caller may not read, like /root for the user, are
+        # listed but not entered.)
         for user in ("user", "root"):
             r = self.list("/", depth=3, user=user)
             self.assertEqual(r.status, 200, (user, r.status, r.body[:300]))
@@ -200,8 +199,11 @@ class FilesApiEscapes(DaemonTest):
             self.assertFalse([p for p in paths if p.startswith("/proc/")], user)
             self.assertFalse([p for p in paths if p.startswith(self.d.state)], user)
             self.assertFalse([p for p in paths if os.path.basename(self.canary) in p], user)
-            hidden = "/home/user/" if user == "root" else "/root/"
-            self.assertFalse([p for p in paths if p.startswith(hidden)], user)
+            # /root (0700) is root's; /home/user (0755) anyone's to read
+            if user == "user":
+                self.assertFalse([p for p in paths if p.startswith("/root/")], user)
+            else:
+                self.assertIn("/home/user/canary", paths)
 
     # -- writes --------------------------------------------------------------
 
@@ -302,7 +304,10 @@ class FilesApiEscapes(DaemonTest):
         r = self.move("/tmp/secret", "/tmp/../home/user/../../tmp/s2")
         self.assertEqual(r.status, 403, r)  # user acting: cannot rename root's file
         r = self.call("POST", "/move", {"user": "root"}, {"from": "/tmp/secret", "to": "/root/s"})
-        self.assertEqual(r.status, 403, r)  # /root is on the read-only skeleton
+        self.assertEqual(r.status, 200, r)  # /root is root's, on its writable skeleton
+        self.assertEqual(sh_ok(self, self.sid, "cat /root/s; test -e /tmp/secret || echo gone", user="root"),
+                         "root-only\ngone\n")
+        sh_ok(self, self.sid, "mv /root/s /tmp/secret", user="root")
         # The user's own files move across fine, and are gone from the source.
         sh_ok(self, self.sid, "echo mine > /tmp/mine")
         r = self.move("/tmp/mine", "/home/user/mine")

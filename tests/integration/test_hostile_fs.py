@@ -90,7 +90,7 @@ class HostFilesInvisible(DaemonTest):
                     "shells", "os-release", "localtime"}
         for host, name in (("/etc/ssl/certs", "ssl"), ("/etc/alternatives", "alternatives"),
                            ("/etc/ld.so.cache", "ld.so.cache"), ("/etc/services", "services"),
-                           ("/etc/protocols", "protocols")):
+                           ("/etc/protocols", "protocols"), ("/etc/R", "R")):
             if os.path.exists(host):
                 expected.add(name)
         self.assertEqual(set(self.listdir("/etc")), expected)
@@ -162,7 +162,7 @@ class HostFilesInvisible(DaemonTest):
                 host_binds[f[4]] = f[3]
                 self.assertTrue(f[5].startswith("ro,"), line)
         allowed = {"/usr", "/etc/ssl/certs", "/etc/alternatives", "/etc/ld.so.cache",
-                   "/etc/services", "/etc/protocols", "/bin", "/sbin", "/lib", "/lib32",
+                   "/etc/services", "/etc/protocols", "/etc/R", "/bin", "/sbin", "/lib", "/lib32",
                    "/lib64", "/libx32", "/etc/ssl/sbx-ca.crt", "/etc/ssl/sbx-ca-bundle.crt"}
         self.assertIn("/usr", host_binds)
         # The egress CA's public files, from where the daemon publishes them
@@ -316,8 +316,11 @@ class NoSharedHostInodes(DaemonTest):
         self.result(a, pid)
 
 
-class WritesOutside(DaemonTest):
-    """Writes anywhere but the sandbox's disk fail with the exact errno."""
+class WritesOutsideReadOnlyRoot(DaemonTest):
+    """With --read-only-root, writes anywhere but the sandbox's disk fail
+    with the exact errno, for root inside too."""
+
+    extra_args = ("--read-only-root",)
 
     CREATE = {
         # path: errno as `user`, as root inside
@@ -400,6 +403,60 @@ class WritesOutside(DaemonTest):
         for path in ("/home/user/ok", "/tmp/ok", "/dev/shm/ok"):
             self.assertEqual(probe_one(self, self.sid, "open", path, "creat"), "ok")
         self.assertEqual(probe_one(self, self.sid, "open", "/tmp/ok-root", "creat", user="root"), "ok")
+
+
+class WritesOutside(WritesOutsideReadOnlyRoot):
+    """By default "/" (the skeleton) is writable by root inside, as E2B's
+    root is, and by nobody else: the host's directories, /dev and /proc/sys
+    stay read-only mounts, and `user` writes only its disk. The skeleton is
+    on the disk: in its limit."""
+
+    extra_args = ()
+    CREATE = {
+        # path: errno as `user`, as root inside ("ok": created)
+        "/x": ("EACCES", "ok"),
+        "/usr/x": ("EROFS", "EROFS"),
+        "/usr/bin/x": ("EROFS", "EROFS"),
+        "/bin/x": ("EROFS", "EROFS"),
+        "/etc/x": ("EACCES", "ok"),
+        "/dev/x": ("EROFS", "EROFS"),
+        "/run/x": ("EACCES", "ok"),
+        "/var/x": ("EACCES", "ok"),
+        "/root/x": ("EACCES", "ok"),
+        "/etc/ssl/certs/x": ("EROFS", "EROFS"),
+        "/home/x": ("EACCES", "ok"),
+        "/proc/x": ("ENOENT", "ENOENT"),
+    }
+    WRITE_EXISTING = dict(WritesOutsideReadOnlyRoot.WRITE_EXISTING)
+    WRITE_EXISTING["/etc/passwd"] = ("EACCES", "ok")  # root's own file, in its own skeleton
+
+    def test_shell_level_writes(self):
+        res = self.d.sh(self.sid, "set -e; rm /etc/passwd; mv /etc/hosts /tmp/h; chmod 700 /etc; "
+                        "mkdir -p /opt/tool; echo x > /opt/tool/f", user="root")
+        self.assertEqual(res["exit_code"], 0, res)
+        self.assertEqual(sh_ok(self, self.sid, "ls -d /opt/tool/f /tmp/h", user="root"), "/opt/tool/f\n/tmp/h\n")
+        res = self.d.sh(self.sid, "ln -s /tmp /usr/evil; touch /bin/evil; mknod /dev/n c 1 3; "
+                        "touch /etc/ssl/certs/evil", user="root")
+        self.assertEqual(res["stderr"].count("Read-only file system"), 4, res["stderr"])
+
+    def test_skeleton_in_the_disk_limit(self):
+        sid = self.d.create(disk="64M")
+        res = self.d.sh(sid, "dd if=/dev/zero of=/big bs=1M count=100", user="root")
+        self.assertNotEqual(res["exit_code"], 0)
+        self.assertIn("No space left on device", res["stderr"])
+        # the disk's one limit: /tmp has what / left
+        self.assertNotEqual(self.d.sh(sid, "dd if=/dev/zero of=/tmp/more bs=1M count=8")["exit_code"], 0)
+
+    def test_a_part_root_replaced_is_refused(self):
+        # Root inside moves /home away and makes a /home/user of its own: a
+        # fork or snapshot must not take that directory for the disk's part.
+        sid = self.d.create()
+        sh_ok(self, sid, "echo real > /home/user/f")
+        sh_ok(self, sid, "mv /home /home.away && mkdir -p /home/user && echo planted > /home/user/f", user="root")
+        r = self.d.api("POST", "/v1/sandboxes/%s/fork" % sid, {})
+        self.assertEqual(r.status, 500, r)
+        self.assertIn("Invalid cross-device link", r.body.decode())
+        self.assertEqual(sh_ok(self, sid, "cat /home.away/user/f"), "real\n")
 
 
 class NothingCarried(DaemonTest):
@@ -617,7 +674,9 @@ class LeakedFds(DaemonTest):
         # signalfd and deadline timer, O_PATH fds of the sandbox's own root
         # and disk (for a daemon that re-adopts it), its egress listener
         # (127.0.0.1:3128 in the sandbox's own network namespace, docs/
-        # egress.md), and the daemon's ends of each command's output pipes;
+        # egress.md), the listener of its sudo (an abstract unix socket of
+        # that namespace, src/iso/init/sudo.c), and the daemon's ends of
+        # each command's output pipes;
         # nothing of the daemon's (state dir, database, cgroup dirs, the
         # init memfd, host paths).
         r = self.d.api("POST", "/v1/sandboxes/%s/processes" % self.sid,
@@ -634,13 +693,13 @@ class LeakedFds(DaemonTest):
 
         def settled(f):
             # init closes the command's own stdio ends just after the spawn
-            return f if len(f) == 12 else None
+            return f if len(f) == 13 else None
         try:
             got = wait_until(lambda: settled(fds(init)), timeout=10, what="init's fds to settle")
         except AssertionError:
             got = fds(init)
-        self.assertEqual(sorted(got)[:10], list(range(10)), got)
-        self.assertEqual(len(got), 12, got)
+        self.assertEqual(sorted(got)[:11], list(range(11)), got)
+        self.assertEqual(len(got), 13, got)
         self.assertEqual([got[i] for i in (0, 1, 2)], ["/dev/null"] * 3)
         self.assertRegex(got[3], r"^socket:\[\d+\]$")
         self.assertRegex(got[4], r"^socket:\[\d+\]$")
@@ -654,7 +713,12 @@ class LeakedFds(DaemonTest):
             rows = [line.split() for line in f.readlines()[1:]]
         mine = [r for r in rows if r[9] == inode]
         self.assertEqual([(r[1], r[3]) for r in mine], [("0100007F:0C38", "0A")], got)
-        pipes = sorted(v for k, v in got.items() if k > 9)
+        # fd 10: sudo's, a unix socket listening on @sbx-sudo
+        inode = re.match(r"^socket:\[(\d+)\]$", got[10]).group(1)
+        with open("/proc/%d/net/unix" % init) as f:
+            rows = [line.split() for line in f.readlines()[1:]]
+        self.assertEqual([r[7] for r in rows if r[6] == inode], ["@sbx-sudo"], got)
+        pipes = sorted(v for k, v in got.items() if k > 10)
         self.assertEqual(len(pipes), 2)
         for p in pipes:
             self.assertRegex(p, r"^pipe:\[\d+\]$")

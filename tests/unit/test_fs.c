@@ -1150,6 +1150,122 @@ TREE_TEST (test_list_skips_procfs_below)
 
 /*============================ upload =================================== */
 
+/* E2B file metadata: the packed pairs' checks and bounds, then user.e2b.*
+   attributes written by an upload, read back by stat and list, gone after
+   an overwrite without them; a filesystem without user xattrs (ramfs) is a
+   400 and no file. */
+TREE_TEST (test_metadata)
+{
+  struct sbx_fs_meta *m = calloc (1, sizeof *m), *big = calloc (1, sizeof *big);
+  struct sbx_fs_entry *e = malloc (sizeof *e);
+  struct sbx_fs_upload up;
+  const char *k, *v;
+  uint32_t off = 0;
+  sbx_error_t *merr = NULL;
+  char key[80], val[1100];
+  int rc;
+
+  CHECK (m != NULL && big != NULL && e != NULL);
+  CHECK_OK (sbx_fs_meta_add (m, "author", 6, "mish", 4, &err_));
+  CHECK_OK (sbx_fs_meta_add (m, "empty", 5, "", 0, &err_));
+  CHECK_OK (sbx_fs_meta_add (m, "author", 6, "second", 6, &err_)); /* the first wins */
+  CHECK (m->count == 2);
+  CHECK_OK (sbx_fs_meta_check (m, &err_));
+  k = sbx_fs_meta_next (m, &off, &v);
+  CHECK (k != NULL && strcmp (k, "author") == 0 && strcmp (v, "mish") == 0);
+  k = sbx_fs_meta_next (m, &off, &v);
+  CHECK (k != NULL && strcmp (k, "empty") == 0 && strcmp (v, "") == 0);
+  CHECK (sbx_fs_meta_next (m, &off, &v) == NULL);
+  CHECK_FAILS (sbx_fs_meta_add (big, "", 0, "v", 1, &err_), SBX_E_INVALID, -1);
+  CHECK_FAILS (sbx_fs_meta_add (big, "a b", 3, "v", 1, &err_), SBX_E_INVALID, -1);
+  CHECK_FAILS (sbx_fs_meta_add (big, "a\0b", 3, "v", 1, &err_), SBX_E_INVALID, -1);
+  CHECK_FAILS (sbx_fs_meta_add (big, "k", 1, "a\nb", 3, &err_), SBX_E_INVALID, -1);
+  CHECK_FAILS (sbx_fs_meta_add (big, "k", 1, "\xc3\xa9", 2, &err_), SBX_E_INVALID, -1);
+  CHECK_FAILS (sbx_fs_meta_add (big, "k", 1, "a\0b", 3, &err_), SBX_E_INVALID, -1);
+  memset (key, 'k', sizeof key);
+  memset (val, 'v', sizeof val);
+  CHECK_FAILS (sbx_fs_meta_add (big, key, 65, "v", 1, &err_), SBX_E_INVALID, -1);
+  CHECK_FAILS (sbx_fs_meta_add (big, "k", 1, val, 1025, &err_), SBX_E_INVALID, -1);
+  CHECK (big->count == 0 && big->len == 0);
+  /* 9 + 64 + 1024 = 1097 a key: three fit 4096, a fourth does not */
+  for (int i = 0; i < 3; i++)
+    {
+      key[0] = (char) ('a' + i);
+      CHECK_OK (sbx_fs_meta_add (big, key, 64, val, 1024, &err_));
+    }
+  key[0] = 'z';
+  CHECK_FAILS (sbx_fs_meta_add (big, key, 64, val, 1024, &err_), SBX_E_INVALID, -1);
+  CHECK_OK (sbx_fs_meta_check (big, &err_));
+  memset (big, 0, sizeof *big);
+  for (int i = 0; i < 32; i++)
+    {
+      snprintf (key, sizeof key, "k%d", i);
+      CHECK_OK (sbx_fs_meta_add (big, key, strlen (key), "v", 1, &err_));
+    }
+  CHECK_FAILS (sbx_fs_meta_add (big, "k32", 3, "v", 1, &err_), SBX_E_INVALID, -1);
+  /* A packed set from elsewhere: a repeated key, a cut pair, a bad count. */
+  {
+    struct sbx_fs_meta *bad = calloc (1, sizeof *bad);
+    CHECK (bad != NULL);
+    memcpy (bad->data, "a\0x\0a\0y\0", 8);
+    bad->len = 8;
+    bad->count = 2;
+    CHECK_FAILS (sbx_fs_meta_check (bad, &err_), SBX_E_INVALID, -1);
+    bad->len = 3;
+    bad->count = 1;
+    CHECK_FAILS (sbx_fs_meta_check (bad, &err_), SBX_E_INVALID, -1);
+    bad->len = 4;
+    bad->count = 2;
+    CHECK_FAILS (sbx_fs_meta_check (bad, &err_), SBX_E_INVALID, -1);
+    free (bad);
+  }
+
+  rc = sbx_fs_upload_begin_meta (&ctx, "/tmp/meta.txt", 0644, 0, m, &up, &merr);
+  if (rc < 0 && merr != NULL && merr->sys_errno == EOPNOTSUPP)
+    {
+      /* the host's /tmp has no user xattrs: the refusal is the answer */
+      CHECK (failed_with (rc, &merr, SBX_E_INVALID, EOPNOTSUPP) == 0);
+      CHECK (!exists_root ("tmp/meta.txt") && count_prefixed ("tmp", ".sbx-") == 0);
+      goto out;
+    }
+  if (rc < 0)
+    fprintf (stderr, "#   %s\n", merr ? merr->msg : "?");
+  sbx_error_free (merr);
+  merr = NULL;
+  CHECK (rc == 0);
+  CHECK_OK (sbx_fs_upload_write (&up, "x", 1, &err_));
+  CHECK_OK (sbx_fs_upload_commit (&up, &err_));
+  CHECK_OK (sbx_fs_stat (&ctx, "/tmp/meta.txt", e, &err_));
+  CHECK (e->meta.count == 2 && e->meta.len == m->len && memcmp (e->meta.data, m->data, m->len) == 0);
+  /* not followed through a symlink */
+  CHECK (symlink_root ("/tmp/meta.txt", "tmp/meta-link") == 0);
+  CHECK_OK (sbx_fs_stat (&ctx, "/tmp/meta-link", e, &err_));
+  CHECK (e->type == SBX_FS_SYMLINK && e->meta.count == 0);
+  /* overwritten without: none left */
+  CHECK_OK (sbx_fs_upload_begin (&ctx, "/tmp/meta.txt", 0644, 0, &up, &err_));
+  CHECK_OK (sbx_fs_upload_commit (&up, &err_));
+  CHECK_OK (sbx_fs_stat (&ctx, "/tmp/meta.txt", e, &err_));
+  CHECK (e->meta.count == 0);
+
+  /* ramfs keeps no user xattrs: refused, and no file, no temporary */
+  CHECK (mkdir_root ("tmp/ram", 0777) == 0);
+  if (mount_root ("ramfs", "tmp/ram", "mode=0777") == 0)
+    {
+      rc = sbx_fs_upload_begin_meta (&ctx, "/tmp/ram/f", 0644, 0, m, &up, &merr);
+      CHECK (failed_with (rc, &merr, SBX_E_INVALID, EOPNOTSUPP) == 0);
+      CHECK (!exists_root ("tmp/ram/f") && count_prefixed ("tmp/ram", ".sbx-") == 0);
+      CHECK_OK (sbx_fs_upload_begin (&ctx, "/tmp/ram/f", 0644, 0, &up, &err_));
+      CHECK_OK (sbx_fs_upload_commit (&up, &err_));
+      CHECK_OK (sbx_fs_stat (&ctx, "/tmp/ram/f", e, &err_));
+      CHECK (e->meta.count == 0);
+    }
+out:
+  free (m);
+  free (big);
+  free (e);
+  return 0;
+}
+
 TREE_TEST (test_upload_commit_replaces)
 {
   struct sbx_fs_upload up;
@@ -2033,6 +2149,7 @@ main (void)
   RUN (test_list_unreadable_subdirectory);
   RUN (test_list_skips_procfs_below);
   RUN (test_upload_commit_replaces);
+  RUN (test_metadata);
   RUN (test_upload_abort_leaves_nothing);
   RUN (test_upload_concurrent);
   RUN (test_upload_paths);

@@ -128,7 +128,7 @@ landlock_allow (int ruleset, const char *path, uint64_t access, uint64_t handled
 }
 
 uint32_t
-init_apply_landlock (uint32_t max_abi)
+init_apply_landlock (uint32_t max_abi, int root_writable)
 {
   struct sbx_landlock_ruleset_attr attr = {0};
   uint64_t fs_all, read_exec, write_all, dev_rw;
@@ -178,10 +178,13 @@ init_apply_landlock (uint32_t max_abi)
   write_all = fs_all & ~(LL_FS_MAKE_CHAR | LL_FS_MAKE_BLOCK | LL_FS_IOCTL_DEV);
   dev_rw = LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV | LL_FS_TRUNCATE;
 
-  /* Read and execute everywhere in the (read-only) tree; write only to the
-     disk and the few devices meant for it. Even a wrong mount flag cannot
-     make the rest writable. */
-  landlock_allow (ruleset, "/", read_exec, fs_all);
+  /* Read and execute everywhere in the tree; write only to the disk (with
+     a writable root, its skeleton "/" too) and the few devices meant for
+     it. Even a wrong mount flag cannot make the rest writable, except
+     under a writable "/", where the mounts' own read-only flags (the
+     host's directories, /dev, /proc/sys) are the wall. Devices: neither
+     made nor driven by ioctl anywhere, whatever "/" allows. */
+  landlock_allow (ruleset, "/", root_writable ? read_exec | write_all : read_exec, fs_all);
   landlock_allow (ruleset, "/home/user", write_all, fs_all);
   landlock_allow (ruleset, "/tmp", write_all, fs_all);
   landlock_allow (ruleset, "/dev/shm", write_all, fs_all);

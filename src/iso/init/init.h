@@ -67,6 +67,9 @@ void init_drop_events (void);
    detached overlay to use as "/", or -1. */
 void init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, int dev_mnt,
                       int root_mnt, int *root_fd, int *disk_fd);
+/* 1 when "/" stays writable for root inside: a skeleton without
+   SBX_CONFIG_READ_ONLY_ROOT (a stored template's root is read-only). */
+int init_root_writable (const struct sbx_msg_config *cfg, int root_mnt);
 
 /* harden.c */
 void init_setup_network (void);
@@ -75,12 +78,19 @@ void init_set_hostname (const char *name);
    keeping CAP_SETUID, CAP_SETGID and CAP_KILL to run commands as their
    user and signal them. */
 void init_drop_privileges (void);
-/* Returns the Landlock ABI enforced (0 if disabled by the config). */
-uint32_t init_apply_landlock (uint32_t max_abi);
+/* Returns the Landlock ABI enforced (0 if disabled by the config).
+   root_writable: "/" may be written (init_root_writable). */
+uint32_t init_apply_landlock (uint32_t max_abi, int root_writable);
 void init_apply_seccomp (const void *prog, size_t len);
 
 /* spawn.c */
 void init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nfds);
+/* Start argv as msg says (user, limits; its stdio the three fds) in a new
+   session, with every capability dropped: the one way a command starts
+   (SPAWN and sudo). Returns its pid, or -1 with *sys_errno and *stage
+   (SBX_STAGE_*) saying what failed before it ran. */
+pid_t init_start_command (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char **envp,
+                          const int *fds, int *sys_errno, uint32_t *stage);
 void init_handle_signal (const struct sbx_msg_signal *msg, size_t len);
 void init_handle_pump (const struct sbx_msg_pump *msg, size_t len, const int *fds, int nfds);
 void init_handle_resize (const struct sbx_msg_resize *msg, size_t len);
@@ -109,6 +119,15 @@ void init_egress_listen (void);
 /* Fill pfd (room for 1) when the listener should be polled; returns 0 or 1. */
 int init_egress_pollfds (struct pollfd *pfd);
 void init_egress_after_poll (const struct pollfd *pfd, int n);
+
+/* sudo.c: the sandbox's sudo (iso/proto.h). Listen once Landlock is on;
+   fsize_limit: RLIMIT_FSIZE of sudo's commands (the disk's size). */
+void init_sudo_listen (uint64_t fsize_limit);
+/* Fill pfd (room for 1) while another session may start; 0 or 1. */
+int init_sudo_pollfds (struct pollfd *pfd);
+void init_sudo_after_poll (const struct pollfd *pfd, int n);
+/* A reaped pid that was a sudo session's helper: 1 (its slot is free). */
+int init_sudo_reaped (pid_t pid);
 
 /* procs.c: what init started, until the daemon releases it. */
 struct init_proc

@@ -187,17 +187,18 @@ serve (int sigfd)
 {
   for (;;)
     {
-      struct pollfd pfd[3 + SBX_CONNECT_MAX + 1] = {
+      struct pollfd pfd[3 + SBX_CONNECT_MAX + 2] = {
           {SBX_CTL_FD, POLLIN, 0}, {sigfd, POLLIN, 0}, {deadline_fd, POLLIN, 0}};
-      int nconn, negress, drained = 0;
+      int nconn, negress, nsudo, drained = 0;
 
       if (init_events_pending ())
         pfd[0].events |= POLLOUT;
       /* Connects for the port proxy (connect.c), each with a deadline. */
       nconn = init_connect_pollfds (pfd + 3);
-      /* The egress listener (egress.c), last. */
+      /* The egress listener (egress.c), then sudo's (sudo.c), last. */
       negress = init_egress_pollfds (pfd + 3 + nconn);
-      if (poll (pfd, (nfds_t) (3 + nconn + negress), init_connect_timeout_ms ()) < 0)
+      nsudo = init_sudo_pollfds (pfd + 3 + nconn + negress);
+      if (poll (pfd, (nfds_t) (3 + nconn + negress + nsudo), init_connect_timeout_ms ()) < 0)
         {
           if (errno == EINTR)
             continue;
@@ -205,6 +206,7 @@ serve (int sigfd)
         }
       init_connect_after_poll (pfd + 3, nconn);
       init_egress_after_poll (pfd + 3 + nconn, negress);
+      init_sudo_after_poll (pfd + 3 + nconn + negress, nsudo);
       if (pfd[2].revents & POLLIN)
         {
           uint64_t ticks;
@@ -280,7 +282,9 @@ init_sandbox_main (void)
     init_die (errno, "unshare cgroup namespace");
   init_drop_privileges ();
   memset (&ready, 0, sizeof ready);
-  ready.landlock_abi = init_apply_landlock (cfg->landlock_abi);
+  ready.landlock_abi = init_apply_landlock (cfg->landlock_abi, init_root_writable (cfg, root_mnt));
+  /* In the Landlock domain its clients are in (sudo.c). */
+  init_sudo_listen (cfg->disk_bytes);
   /* Only stdio (/dev/null), the control socket, the signalfd and timer,
      and what READY carries. */
   if (close_range (SBX_CTL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)

@@ -94,9 +94,10 @@ init_reap (void)
   int status, i;
   pid_t pid;
 
-  /* Reap everything: our commands and every orphan re-parented to us. */
+  /* Reap everything: our commands, sudo's sessions and every orphan
+     re-parented to us. */
   while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
-    for (i = 0; i < MAX_TRACKED; i++)
+    for (i = init_sudo_reaped (pid) ? MAX_TRACKED : 0; i < MAX_TRACKED; i++)
       if (procs[i].pid == pid && !procs[i].exited)
         {
           struct sbx_msg_exited m;

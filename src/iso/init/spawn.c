@@ -219,6 +219,37 @@ run_child (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char *
   child_fail (sys_errno, SBX_STAGE_EXEC);
 }
 
+pid_t
+init_start_command (const struct sbx_msg_spawn *msg, const char *cwd, char **argv, char **envp,
+                    const int *fds, int *sys_errno, uint32_t *stage)
+{
+  pid_t pid;
+
+  /* vfork: no copy of our address space to make and tear down (the child
+     execs at once); we are suspended until it has exec'd or exited. */
+  child_failure.stage = 0;
+  child_failure.sys_errno = 0;
+  pid = vfork ();
+  if (pid == 0)
+    run_child (msg, cwd, argv, envp, fds);
+  if (pid < 0)
+    {
+      *sys_errno = errno;
+      *stage = SBX_STAGE_FORK;
+      return -1;
+    }
+  if (child_failure.stage != 0)
+    {
+      /* It never ran user code; reap it now so it is not reported twice. */
+      while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+      *sys_errno = child_failure.sys_errno;
+      *stage = child_failure.stage;
+      return -1;
+    }
+  return pid;
+}
+
 void
 init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nfds)
 {
@@ -228,9 +259,9 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
   char *strings, *p, *end, *cwd;
   struct sbx_msg_spawned ok;
   struct init_proc *proc;
-  uint32_t i, k;
+  uint32_t i, k, stage;
   pid_t pid;
-  int pty, r, pty_stdio[3];
+  int pty, r, pty_stdio[3], sys_errno;
   /* Live across vfork's second return: never kept in a register. */
   volatile int master = -1, slave = -1;
 
@@ -285,24 +316,10 @@ init_handle_spawn (const struct sbx_msg_spawn *msg, size_t len, int *fds, int nf
       pty_stdio[0] = pty_stdio[1] = pty_stdio[2] = s;
     }
 
-  /* vfork: no copy of our address space to make and tear down (the child
-     execs at once); we are suspended until it has exec'd or exited. */
-  child_failure.stage = 0;
-  child_failure.sys_errno = 0;
-  pid = vfork ();
-  if (pid == 0)
-    run_child (msg, cwd, argv, envp, pty ? pty_stdio : fds);
+  pid = init_start_command (msg, cwd, argv, envp, pty ? pty_stdio : fds, &sys_errno, &stage);
   if (pid < 0)
     {
-      init_send_spawn_failed (msg->req_id, errno, SBX_STAGE_FORK);
-      goto out;
-    }
-  if (child_failure.stage != 0)
-    {
-      /* It never ran user code; reap it now so it is not reported twice. */
-      while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-      init_send_spawn_failed (msg->req_id, child_failure.sys_errno, child_failure.stage);
+      init_send_spawn_failed (msg->req_id, sys_errno, stage);
       goto out;
     }
   proc = init_proc_add (pid, msg->req_id, 0);
