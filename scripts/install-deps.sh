@@ -12,8 +12,8 @@ packages=(
   # the code interpreter (template code-interpreter-v1): its sandboxes see
   # the host's /usr; IPython runs the cells, matplotlib-inline draws figures
   python3-ipython python3-matplotlib-inline python3-numpy python3-pandas python3-matplotlib
-  # ... and its R contexts (Node.js and TypeScript come below)
-  r-base-core
+  # ... its R and Java contexts (Node.js and TypeScript come below)
+  r-base-core openjdk-17-jdk-headless
   # test and benchmark: Debian's Python runs the suites; bubblewrap is the peer;
   # valgrind for `make valgrind` (its headers too: tests/valgrind/shim.c)
   python3 bubblewrap valgrind

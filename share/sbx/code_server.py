@@ -683,7 +683,7 @@ def run_bash(msg):
 
 
 # Languages run by an interpreter process of their own (JavaScript and
-# TypeScript by Node.js, R by Rscript): one process per context, started at
+# TypeScript by Node.js, R by Rscript, Java by the JDK's jshell): one process per context, started at
 # its first run, keeps the state from run to run. Cells go to it on a pipe
 # and its replies come back on another as JSON lines, {"n": the cell's
 # number, "type": "result" (with "text") | "error" (name, value, traceback)
@@ -1051,7 +1051,7 @@ local({
 
 
 def js_command(cell_fd, reply_fd):
-    return [NODE, "--stack-size=4000", "-e", JS_DRIVER, str(cell_fd), str(reply_fd), json.dumps(TYPESCRIPT_DIRS)]
+    return [NODE, "--stack-size=4000", "-e", JS_DRIVER, str(cell_fd), str(reply_fd), json.dumps(TYPESCRIPT_DIRS)], ()
 
 
 def js_cell(n, msg):
@@ -1061,7 +1061,7 @@ def js_cell(n, msg):
 
 
 def r_command(cell_fd, reply_fd):
-    return [RSCRIPT, "--vanilla", "-e", R_DRIVER, str(cell_fd), str(reply_fd)]
+    return [RSCRIPT, "--vanilla", "-e", R_DRIVER, str(cell_fd), str(reply_fd)], ()
 
 
 def r_cell(n, msg):
@@ -1078,11 +1078,414 @@ def r_cell(n, msg):
     return b"%d %d %d %d\n" % (n, len(code), len(env), len(base)) + code + pairs(env) + pairs(base)
 
 
-# language -> (the interpreter's name in messages, its command, a cell's bytes)
+# Java: the JDK's jshell, its local engine in the driver's JVM; cells as
+# length-prefixed fields (Java has no JSON reader). A run's env and the
+# sandbox's are system properties, as E2B's Java kernel takes them.
+JAVA = "/usr/bin/java"
+JAVA_FLAGS = [
+    "--add-modules", "jdk.jshell",
+    # an interactive JVM: the client compiler only (javac's and jshell's
+    # code needs no more), a serial GC, the JDK's class data archive
+    "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:-UsePerfData", "-Xss8m",
+    # the JVM's own warnings to stderr, not amid the cell's stdout
+    "-Xlog:disable", "-Xlog:all=warning:stderr",
+    "-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8",
+]
+JAVA_SOURCE = None  # the driver's source in a memfd, made once
+
+JAVA_DRIVER = r'''// sbx: the Java context's interpreter, run as `java --add-modules
+// jdk.jshell --source 17 /proc/self/fd/SOURCE CELL_FD REPLY_FD` by the
+// context process (this source in a memfd: no file is left anywhere). A cell is a frame on CELL_FD (a 4-byte big-endian
+// length, then as many fields, each a 4-byte length and its UTF-8 bytes:
+// the cell's number, its code, then the sandbox's env and the run's own as
+// a count and that many name/value pairs); replies go as JSON lines on
+// REPLY_FD, each with the cell's number. What the cell prints goes to fds
+// 1 and 2, which the context captures.
+import java.io.*;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.*;
+import jdk.jshell.*;
+import jdk.jshell.execution.DirectExecutionControl;
+import jdk.jshell.spi.ExecutionControl;
+import jdk.jshell.spi.ExecutionControlProvider;
+import jdk.jshell.spi.ExecutionEnv;
+
+public class SbxJava {
+    // The local execution engine (jdk.jshell's LocalExecutionControl, in
+    // the driver's JVM) that keeps what each run returns as the object it
+    // is: a String is the cell's result as it is, not as jshell quotes it.
+    static final class Control extends DirectExecutionControl {
+        final Object lock = new Object();
+        ThreadGroup group;  // the running snippet's, while it runs
+        boolean interrupted;  // this cell's: its snippets do not run
+        Object value;
+        boolean ran;
+
+        @Override
+        protected String invoke(Method doit) throws Exception {
+            ThreadGroup g = new ThreadGroup("jshell");
+            Object[] res = new Object[1];
+            Throwable[] thrown = new Throwable[1];
+            boolean[] stopped = new boolean[1];
+            Thread t = new Thread(g, () -> {
+                try {
+                    res[0] = doit.invoke(null);
+                } catch (InvocationTargetException e) {
+                    if (e.getCause() instanceof ThreadDeath) stopped[0] = true;
+                    else thrown[0] = e;
+                } catch (ThreadDeath e) {
+                    stopped[0] = true;
+                } catch (Throwable e) {
+                    thrown[0] = e;
+                }
+            }, "main");
+            t.setContextClassLoader(doit.getDeclaringClass().getClassLoader());
+            synchronized (lock) {
+                if (interrupted) throw new ExecutionControl.StoppedException();
+                group = g;
+                t.start();
+            }
+            try {
+                t.join();
+            } finally {
+                synchronized (lock) { group = null; }
+            }
+            if (stopped[0]) throw new ExecutionControl.StoppedException();
+            if (thrown[0] instanceof Exception) throw (Exception) thrown[0];
+            if (thrown[0] != null) throw new InvocationTargetException(thrown[0]);
+            value = res[0];
+            ran = true;
+            return valueString(res[0]);
+        }
+
+        @Override
+        public void stop() {
+            synchronized (lock) {
+                interrupted = true;
+                if (group == null) return;
+                try {
+                    // ThreadGroup.stop, which JDK 20 and later no longer have:
+                    // there the cell's threads are interrupted only
+                    ThreadGroup.class.getMethod("stop").invoke(group);
+                } catch (ReflectiveOperationException | RuntimeException e) {
+                    group.interrupt();
+                }
+            }
+        }
+    }
+
+    static final Control CONTROL = new Control();
+    static JShell shell;
+    static OutputStream replyOut;
+    static int cellNumber;
+    static volatile boolean inCell;
+
+    static void quote(StringBuilder b, String s) {
+        b.append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c == '"' || c == '\\') b.append('\\').append(c);
+            else if (c >= 0x20 && c < 0x7f) b.append(c);
+            else b.append(String.format("\\u%04x", (int) c));  // ASCII only: no lone surrogate is lost
+        }
+        b.append('"');
+    }
+
+    static void reply(String... kv) {
+        StringBuilder b = new StringBuilder("{\"n\":").append(cellNumber);
+        for (int i = 0; i < kv.length; i += 2) {
+            b.append(',');
+            quote(b, kv[i]);
+            b.append(':');
+            quote(b, kv[i + 1] == null ? "" : kv[i + 1]);
+        }
+        b.append("}\n");
+        try {
+            synchronized (SbxJava.class) {
+                replyOut.write(b.toString().getBytes(StandardCharsets.US_ASCII));
+                replyOut.flush();
+            }
+        } catch (IOException e) {
+            Runtime.getRuntime().halt(70);  // the context is gone
+        }
+    }
+
+    static void error(String name, String value, String traceback) {
+        reply("type", "error", "name", name, "value", value, "traceback", traceback);
+    }
+
+    // A class the cells declared is REPL.$JShell$12$Boom: shown as Boom.
+    static String className(String name) {
+        if (name == null) return "Error";
+        if (name.startsWith("REPL.$JShell$")) {
+            int i = name.indexOf('$', "REPL.$JShell$".length());
+            return i >= 0 ? name.substring(i + 1) : name.substring("REPL.".length());
+        }
+        return name;
+    }
+
+    static String frames(Throwable e) {
+        StringBuilder b = new StringBuilder();
+        Set<Throwable> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (Throwable t = e; t != null && seen.add(t); t = t.getCause()) {
+            String name = t instanceof EvalException ? ((EvalException) t).getExceptionClassName() : t.getClass().getName();
+            if (t != e) b.append("Caused by: ");
+            b.append(className(name));
+            if (t.getMessage() != null) b.append(": ").append(t.getMessage());
+            b.append('\n');
+            StackTraceElement[] st = t.getStackTrace();
+            int last = st.length - 1;  // down to the cell's own frames, not the driver's under them
+            while (last >= 0 && !st[last].getClassName().isEmpty() && !st[last].getClassName().startsWith("REPL.")) last--;
+            if (last < 0) last = st.length - 1;
+            for (int i = 0; i <= last; i++) {
+                StackTraceElement f = st[i];
+                if (f.getClassName().isEmpty() || f.getClassName().startsWith("REPL.")) {
+                    // as jshell shows them: `at f (#12:1)`, #12 the snippet
+                    String c = f.getClassName().replaceFirst("^REPL\\.", "").replaceFirst("^\\$JShell\\$\\d+\\$?", "").replaceAll("^\\.+|\\.+$", "");
+                    String m = f.getMethodName().equals("do_it$") ? "" : f.getMethodName();
+                    String where = (c.isEmpty() || m.isEmpty() ? c : c + ".") + m;
+                    b.append("\tat ").append(where).append(where.isEmpty() ? "" : " ").append('(')
+                     .append(f.getFileName() == null ? "" : f.getFileName()).append(':').append(f.getLineNumber()).append(")\n");
+                } else {
+                    b.append("\tat ").append(f).append('\n');
+                }
+            }
+        }
+        return b.toString();
+    }
+
+    static String diagnostics(Snippet sn) {
+        StringBuilder b = new StringBuilder();
+        String src = sn.source();
+        for (Diag d : (Iterable<Diag>) shell.diagnostics(sn)::iterator) {
+            b.append(d.isError() ? "error: " : "warning: ");
+            for (String line : d.getMessage(Locale.ROOT).split("\n")) {
+                if (!line.trim().startsWith("location:")) b.append(line).append('\n');  // the wrapper class's
+            }
+            long p = d.getPosition();
+            if (p >= 0 && p <= src.length()) {
+                int s = src.lastIndexOf('\n', (int) Math.max(p - 1, 0));
+                s = (p == 0) ? 0 : s + 1;
+                int e = src.indexOf('\n', (int) p);
+                if (e < 0) e = src.length();
+                b.append(src, s, e).append('\n');
+                for (int i = s; i < p; i++) b.append(src.charAt(i) == '\t' ? '\t' : ' ');
+                b.append("^\n");
+            }
+        }
+        return b.toString();
+    }
+
+    static String firstError(Snippet sn) {
+        for (Diag d : (Iterable<Diag>) shell.diagnostics(sn)::iterator) {
+            if (d.isError()) return d.getMessage(Locale.ROOT).split("\n", 2)[0];
+        }
+        return "the snippet was rejected";
+    }
+
+    static void flushStreams() {
+        System.out.flush();
+        System.err.flush();
+    }
+
+    // One snippet: false when the cell stops at it (an error was sent).
+    static boolean snippet(String src, String[] result) {
+        CONTROL.ran = false;
+        CONTROL.value = null;
+        List<SnippetEvent> events = shell.eval(src);
+        flushStreams();
+        boolean ran = CONTROL.ran;
+        Object raw = CONTROL.value;
+        if (CONTROL.interrupted) {
+            error("KeyboardInterrupt", "the execution was interrupted", "");
+            return false;
+        }
+        for (SnippetEvent ev : events) {
+            if (ev.causeSnippet() != null) continue;  // an update of an earlier snippet
+            Snippet sn = ev.snippet();
+            if (ev.status() == Snippet.Status.REJECTED) {
+                error("CompilationError", firstError(sn), diagnostics(sn));
+                return false;
+            }
+            JShellException ex = ev.exception();
+            if (ex instanceof EvalException) {
+                EvalException ee = (EvalException) ex;
+                error(className(ee.getExceptionClassName()), ee.getMessage() == null ? "" : ee.getMessage(), frames(ee));
+                return false;
+            }
+            if (ex instanceof UnresolvedReferenceException) {
+                DeclarationSnippet d = ((UnresolvedReferenceException) ex).getSnippet();
+                String deps = String.join(", ", (Iterable<String>) shell.unresolvedDependencies(d)::iterator);
+                error("UnresolvedReferenceException", "attempted to use " + d.kind().toString().toLowerCase(Locale.ROOT)
+                      + " " + d.name() + ", which cannot be used until this is declared: " + deps, "");
+                return false;
+            }
+            if (ex != null) {
+                error(ex.getClass().getSimpleName(), String.valueOf(ex.getMessage()), frames(ex));
+                return false;
+            }
+            if (ev.status() == Snippet.Status.RECOVERABLE_NOT_DEFINED && sn instanceof DeclarationSnippet) {
+                String deps = String.join(", ", (Iterable<String>) shell.unresolvedDependencies((DeclarationSnippet) sn)::iterator);
+                error("CompilationError", "cannot find symbol: " + deps, diagnostics(sn));
+                return false;
+            }
+            switch (sn.subKind()) {
+                case VAR_VALUE_SUBKIND:
+                case OTHER_EXPRESSION_SUBKIND:
+                case TEMP_VAR_EXPRESSION_SUBKIND:
+                    String type = sn instanceof ExpressionSnippet ? ((ExpressionSnippet) sn).typeName()
+                                : sn instanceof VarSnippet ? ((VarSnippet) sn).typeName() : "";
+                    if ("void".equals(type) || (ran && raw == null)) result[0] = null;
+                    else if (ran && raw instanceof String) result[0] = (String) raw;
+                    else result[0] = ev.value();
+                    break;
+                default:
+                    result[0] = null;
+            }
+        }
+        return true;
+    }
+
+    static void runCell(String code) {
+        String[] result = new String[1];
+        SourceCodeAnalysis sca = shell.sourceCodeAnalysis();
+        String rest = code;
+        while (true) {
+            if (CONTROL.interrupted) {
+                error("KeyboardInterrupt", "the execution was interrupted", "");
+                return;
+            }
+            SourceCodeAnalysis.CompletionInfo info = sca.analyzeCompletion(rest);
+            SourceCodeAnalysis.Completeness c = info.completeness();
+            if (c == SourceCodeAnalysis.Completeness.EMPTY) break;
+            // an incomplete rest goes to jshell as it is: its diagnostics say what is missing
+            String src = c.isComplete() ? info.source() : rest;
+            if (!snippet(src, result)) return;
+            if (!c.isComplete()) {
+                result[0] = null;
+                break;
+            }
+            rest = info.remaining();
+        }
+        if (result[0] != null) reply("type", "result", "text", result[0]);
+    }
+
+    static String field(DataInputStream in) throws IOException {
+        byte[] b = new byte[in.readInt()];
+        in.readFully(b);
+        return new String(b, StandardCharsets.UTF_8);
+    }
+
+    static Map<String, String> pairs(DataInputStream in) throws IOException {
+        Map<String, String> m = new LinkedHashMap<>();
+        for (int k = Integer.parseInt(field(in)); k > 0; k--) m.put(field(in), field(in));
+        return m;
+    }
+
+    public static void main(String[] args) throws Exception {
+        DataInputStream cells = new DataInputStream(new BufferedInputStream(new FileInputStream("/dev/fd/" + args[0]), 1 << 16));
+        replyOut = new FileOutputStream("/dev/fd/" + args[1]);
+        ExecutionControlProvider local = new ExecutionControlProvider() {
+            public String name() { return "sbx"; }
+            public ExecutionControl generate(ExecutionEnv env, Map<String, String> params) { return CONTROL; }
+        };
+        shell = JShell.builder().executionEngine(local, Map.of()).build();
+        // the jshell tool's default imports
+        for (String p : new String[] {"java.io", "java.math", "java.net", "java.nio.file", "java.util",
+                "java.util.concurrent", "java.util.function", "java.util.prefs", "java.util.regex", "java.util.stream"}) {
+            shell.eval("import " + p + ".*;");
+        }
+        sun.misc.Signal.handle(new sun.misc.Signal("INT"), s -> {
+            if (inCell) shell.stop();  // the running cell's, as ^C at jshell's prompt
+        });
+        while (true) {
+            int len;
+            try {
+                len = cells.readInt();
+            } catch (EOFException e) {
+                System.exit(0);  // the context is gone
+                return;
+            }
+            byte[] frame = new byte[len];
+            cells.readFully(frame);
+            DataInputStream in = new DataInputStream(new ByteArrayInputStream(frame));
+            int n = Integer.parseInt(field(in));
+            String code = field(in);
+            Map<String, String> base = pairs(in);
+            Map<String, String> env = pairs(in);
+            synchronized (CONTROL.lock) { CONTROL.interrupted = false; }
+            cellNumber = n;
+            inCell = true;
+            Map<String, String> saved = new LinkedHashMap<>();
+            try {
+                base.forEach(System::setProperty);
+                for (Map.Entry<String, String> e : env.entrySet()) {
+                    saved.put(e.getKey(), System.getProperty(e.getKey()));
+                    System.setProperty(e.getKey(), e.getValue());
+                }
+                runCell(code);
+            } catch (Throwable e) {
+                error(className(e.getClass().getName()), String.valueOf(e.getMessage()), frames(e));
+            } finally {
+                inCell = false;
+                flushStreams();
+                saved.forEach((k, v) -> {
+                    if (v == null) System.clearProperty(k);
+                    else System.setProperty(k, v);
+                });
+                reply("type", "done");
+            }
+        }
+    }
+}
+'''
+
+
+def java_command(cell_fd, reply_fd):
+    global JAVA_SOURCE
+    if JAVA_SOURCE is None:
+        fd = os.memfd_create("SbxJava.java", os.MFD_CLOEXEC)
+        os.write(fd, JAVA_DRIVER.encode())
+        JAVA_SOURCE = fd
+    argv = [JAVA] + JAVA_FLAGS + ["--source", "17", "/proc/self/fd/%d" % JAVA_SOURCE, str(cell_fd), str(reply_fd)]
+    return argv, (JAVA_SOURCE,)
+
+
+def java_cell(n, msg):
+    """A 4-byte big-endian length, then fields, each a length and its UTF-8
+    bytes: the cell's number, its code, the sandbox's env and the run's own
+    (a count, then names and values)."""
+    import struct
+
+    fields = [str(n), msg.get("code", "")]
+    for env in (msg.get("base_env") or {}, msg.get("env") or {}):
+        fields.append(str(len(env)))
+        for k, v in env.items():
+            fields += [str(k), str(v)]
+    body = b"".join(struct.pack(">I", len(b)) + b for b in (f.encode("utf-8", "replace") for f in fields))
+    return struct.pack(">I", len(body)) + body
+
+
+def java_installed():
+    """None when a JDK with jshell is here, else what is missing."""
+    if not os.access(JAVA, os.X_OK):
+        return "Java (%s) is not installed in this sandbox's template" % JAVA
+    home = os.path.dirname(os.path.dirname(os.path.realpath(JAVA)))
+    # the JDK's jshell module (and javac's, which it needs), not a JRE
+    if not all(os.access(os.path.join(home, "bin", b), os.X_OK) for b in ("jshell", "javac")):
+        return "the JDK's jshell (Debian package openjdk-17-jdk-headless) is not installed in this sandbox's template"
+    return None
+
+
+# language -> (the interpreter's name in messages, its command (argv and
+# the descriptors it needs besides the two pipes), a cell's bytes)
 CHILD_LANGUAGES = {
     "javascript": ("Node.js", js_command, js_cell),
     "typescript": ("Node.js", js_command, js_cell),
     "r": ("R", r_command, r_cell),
+    "java": ("Java", java_command, java_cell),
 }
 
 
@@ -1101,7 +1504,8 @@ def child_start(command):
     rr, rw = os.pipe2(os.O_CLOEXEC)
     try:
         # a process group of its own: an interrupt reaches what it started too
-        p = subprocess.Popen(command(cr, rw), stdin=subprocess.DEVNULL, pass_fds=(cr, rw), env=dict(os.environ),
+        argv, fds = command(cr, rw)
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, pass_fds=(cr, rw) + tuple(fds), env=dict(os.environ),
                              cwd=os.getcwd(), process_group=0, preexec_fn=die_with_parent)
     except OSError:
         os.close(cw)
@@ -1858,6 +2262,7 @@ LANGUAGE_NAMES = {
     "javascript": "javascript", "js": "javascript", "node": "javascript", "nodejs": "javascript",
     "typescript": "typescript", "ts": "typescript",
     "r": "r",
+    "java": "java",
 }
 
 
@@ -1867,6 +2272,8 @@ def language_installed(lang):
         return "Node.js (%s) is not installed in this sandbox's template" % NODE
     if lang == "typescript" and not any(os.path.isdir(d) for d in TYPESCRIPT_DIRS):
         return "TypeScript (Debian package node-typescript) is not installed in this sandbox's template"
+    if lang == "java":
+        return java_installed()
     if lang == "r" and not os.access(RSCRIPT, os.X_OK):
         return "R (%s, Debian package r-base-core) is not installed in this sandbox's template" % RSCRIPT
     return None
@@ -1875,7 +2282,7 @@ def language_installed(lang):
 def normalize_language(lang):
     name = LANGUAGE_NAMES.get((lang or "python").lower()) if isinstance(lang, (str, type(None))) else None
     if name is None:
-        raise HttpError(400, "language %r is not supported (python, bash, javascript, typescript and r are)" % (lang,))
+        raise HttpError(400, "language %r is not supported (python, bash, javascript, typescript, r and java are)" % (lang,))
     missing = language_installed(name)
     if missing is not None:
         raise HttpError(400, "language %s: %s" % (name, missing))

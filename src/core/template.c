@@ -7,6 +7,7 @@
 
 #include "egress/tls.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -85,6 +86,36 @@ add_top_level (struct sbx_plan *p, const char *name, sbx_error_t **err)
   return 0;
 }
 
+/* The JDK's configuration (/etc/java-N-openjdk: java.security, which the
+   JDK's conf/ links to, and without which no JVM starts): the code
+   interpreter's Java contexts. Each such directory of the host, read-only,
+   at most a few. */
+static int
+add_java_configs (struct sbx_plan *p, sbx_error_t **err)
+{
+  DIR *d = opendir ("/etc");
+  struct dirent *e;
+  int n = 0, rc = 0;
+
+  if (d == NULL)
+    return 0;
+  while (rc == 0 && n < 4 && (e = readdir (d)) != NULL)
+    {
+      char src[300], dst[300];
+      size_t len = strlen (e->d_name);
+      if (strncmp (e->d_name, "java-", 5) != 0 || len < 13 || len > 40
+          || strcmp (e->d_name + len - 8, "-openjdk") != 0
+          || strspn (e->d_name + 5, "0123456789") != len - 13)
+        continue;
+      snprintf (src, sizeof src, "/etc/%s", e->d_name);
+      snprintf (dst, sizeof dst, "etc/%s", e->d_name);
+      rc = sbx_plan_add (p, SBX_PLAN_BIND_RO, SBX_PLAN_OPTIONAL, 0, src, dst, NULL, 0, err);
+      n++;
+    }
+  closedir (d);
+  return rc;
+}
+
 static int
 build_base (const char *state_dir, struct sbx_plan *p, sbx_error_t **err)
 {
@@ -123,6 +154,8 @@ build_base (const char *state_dir, struct sbx_plan *p, sbx_error_t **err)
                       NULL, 0, err)
         < 0)
       return -1;
+  if (add_java_configs (p, err) < 0)
+    return -1;
   /* The host's trust and sbx's egress CA (egress/tls.h), for hosts with
      credential rules; the certificate only, never its key. Bound from
      where the parent publishes them (a copy would cost every create the

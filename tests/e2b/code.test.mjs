@@ -225,6 +225,20 @@ test('JavaScript and TypeScript contexts: results, state, envs, output, errors',
   assert.equal((await sbx.runCode('add(1, 1)', { language: 'js' })).text, '2')
 })
 
+test('Java contexts: results, state, envs as system properties, errors', async () => {
+  const sbx = await t.create({ envs: { SBX_CREATE_ENV: 'from-create' } })
+  assert.equal((await sbx.runCode('System.getProperty("SBX_CREATE_ENV")', { language: 'java' })).text, 'from-create')
+  assert.equal((await sbx.runCode('System.getProperty("user.dir")', { language: 'java' })).text, '/home/user')
+  const own = await sbx.runCode('System.getProperty("FOO")', { language: 'java', envs: { FOO: 'bar' } })
+  assert.equal(own.text, 'bar')
+  assert.equal((await sbx.runCode('System.getProperty("FOO", "default")', { language: 'java' })).text, 'default')
+  await sbx.runCode('int square(int v) { return v * v; }', { language: 'java' })
+  const out = await sbx.runCode('System.out.println("hi"); square(7)', { language: 'java' })
+  assert.deepEqual([out.logs.stdout, out.text], [['hi\n'], '49'])
+  const err = await sbx.runCode('Integer.parseInt("x")', { language: 'java' })
+  assert.equal(err.error.name, 'java.lang.NumberFormatException')
+})
+
 test('R contexts: values as R prints them, state, envs, cwd', async () => {
   const sbx = await t.create({ envs: { SBX_CREATE_ENV: 'from-create' } })
   assert.equal((await sbx.runCode('Sys.getenv("SBX_CREATE_ENV")', { language: 'r' })).text, '[1] "from-create"')

@@ -455,6 +455,29 @@ class CodeTest(DaemonTest):
         self.assertEqual(self.main_text(self.run_code("exists('x')", context=ctx)), "[1] FALSE")
         self.assertEqual(self.main_text(self.run_code("1 + 1", language="r")), "[1] 2")
 
+    def test_java_context(self):
+        ctx = self.context(language="java", cwd="/tmp")
+        ev = self.run_code("int x = 41;\nint twice(int v) { return 2 * v; }", context=ctx)
+        self.assertEqual([e["type"] for e in ev], ["number_of_executions", "end_of_execution"], ev)
+        ev = self.run_code('System.out.println("out"); System.err.println("err"); twice(x) - 40', context=ctx)
+        self.assertEqual((self.stdout(ev), self.stdout(ev, "stderr"), self.main_text(ev)), ("out\n", "err\n", "42"))
+        # a String as it is; the working directory is the context's
+        self.assertEqual(self.main_text(self.run_code('System.getProperty("user.dir")', context=ctx)), "/tmp")
+        self.assertEqual(self.main_text(self.run_code("List.of(1, 2)", context=ctx)), "[1, 2]")
+        # a run's env as system properties (E2B's Java kernel), for that run only
+        self.assertEqual(self.main_text(self.run_code('System.getProperty("K")', context=ctx, env={"K": "v1"})), "v1")
+        self.assertEqual(self.main_text(self.run_code('System.getProperty("K", "unset")', context=ctx)), "unset")
+        err = self.error(self.run_code('throw new IllegalStateException("bad")', context=ctx))
+        self.assertEqual((err["name"], err["value"]), ("java.lang.IllegalStateException", "bad"))
+        self.assertEqual(self.error(self.run_code("int y = ;", context=ctx))["name"], "CompilationError")
+        for cell in ("while (true) {}", "Thread.sleep(60000);"):
+            err = self.error(self.run_code(cell, context=ctx, timeout="2s"))
+            self.assertEqual((err["name"], err["value"]), ("KeyboardInterrupt", "the execution was interrupted"))
+            self.assertEqual(self.main_text(self.run_code("x", context=ctx)), "41")
+        err = self.error(self.run_code("System.exit(3);", context=ctx))
+        self.assertEqual((err["name"], err["value"]), ("ExitError", "Java exited with status 3; the next run starts a new one"))
+        self.assertEqual(self.error(self.run_code("x", context=ctx))["name"], "CompilationError")
+
     def test_code_that_ignores_the_interrupt_is_killed(self):
         ctx = self.context()
         # The interrupt is ignored from a cell before the timed one: caught

@@ -93,6 +93,8 @@ class HostFilesInvisible(DaemonTest):
                            ("/etc/protocols", "protocols"), ("/etc/R", "R")):
             if os.path.exists(host):
                 expected.add(name)
+        # the JDK's configuration, each /etc/java-N-openjdk of the host
+        expected |= {n for n in os.listdir("/etc") if re.fullmatch(r"java-\d+-openjdk", n)}
         self.assertEqual(set(self.listdir("/etc")), expected)
         # /etc/ssl: the host's certs, and sbx's egress CA (its certificate,
         # and the host's bundle with it: docs/egress.md, Credentials).
@@ -161,7 +163,8 @@ class HostFilesInvisible(DaemonTest):
                 # (The CA's files are binds from /run, a tmpfs on most hosts.)
                 host_binds[f[4]] = f[3]
                 self.assertTrue(f[5].startswith("ro,"), line)
-        allowed = {"/usr", "/etc/ssl/certs", "/etc/alternatives", "/etc/ld.so.cache",
+        allowed = {"/etc/" + n for n in os.listdir("/etc") if re.fullmatch(r"java-\d+-openjdk", n)}
+        allowed |= {"/usr", "/etc/ssl/certs", "/etc/alternatives", "/etc/ld.so.cache",
                    "/etc/services", "/etc/protocols", "/etc/R", "/bin", "/sbin", "/lib", "/lib32",
                    "/lib64", "/libx32", "/etc/ssl/sbx-ca.crt", "/etc/ssl/sbx-ca-bundle.crt"}
         self.assertIn("/usr", host_binds)

@@ -26,6 +26,14 @@
 #include "tap.h"
 
 /* init's rootfs code, with its static functions. */
+/* What init embeds as its sudo client (src/iso/init/sudo_client.S): a
+   stand-in of known bytes for the sudo layer rootfs.c makes. */
+__asm__ (".section .rodata\n"
+         ".global sbx_sudo_client\n.global sbx_sudo_client_end\n"
+         "sbx_sudo_client: .ascii \"#!/bin/sh\\n\"\n"
+         "sbx_sudo_client_end:\n"
+         ".previous");
+
 #include "iso/init/rootfs.c"
 
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
