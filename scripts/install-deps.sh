@@ -12,6 +12,8 @@ packages=(
   # the code interpreter (template code-interpreter-v1): its sandboxes see
   # the host's /usr; IPython runs the cells, matplotlib-inline draws figures
   python3-ipython python3-matplotlib-inline python3-numpy python3-pandas python3-matplotlib
+  # `python` is Python 3 in sandboxes, as in E2B's images (sandboxes see the host's /usr)
+  python-is-python3
   # ... its R and Java contexts (Node.js and TypeScript come below)
   r-base-core openjdk-17-jdk-headless
   # test and benchmark: Debian's Python runs the suites; bubblewrap is the peer;

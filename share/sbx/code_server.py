@@ -459,9 +459,14 @@ def install_charts(shell):
     matplotlib.axes.Axes.bxp = kept_bxp
 
     try:
-        from PIL import Image
+        from PIL import Image, ImageShow
     except ImportError:
         return
+    # Image.show() displays the image as a result, before any desktop
+    # viewer PIL finds on the host's PATH (xdg-open, display...), which a
+    # sandbox has no screen for
+    if hasattr(ImageShow, "IPythonViewer"):
+        ImageShow.register(ImageShow.IPythonViewer(), 0)
     save = Image.Image.save
 
     def shown_save(self, fp, *args, **kwargs):

@@ -254,6 +254,13 @@ class CodeTest(DaemonTest):
         ev = self.run_code("import matplotlib.pyplot as plt\nplt.plot(range(200000))\nplt.show()")
         self.assertEqual([("png" in e, "chart" in e) for e in ev if e["type"] == "result"], [(True, False)])
 
+    def test_pil_image_shown(self):
+        # show() is a result even where the host has a desktop viewer
+        # (xdg-open comes with r-base-core)
+        ev = self.run_code("from PIL import Image\nImage.new('RGB', (5, 2)).show()\nprint('done')")
+        pngs = [e for e in ev if e["type"] == "result" and "png" in e]
+        self.assertEqual([decode_png(base64.b64decode(p["png"])) for p in pngs], [(5, 2)], ev)
+
     def test_pil_image_saved_is_shown(self):
         ev = self.run_code("from PIL import Image\nImage.new('RGB', (4, 3)).save('/tmp/pil.png')\n"
                            "import matplotlib.pyplot as plt\nplt.plot([1]); plt.savefig('/tmp/fig.png'); plt.close()")

@@ -568,6 +568,23 @@ class ProcSysDev(DaemonTest):
             else:
                 self.assertEqual(res["exit_code"], 2, n)
 
+    def test_boot_id_is_the_sandboxs_own(self):
+        # The host's boot id would be one identifier shared by every
+        # sandbox on the host, for all tenants: each sandbox has its own,
+        # random, in the kernel's format, read-only, fresh at each boot.
+        path = "/proc/sys/kernel/random/boot_id"
+        with open(path) as f:
+            host = f.read()
+        other = self.d.create()
+        a, b = sh_ok(self, self.sid, "cat " + path), sh_ok(self, other, "cat " + path)
+        self.assertRegex(a, r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\n$")
+        self.assertEqual(len({host, a, b}), 3, (host, a, b))
+        self.assertEqual(sh_ok(self, self.sid, "cat " + path), a)  # the same for the sandbox's life
+        res = self.d.sh(self.sid, "echo x > " + path, user="root")
+        self.assertIn("Read-only file system", res["stderr"])
+        self.assertNotEqual(self.d.sh(self.sid, "umount " + path, user="root")["exit_code"], 0)
+        self.assertEqual(sh_ok(self, self.sid, "cat " + path), a)
+
     def test_proc_sys_read_only(self):
         # A shell's `>` opens with O_TRUNC, and do_open() takes the mount's
         # write access before the permission check when truncating: EROFS

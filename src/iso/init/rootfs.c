@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -371,11 +372,42 @@ apply_plan (int root, int disk, const struct sbx_msg_config *cfg, const unsigned
     }
 }
 
+/* The sandbox's own boot id over the host's (/proc/sys/kernel/random/
+   boot_id): the host's would be the same in every sandbox on the host, a
+   shared identifier across tenants, and would never change, while a
+   sandbox that boots again (a start after a cold pause) is a new boot.
+   Random, in the kernel's format, read-only, kept on the disk (not a part
+   the sandbox sees). */
+static void
+boot_id (int root, int disk)
+{
+  static const char path[] = "proc/sys/kernel/random/boot_id";
+  unsigned char r[16];
+  char text[40];
+  int tree;
+
+  if (faccessat (root, path, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+    return;
+  if (getrandom (r, sizeof r, 0) != (ssize_t) sizeof r)
+    init_die (errno, "getrandom");
+  r[6] = (unsigned char) ((r[6] & 0x0f) | 0x40); /* version 4 */
+  r[8] = (unsigned char) ((r[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+  snprintf (text, sizeof text,
+            "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", r[0], r[1],
+            r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+  make_file (disk, ".boot_id", 0444, text, strlen (text));
+  tree = open_tree (disk, ".boot_id", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0)
+    init_die (errno, "boot_id");
+  set_attrs (tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0);
+  attach (tree, root, path);
+}
+
 /* /proc: a fresh instance for our pid namespace. Read-only covers over the
    parts that reach host-wide state, and /dev/null over files that leak
    kernel memory or other tenants' data (the runc/crun masked-paths list). */
 static void
-mount_proc (int root)
+mount_proc (int root, int disk)
 {
   static const char *const readonly_dirs[] = {"sys", "irq", "bus", "fs", "sysrq-trigger", NULL};
   static const char *const masked_files[]
@@ -447,6 +479,7 @@ mount_proc (int root)
         attach (mask, root, path);
       }
   }
+  boot_id (root, disk);
 }
 
 /* /dev: the sandbox's own tmpfs with the harmless devices and the links
@@ -697,7 +730,7 @@ init_build_root (const struct sbx_msg_config *cfg, const unsigned char *plan, in
   if (dev < 0)
     init_die (errno, "dev");
   mount_devpts (root);
-  mount_proc (root);
+  mount_proc (root, disk);
   disk = mount_disk (root, disk, cfg, lowers);
   for (i = 0; i < 3; i++)
     if (lowers[i] >= 0)
