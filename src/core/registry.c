@@ -165,6 +165,10 @@ sandbox_json_locked (struct sbx_sandbox *sb)
                        json_pack ("{s:s,s:b}", "on_timeout",
                                   (sb->lifecycle & SBX_LIFECYCLE_PAUSE_ON_TIMEOUT) ? "pause" : "kill",
                                   "auto_resume", (sb->lifecycle & SBX_LIFECYCLE_AUTO_RESUME) != 0));
+  /* Its ports open to anyone (E2B's allowPublicTraffic: true), not only to
+     holders of the traffic token. */
+  if (sb->lifecycle & SBX_LIFECYCLE_PUBLIC_PORTS)
+    json_object_set_new (o, "public_ports", json_true ());
   json_object_set_new (o, "limits", limits);
   /* Made from a snapshot: as a layer under its disk, or a copy in it. */
   if (sb->snapshot[0] && sb->isolation != SBX_ISOLATION_VM)

@@ -46,7 +46,14 @@ struct sbx_sandbox_record
 
 #define SBX_LIFECYCLE_PAUSE_ON_TIMEOUT 0x1 /* its lifetime ends in a pause, not a kill */
 #define SBX_LIFECYCLE_AUTO_RESUME 0x2      /* a request to it while paused resumes it */
-#define SBX_LIFECYCLE_MASK 0x3
+/* Not lifecycle, kept in the same persisted word: who may reach its ports
+   (E2B's network.allowPublicTraffic; docs/e2b.md, Ports). PUBLIC: anyone
+   with its host name, no token (asked for explicitly: sbx's default is the
+   token); PRIVATE_EXPLICIT: allowPublicTraffic false, a missing token is
+   then E2B's 403, not sbx's 401. */
+#define SBX_LIFECYCLE_PUBLIC_PORTS 0x4
+#define SBX_LIFECYCLE_PRIVATE_EXPLICIT 0x8
+#define SBX_LIFECYCLE_MASK 0xf
 
 /* key: what secrets' values and sandboxes' data-plane tokens are sealed
    with in the file (core/seal.h); values an older daemon kept in the

@@ -103,6 +103,9 @@ listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
       json_object_set_new (o, "allowInternetAccess", json_boolean (internet));
       json_object_set_new (o, "network",
                            json_pack ("{s:o, s:o}", "allowOut", allow_out, "denyOut", deny_out));
+      if (sb_or_null->lifecycle & (SBX_LIFECYCLE_PUBLIC_PORTS | SBX_LIFECYCLE_PRIVATE_EXPLICIT))
+        json_object_set_new (json_object_get (o, "network"), "allowPublicTraffic",
+                             json_boolean (sb_or_null->lifecycle & SBX_LIFECYCLE_PUBLIC_PORTS));
       if (json_object_get (net, "rules") != NULL)
         {
           json_t *rules = json_object (), *list;
@@ -172,6 +175,24 @@ e2b_lifecycle (json_t *body, uint32_t *lifecycle, sbx_error_t **err)
   if (resume && !pause)
     return sbx_err (err, SBX_E_INVALID, "autoResume needs autoPause (onTimeout: pause)");
   *lifecycle = (pause ? SBX_LIFECYCLE_PAUSE_ON_TIMEOUT : 0) | (resume ? SBX_LIFECYCLE_AUTO_RESUME : 0);
+  return 0;
+}
+
+/* E2B's network.allowPublicTraffic as SBX_LIFECYCLE_ flags: true opens
+   the sandbox's ports (never its code interpreter nor envd, which need the
+   access token) to anyone with the host name, E2B's default, here only
+   when asked for; false is sbx's default made explicit (E2B's 403 for a
+   missing token). maskRequestHost is accepted and not applied. */
+static int
+e2b_public_traffic (json_t *network, uint32_t *lifecycle, sbx_error_t **err)
+{
+  json_t *v = json_is_object (network) ? json_object_get (network, "allowPublicTraffic") : NULL;
+
+  if (v == NULL || json_is_null (v))
+    return 0;
+  if (!json_is_boolean (v))
+    return sbx_err (err, SBX_E_INVALID, "network.allowPublicTraffic must be a boolean");
+  *lifecycle |= json_is_true (v) ? SBX_LIFECYCLE_PUBLIC_PORTS : SBX_LIFECYCLE_PRIVATE_EXPLICIT;
   return 0;
 }
 
@@ -359,6 +380,7 @@ sbx_route_e2b_create (struct sbx_req *r)
       || sbx_param_bool (body, "secure", &flag, &err) < 0
       || sbx_param_bool (body, "autoPauseMemory", &flag, &err) < 0
       || e2b_lifecycle (body, &opts.lifecycle, &err) < 0
+      || e2b_public_traffic (json_object_get (body, "network"), &opts.lifecycle, &err) < 0
       || refuse_unsupported (body, &err) < 0
       || e2b_network (json_object_get (body, "allow_internet_access"),
                       json_object_get (body, "network"), &opts.network, &err)

@@ -1,5 +1,6 @@
 /* sbx: a sandbox's logs in E2B's shapes (the SDK's and `e2b sandbox logs`'):
- * GET /sandboxes/{id}/logs (v1: {logs: [{timestamp, line}], logEntries})
+ * GET /sandboxes/{id}/logs (v1: {logs: [{timestamp, line}], logEntries}, each
+ * line a JSON object as E2B's)
  * and GET /v2/sandboxes/{id}/logs (v2: {logs: [entries]}, with cursor,
  * direction, level and search). What sbx knows of a sandbox's life is its
  * audit records (docs/audit.md): its lifecycle, commands, file writes,
@@ -197,6 +198,38 @@ entry_json (json_t *rec, enum level *lv)
                     level_names[*lv], "message", line, "fields", fields);
 }
 
+/* v1's {timestamp, line}: the line is a JSON object as E2B's log lines
+   are (`e2b sandbox logs` parses it and reads `level` and `logger`): the
+   entry's level, its record's kind as the logger, its message and its
+   fields but for the audit chain's link (prev). */
+static int
+v1_line (json_t *lines, json_t *e)
+{
+  json_t *fields = json_object_get (e, "fields"), *obj, *v;
+  const char *k;
+  char *text;
+  int rc;
+
+  obj = json_pack ("{s:O,s:s,s:O}", "level", json_object_get (e, "level"), "logger",
+                   json_string_value (json_object_get (fields, "kind"))
+                       ? json_string_value (json_object_get (fields, "kind"))
+                       : "",
+                   "message", json_object_get (e, "message"));
+  if (obj == NULL)
+    return -1;
+  json_object_foreach (fields, k, v)
+    if (strcmp (k, "kind") != 0 && strcmp (k, "prev") != 0 && json_object_get (obj, k) == NULL)
+      json_object_set (obj, k, v);
+  text = json_dumps (obj, JSON_COMPACT);
+  json_decref (obj);
+  if (text == NULL)
+    return -1;
+  rc = json_array_append_new (lines, json_pack ("{s:O,s:s}", "timestamp",
+                                                json_object_get (e, "timestamp"), "line", text));
+  free (text);
+  return rc;
+}
+
 void
 sbx_route_e2b_logs (struct sbx_req *r)
 {
@@ -262,10 +295,13 @@ sbx_route_e2b_logs (struct sbx_req *r)
           json_decref (e);
           continue;
         }
-      if (!v2)
-        json_array_append_new (lines, json_pack ("{s:O,s:O}", "timestamp",
-                                                 json_object_get (e, "timestamp"), "line",
-                                                 json_object_get (e, "message")));
+      if (!v2 && v1_line (lines, e) < 0)
+        {
+          json_decref (e);
+          json_decref (recs);
+          sbx_err (&err, SBX_E_SYSTEM, "cannot build a log line");
+          goto fail;
+        }
       json_array_append_new (logs, e);
     }
   json_decref (recs);

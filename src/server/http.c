@@ -558,9 +558,13 @@ begin_data_plane (struct sbx_req *r, struct listener *l, const char *url, const 
          (E2b-Traffic-Access-Token, E2B's header for private traffic) gets
          through: a sandbox id alone is no capability. The request's
          credentials never reach the sandbox (the proxy drops them). */
-      if (r->e2b.plane == SBX_PLANE_PORT && !r->admin && !may_reach_ports (r))
+      if (r->e2b.plane == SBX_PLANE_PORT && !r->admin
+          && !(r->sb->lifecycle & SBX_LIFECYCLE_PUBLIC_PORTS) && !may_reach_ports (r))
         {
-          reply_error_kind (r, 401, "unauthorized",
+          /* allowPublicTraffic: false given: E2B's 403; sbx's default: 401 */
+          int explicit_private = (r->sb->lifecycle & SBX_LIFECYCLE_PRIVATE_EXPLICIT) != 0;
+          reply_error_kind (r, explicit_private ? 403 : 401,
+                            explicit_private ? "forbidden" : "unauthorized",
                             "a sandbox's ports need its traffic token"
                             " (E2b-Traffic-Access-Token) or its tenant's API key");
           return;

@@ -126,7 +126,13 @@ test('sandbox logs: lifecycle, commands and files, filtered and paged, v1 and v2
   assert.ok((await get(`?cursor=${cursor}`)).every((e) => e.timestamp >= failed.timestamp))
   // v1: lines and entries
   const v1 = JSON.parse((await raw(`/sandboxes/${id}/logs?limit=1`, auth)).text)
-  assert.deepEqual(v1.logs, [{ timestamp: all[0].timestamp, line: 'sandbox created' }])
+  // (each line a JSON object, as E2B's: `e2b sandbox logs` parses it)
+  assert.equal(v1.logs.length, 1)
+  assert.equal(v1.logs[0].timestamp, all[0].timestamp)
+  assert.deepEqual(JSON.parse(v1.logs[0].line), {
+    level: 'info', logger: 'sandbox', message: 'sandbox created', event: 'created',
+    seq: all[0].fields.seq, tenant: 'e2b',
+  })
   assert.equal(v1.logEntries[0].message, 'sandbox created')
   // bad input
   for (const q of ['?level=loud', '?direction=up', '?limit=1001', '?cursor=x']) {
