@@ -88,6 +88,9 @@ static const char usage[]
       "  --code-start-timeout DUR  how long a code-interpreter sandbox's server may\n"
       "                       take to start (importing numpy, pandas, matplotlib;\n"
       "                       default 60s, for slow or emulated hosts up to 10m)\n"
+      "  --e2b-open-internet  an E2B create that says nothing of the network gets\n"
+      "                       the internet (through the egress proxy), as at E2B;\n"
+      "                       default: no network, as any sbx sandbox\n"
       "  --read-only-root     keep sandboxes' \"/\" read-only for root inside too\n"
       "                       (default: root inside may write it, on the\n"
       "                       sandbox's disk; /usr and the host's files stay\n"
@@ -148,6 +151,11 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
       if (strcmp (opt, "--require-hardened-host") == 0)
         {
           cfg->require_hardened_host = 1;
+          continue;
+        }
+      if (strcmp (opt, "--e2b-open-internet") == 0)
+        {
+          cfg->e2b_open_internet = 1;
           continue;
         }
       if (strcmp (opt, "--read-only-root") == 0)

@@ -38,6 +38,9 @@ struct sbx_config
      end of the channel to it (-1 in the parent and in tests). */
   int egress_allow_private; /* --egress-allow-private: tests only */
   int require_hardened_host; /* --require-hardened-host (iso/kernel_settings.h) */
+  /* --e2b-open-internet: an E2B create that says nothing of the network
+     gets the internet, E2B's default (sbx's: none). */
+  int e2b_open_internet;
   uint64_t egress_max_bytes; /* per sandbox; 0: unbounded */
   uint64_t egress_idle_ms;   /* a relay silent both ways this long is closed; 0: default */
   /* Egress connections open at once (egress/limits.h); 0: the default. */

@@ -325,7 +325,17 @@ e2b_network (json_t *internet_flag, json_t *network, json_t **canon, sbx_error_t
           all_denied = 1;
       }
     }
-  open = internet_flag != NULL ? json_is_true (internet_flag) : network != NULL;
+  /* Neither said: sbx's default (no network), or E2B's (the internet)
+     where the operator chose it (--e2b-open-internet). */
+  if (internet_flag != NULL)
+    open = json_is_true (internet_flag);
+  else if (network != NULL)
+    open = 1;
+  else
+    {
+      const struct sbx_config *cfg = sbx_core_config ();
+      open = cfg != NULL && cfg->e2b_open_internet;
+    }
   if (all_denied)
     open = 0;
   /* As E2B: allowOut means something only once everything is denied. */

@@ -906,3 +906,34 @@ class EgressRestart(RestartTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestE2BOpenInternet(DaemonTest):
+    """--e2b-open-internet: an E2B create that says nothing of the network
+    gets E2B's default, the internet; the native API and an explicit E2B
+    setting keep their meaning."""
+
+    pool = 0
+    listen = True
+    extra_args = ("--e2b-open-internet",)
+
+    def test_bare_e2b_create_is_open(self):
+        key = self.d.new_key()
+        h = {"X-API-Key": key, "Content-Type": "application/json"}
+
+        def native(sid):
+            return self.d.tcp("GET", "/v1/sandboxes/" + sid, key=key).json()["network"]
+
+        r = self.d.tcp("POST", "/sandboxes", {"templateID": "base", "timeout": 600}, headers=h)
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["sandboxID"]
+        self.assertEqual(native(sid), {"allow": ["*"], "deny": []})
+        r = self.d.tcp("GET", "/sandboxes/" + sid, headers=h)
+        self.assertIs(r.json()["allowInternetAccess"], True)
+        r = self.d.tcp("POST", "/sandboxes", {"templateID": "base", "timeout": 600,
+                                             "allow_internet_access": False}, headers=h)
+        self.assertEqual(native(r.json()["sandboxID"]), {"allow": [], "deny": []})
+        # sbx's own API: no network unless asked for, whatever the flag
+        r = self.d.tcp("POST", "/v1/sandboxes", {"timeout": "10m"}, key=key)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(native(r.json()["id"]), {"allow": [], "deny": []})
