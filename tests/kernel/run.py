@@ -57,7 +57,7 @@ SMOKE = ["test_smoke", "test_lifecycle", "test_snapshot", "test_templates", "tes
 # is the same code on any kernel: it runs on the host's, plain and ASan.
 CORE = SMOKE + ["test_hostile_fs", "test_hostile_files_api", "test_hostile_bombs",
                 "test_restart", "test_hostile_procs", "test_hostile_seccomp", "test_hostile_env",
-                "test_hostile_net", "test_privsep", "test_egress", "test_watch"]
+                "test_hostile_net", "test_privsep", "test_egress", "test_watch", "test_sudo"]
 
 # The half of the suite's modules a run takes ("a" or "b"): by the minutes
 # each took in the 6.1 guest (measured, the tests' own time; unknown ones
