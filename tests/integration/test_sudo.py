@@ -93,6 +93,10 @@ class Sudo(DaemonTest):
                                     {"signal": "SIGKILL"}).status, 204)
         wait_until(lambda: "sleep 100" not in sh_ok(self, self.sid, "ps -eo args"),
                    what="the command and its child to be killed")
+        # and the session's helper ends too (its slot is free): only init
+        # and nothing else is left in the sandbox
+        wait_until(lambda: len(sandbox_host_pids(self.d, self.sid)) == 1,
+                   what="the session's helper to end")
 
     def test_hostile_requests_are_refused(self):
         code = RAW + textwrap.dedent("""

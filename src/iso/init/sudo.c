@@ -147,13 +147,20 @@ supervise (int conn, pid_t pid)
     }
   for (;;)
     {
-      struct pollfd pfd[2] = {{conn, POLLIN, 0}, {sigfd, POLLIN, 0}};
+      /* The signalfd first: it is watched whether or not the client is. */
+      struct pollfd pfd[2] = {{sigfd, POLLIN, 0}, {conn, POLLIN, 0}};
       pid_t w = waitpid (pid, &status, WNOHANG);
       if (w == pid)
         return status;
       if (poll (pfd, conn >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
         break;
-      if (conn >= 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
+      if (pfd[0].revents & POLLIN)
+        {
+          struct signalfd_siginfo si;
+          while (read (sigfd, &si, sizeof si) == (ssize_t) sizeof si)
+            ;
+        }
+      if (conn >= 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
         {
           int32_t sig;
           ssize_t n = recv (conn, &sig, sizeof sig, MSG_DONTWAIT);
@@ -161,15 +168,11 @@ supervise (int conn, pid_t pid)
             kill (-pid, sig);
           else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
             {
+              /* the client is gone: so is its command, and we stop
+                 watching its end (still readable at end of file) */
               kill (-pid, SIGKILL);
               conn = -1;
             }
-        }
-      if (pfd[conn >= 0 ? 1 : 0].revents & POLLIN)
-        {
-          struct signalfd_siginfo si;
-          while (read (sigfd, &si, sizeof si) == (ssize_t) sizeof si)
-            ;
         }
     }
   kill (-pid, SIGKILL);
