@@ -97,6 +97,13 @@ class VMFiles(DaemonTest):
             path += "?" + "&".join("%s=%s" % (k, quote(v, safe="/")) for k, v in query.items())
         return self.d.api(method, path, body, raw=raw)
 
+    def refused_both(self, method, route, query=None, body=None, raw=False):
+        """The request refused (403) on both sandboxes: their messages."""
+        rv = self.call(self.vm, method, route, query, body, raw)
+        rn = self.call(self.ns, method, route, query, body, raw)
+        self.assertEqual((rv.status, rn.status), (403, 403), (route, query, rv, rn))
+        return rv.json()["message"], rn.json()["message"]
+
     def same(self, method, route, query=None, body=None, raw=False, status=None):
         """The request on both sandboxes: same status, same JSON (mtimes
         aside). Returns the VM's answer."""
@@ -225,7 +232,10 @@ class VMFiles(DaemonTest):
         self.same("POST", "files/mkdir", body={"path": "/home/user/t/a.txt/x"}, status=400)
         self.refused("POST", "files/mkdir", body={"path": "/home/user/t/p1/x"})
         self.same("POST", "files/mkdir", body={"path": "/tmp/rootdir/x"}, status=403)
-        self.same("POST", "files/mkdir", body={"path": "/sbx-ro"}, status=403)  # read-only /
+        # "/": read-only in the VM; root's (writable root) in the namespace
+        # sandbox, so `user` may not write it either
+        self.assertEqual(self.refused_both("POST", "files/mkdir", body={"path": "/sbx-ro"}),
+                         ("mkdir `/sbx-ro`: Read-only file system", "mkdir `/sbx-ro`: Permission denied"))
         self.same("POST", "files/mkdir", body={"path": "/proc/x"}, status=403)
         self.same("POST", "files/mkdir", body={"path": "/home/user/x", "mode": "4755"})
         self.same("POST", "files/mkdir", body={"nope": 1})
@@ -281,7 +291,8 @@ class VMFiles(DaemonTest):
         self.same("PUT", "files", {"path": "/home/user/d2/e/x", "parents": "1"}, b"x", raw=True,
                   status=201)
         self.same("PUT", "files", {"path": "/tmp/rootdir/x"}, b"x", raw=True, status=403)
-        self.same("PUT", "files", {"path": "/sbx-ro"}, b"x", raw=True, status=403)
+        self.assertEqual(self.refused_both("PUT", "files", {"path": "/sbx-ro"}, b"x", raw=True),
+                         ("create `/sbx-ro`: Read-only file system", "create `/sbx-ro`: Permission denied"))
         self.same("PUT", "files", {"path": "/home/user/t"}, b"x", raw=True, status=400)
         self.same("PUT", "files", {"path": "/" + "a/" * 2100 + "x"}, b"x", raw=True, status=400)
         # The agent's port to the host has no node in the guest's /dev (the
