@@ -165,6 +165,9 @@ class CodeTest(DaemonTest):
         self.assertEqual(r.status, 201, r)
         ctx = r.json()
         self.assertEqual(sorted(ctx), ["cwd", "id", "language"])
+        # Gone with the test: the sandbox is shared, and a JVM, Node.js or
+        # R left running would take the memory the next tests need.
+        self.addCleanup(self.d.api, "DELETE", "/v1/sandboxes/%s/contexts/%s" % (sid or self.sid, ctx["id"]))
         return ctx["id"]
 
     # ---- runs and results
@@ -412,6 +415,7 @@ class CodeTest(DaemonTest):
         r = self.d.api("POST", "/v1/sandboxes/%s/contexts/%s/fork" % (self.sid, ctx))
         self.assertEqual(r.status, 201, r)
         child = r.json()["id"]
+        self.addCleanup(self.d.api, "DELETE", "/v1/sandboxes/%s/contexts/%s" % (self.sid, child))
         self.assertEqual(self.main_text(self.run_code("typeof kept", context=child)), "undefined")
         self.assertEqual(self.main_text(self.run_code("kept", context=ctx)), "1")
         # the listed default, and the language's other names
