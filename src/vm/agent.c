@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
@@ -502,14 +503,47 @@ flush_stdin (struct proc *p)
     }
 }
 
+/* Once the command has exited, what it wrote is in the pipe: read exactly
+   that much more (FIONREAD) and close it, so that a process it left behind
+   holding the pipe (`sleep 1000 &`) cannot keep the command running. The
+   namespace engine does the same (core/process.c sbx__outbuf_start_drain).
+   Non-blocking: a read never waits for the one left behind. */
+static void
+drain_exited (struct proc *p, int *fd, uint32_t type)
+{
+  static char chunk[SBX_VM_CHUNK];
+  int pending = 0;
+
+  if (fcntl (*fd, F_SETFL, O_NONBLOCK) == 0 && ioctl (*fd, FIONREAD, &pending) == 0)
+    while (pending > 0)
+      {
+        size_t want = (size_t) pending < sizeof chunk ? (size_t) pending : sizeof chunk;
+        ssize_t n = read (*fd, chunk, want);
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n <= 0)
+          break;
+        send_frame (type, p->id, chunk, (size_t) n, NULL, 0);
+        pending -= (int) n;
+      }
+  close (*fd);
+  *fd = -1;
+}
+
 static void
 maybe_done (struct proc *p)
 {
-  /* A terminal ends with its command, not when its slave closes. */
-  if (!p->reaped || (p->out >= 0 && !p->tty) || p->err >= 0)
+  if (!p->reaped)
     return;
+  /* A command ends when its main process exits, not when the last holder
+     of its stdout or stderr closes it. */
+  if (p->out >= 0 && !p->tty)
+    drain_exited (p, &p->out, SBX_VMF_STDOUT);
+  if (p->err >= 0)
+    drain_exited (p, &p->err, SBX_VMF_STDERR);
   if (p->out >= 0)
     {
+      /* A terminal ends with its command, not when its slave closes. */
       sbx_agent_pty_drain (p->out, p->id);
       close (p->out);
       p->out = -1;

@@ -90,6 +90,31 @@ class VM(DaemonTest):
         self.assertEqual(res["exit_code"], 127)
         self.assertIn("No such file", res["reason"])
 
+    def test_command_ends_with_its_main_process(self):
+        # A child left in the background holds stdout and stderr open: the
+        # command still ends when sh exits (as on the namespace engine),
+        # with what it printed, and the child runs on. Before the agent
+        # drained on exit, this waited for the sandbox's 10-minute end.
+        res = self.d.api("POST", "/v1/sandboxes/%s/exec" % self.sid,
+                         {"cmd": "sleep 1000 & echo started; echo err >&2",
+                          "timeout": "5m"}, timeout=120)
+        self.assertEqual(res.status, 200, res)
+        res = res.json()
+        self.assertEqual((res["exit_code"], res["stdout"], res["stderr"], res["timed_out"]),
+                         (0, "started\n", "err\n", False))
+        left = self.sh("pgrep -x sleep | wc -l")
+        self.assertEqual(left["stdout"].strip(), "1", left)
+        self.sh("pkill -x sleep")
+        # --timeout is enforced although the child holds the pipes: the
+        # group is killed and the answer says so.
+        res = self.d.api("POST", "/v1/sandboxes/%s/exec" % self.sid,
+                         {"cmd": "sleep 1000 & echo waiting; wait", "timeout": "2s"},
+                         timeout=120)
+        self.assertEqual(res.status, 200, res)
+        res = res.json()
+        self.assertEqual((res["stdout"], res["timed_out"]), ("waiting\n", True), res)
+        self.assertEqual(self.sh("pgrep -x sleep | wc -l")["stdout"].strip(), "0")
+
     def test_guest_kernel_is_its_own(self):
         res = self.sh("uname -r")
         self.assertTrue(res["stdout"].strip().endswith("-cloud-amd64"), res)
