@@ -749,6 +749,7 @@ egress_main_from_args (int argc, char **argv)
     o.idle_ms = cfg.egress_idle_ms;
   o.state_dir = cfg.state_dir;
   o.upstream_ca = cfg.egress_upstream_ca;
+  o.build_mirror = cfg.template_mirror;
   return sbx_egress_main (&o, channel, (uid_t) uid, (gid_t) gid);
 }
 

@@ -52,6 +52,10 @@ extern const char sbx_cli_main_help[];
 
 /* "sbx: <message> (try 'sbx help')" on stderr, one line. */
 void sbx_cli_usage (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+/* 0 when id is well formed (util/id.h); else a usage error naming cmd
+   and SBX_EXIT_USAGE: an unset "$id" would reach the daemon as
+   /v1/sandboxes//pause and come back as a puzzle about routes. */
+int sbx_cli_check_id (const char *cmd, const char *id);
 /* "sbx: <message>" on stderr. */
 void sbx_cli_message (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 /* Print e (one line) and pick the exit status: 125 when the daemon could not

@@ -203,6 +203,11 @@ sbx_cmd_code (int argc, char **argv)
       sbx_cli_usage ("code: expected a sandbox ID and the code: 'CODE', -f FILE or - (stdin)");
       return SBX_EXIT_USAGE;
     }
+  if (sbx_cli_check_id ("code", id) != 0)
+    {
+      json_decref (env);
+      return SBX_EXIT_USAGE;
+    }
   if (file != NULL || strcmp (inline_code, "-") == 0)
     {
       const char *what = file && strcmp (file, "-") != 0 ? file : "stdin";

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/api.h"
+#include "util/id.h"
 
 void
 sbx_cli_message (const char *fmt, ...)
@@ -34,6 +35,20 @@ sbx_cli_usage (const char *fmt, ...)
   va_end (ap);
   /* One line, like every other error: scripts keep the last line. */
   fputs (" (try 'sbx help')\n", stderr);
+}
+
+int
+sbx_cli_check_id (const char *cmd, const char *id)
+{
+  if (sbx_id_valid (id))
+    return 0;
+  if (id[0] == '\0')
+    sbx_cli_usage ("%s: the sandbox ID is empty (an unset variable?)", cmd);
+  else
+    sbx_cli_usage ("%s: `%.64s` is not a sandbox ID (%d lowercase letters and digits, as `sbx "
+                   "ls` shows)",
+                   cmd, id, SBX_ID_LEN);
+  return SBX_EXIT_USAGE;
 }
 
 int

@@ -347,6 +347,8 @@ sbx_cmd_cp (int argc, char **argv)
       sbx_cli_usage ("cp: exactly one of SRC and DST must be ID:PATH");
       return SBX_EXIT_USAGE;
     }
+  if (sbx_cli_check_id ("cp", src_remote ? src_id : dst_id) != 0)
+    return SBX_EXIT_USAGE;
   if (sbx_api_init (&api, &e) < 0)
     return sbx_cli_fail (NULL, steal_pointer (&e), SBX_EXIT_SBX);
   if (dst_remote)

@@ -59,6 +59,11 @@ each_sandbox (const char *action, int argc, char **argv)
           json_decref (body);
           return SBX_EXIT_USAGE;
         }
+      else if (sbx_cli_check_id (action, argv[i]) != 0)
+        {
+          json_decref (body);
+          return SBX_EXIT_USAGE;
+        }
       else
         nids++;
     }
@@ -172,6 +177,11 @@ sbx_cmd_fork (int argc, char **argv)
       json_decref (body);
       return SBX_EXIT_USAGE;
     }
+  if (sbx_cli_check_id ("fork", id) != 0)
+    {
+      json_decref (body);
+      return SBX_EXIT_USAGE;
+    }
   if (sbx_api_init (&api, &e) < 0)
     {
       json_decref (body);
@@ -222,6 +232,8 @@ sbx_cmd_snapshot (int argc, char **argv)
       sbx_cli_usage ("snapshot ls: unexpected argument");
       return SBX_EXIT_USAGE;
     }
+  if (strcmp (sub, "create") == 0 && sbx_cli_check_id ("snapshot create", argv[2]) != 0)
+    return SBX_EXIT_USAGE;
   if (strcmp (sub, "rm") == 0 && argc < 3)
     {
       sbx_cli_usage ("snapshot rm: expected at least one NAME");

@@ -187,6 +187,8 @@ sbx_cmd_kill (int argc, char **argv)
           sbx_cli_usage ("kill: unknown option %s", argv[i]);
           return SBX_EXIT_USAGE;
         }
+      else if (sbx_cli_check_id ("kill", argv[i]) != 0)
+        return SBX_EXIT_USAGE;
       else
         any = 1;
     }

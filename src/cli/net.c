@@ -43,6 +43,8 @@ sbx_cmd_net (int argc, char **argv)
       sbx_cli_usage ("net: expected a sandbox ID");
       return SBX_EXIT_USAGE;
     }
+  if (sbx_cli_check_id ("net", argv[1]) != 0)
+    return SBX_EXIT_USAGE;
   for (i = 2; i < argc; i++)
     if (sbx_cli_net_spec (&network, argv[i], &e) < 0)
       {

@@ -705,6 +705,11 @@ sbx_cmd_exec (int argc, char **argv)
       goto out_opts;
     }
   id = argv[idx++];
+  if (sbx_cli_check_id ("exec", id) != 0)
+    {
+      status = SBX_EXIT_SBX; /* as docker exec's usage errors: 125 */
+      goto out_opts;
+    }
   if (idx < argc && strcmp (argv[idx], "--") == 0)
     idx++;
   if (idx >= argc)

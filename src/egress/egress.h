@@ -18,6 +18,12 @@ struct sbx_egress_opts
   uint64_t idle_ms;           /* a relay silent both ways this long is closed */
   const char *state_dir;      /* the CA in STATE/egress-ca (egress/tls.h); NULL: none */
   const char *upstream_ca;    /* tests: a PEM file trusted for upstreams besides the system's */
+  /* --template-mirror's URL: recipe builds' connections (tenant
+     SBX_EGRESS_BUILD_TENANT) to its host and port are let through whatever
+     its address range but a cloud metadata address. The administrator
+     named it; an apt cache on the host or the LAN is a usual mirror, and
+     no sandbox's policy gains anything. NULL: none. */
+  const char *build_mirror;
 };
 
 void sbx_egress_opts_defaults (struct sbx_egress_opts *o);

@@ -62,11 +62,16 @@ struct conn
   int status, allowed;
   char reason[192];
   uint64_t bytes_out, bytes_in;
+  int build; /* a recipe build's (tenant SBX_EGRESS_BUILD_TENANT) */
   struct sbx_net_policy policy;
   struct sbx_egress_creds creds; /* this connection's only: wiped at its end */
   char *head;      /* what was read from the client */
   size_t head_len; /* bytes in head, the request and maybe more */
 };
+
+/* opts.build_mirror's host and port; host "" when none. */
+static struct sbx_net_mirror mirror;
+
 
 void
 sbx_egress_opts_defaults (struct sbx_egress_opts *o)
@@ -405,7 +410,10 @@ open_upstream (struct conn *c, const struct sbx_egress_req *r)
       special = sbx_net_addr_special (&addr);
       if (special == NULL && !opts.allow_private && routed_here (a))
         special = "this host";
-      if (special != NULL && !opts.allow_private)
+      /* A recipe build may reach the mirror the administrator named
+         whatever its address range, but a metadata or link-local one. */
+      if (special != NULL && !opts.allow_private
+          && !(c->build && sbx_net_mirror_allows (&mirror, r->host, r->port, special)))
         {
           sbx_net_addr_format (&addr, a_text, sizeof a_text);
           snprintf (special_seen, sizeof special_seen, "%s (%s)", a_text, special);
@@ -437,13 +445,15 @@ open_upstream (struct conn *c, const struct sbx_egress_req *r)
       snprintf (text, sizeof text,
                 "sbx: egress to %s is not allowed: it resolves to a non-public address %s",
                 shown, special_seen);
-      respond (c, 403, "Forbidden", text);
+      /* The reason phrase says why too: apt, pip and git show the status
+         line and drop the body. */
+      respond (c, 403, "Forbidden (sbx: a non-public address)", text);
       return -1;
     }
 denied:
   snprintf (text, sizeof text, "sbx: egress to %s is not allowed by this sandbox's policy",
             shown);
-  respond (c, 403, "Forbidden", text);
+  respond (c, 403, "Forbidden (sbx: not in the sandbox's allowlist)", text);
   return -1;
 }
 
@@ -863,6 +873,7 @@ accept_packet (const struct sbx_egress_conn *m, size_t n, int fd)
   c->client = fd;
   c->upstream = -1;
   memcpy (c->sandbox, m->sandbox, sizeof c->sandbox);
+  c->build = strcmp (m->tenant, SBX_EGRESS_BUILD_TENANT) == 0;
   if (policy_from (m, n, &c->policy, &c->creds) < 0)
     {
       sbx_warn ("egress: a malformed policy for sandbox %s", m->sandbox);
@@ -904,6 +915,8 @@ sbx_egress_main (const struct sbx_egress_opts *o, int channel, uid_t uid, gid_t 
   sigset_t mask;
 
   opts = *o;
+  if (opts.build_mirror != NULL && sbx_net_mirror_parse (opts.build_mirror, &mirror) < 0)
+    sbx_warn ("egress: --template-mirror `%s` has no host to allow", opts.build_mirror);
   channel_fd = channel;
   signal (SIGPIPE, SIG_IGN);
   /* SIGTERM ends us at once (nothing to save); the parent's death too. */

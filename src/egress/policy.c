@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 static int
@@ -463,4 +464,62 @@ sbx_net_addr_special (const struct sbx_net_addr *addr)
   if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0)
     return "Teredo";
   return NULL;
+}
+
+int
+sbx_net_mirror_parse (const char *url, struct sbx_net_mirror *m)
+{
+  const char *h, *end, *at, *colon;
+  size_t len;
+  unsigned long port;
+
+  memset (m, 0, sizeof *m);
+  if (strncmp (url, "http://", 7) == 0)
+    h = url + 7, port = 80;
+  else if (strncmp (url, "https://", 8) == 0)
+    h = url + 8, port = 443;
+  else
+    return -1;
+  end = h + strcspn (h, "/?#");
+  while ((at = memchr (h, '@', (size_t) (end - h))) != NULL) /* userinfo ends at the last '@' */
+    h = at + 1;
+  if (*h == '[')
+    {
+      const char *close = memchr (h, ']', (size_t) (end - h));
+      if (close == NULL)
+        return -1;
+      colon = close + 1 < end ? close + 1 : NULL;
+      if (colon != NULL && *colon != ':')
+        return -1;
+      h++;
+      len = (size_t) (close - h);
+    }
+  else
+    {
+      colon = memchr (h, ':', (size_t) (end - h));
+      len = (size_t) ((colon ? colon : end) - h);
+    }
+  if (colon != NULL)
+    {
+      char *e;
+      if (colon + 1 == end)
+        return -1;
+      port = strtoul (colon + 1, &e, 10);
+      if (e != end || port == 0 || port > 65535)
+        return -1;
+    }
+  if (len == 0 || len >= sizeof m->host)
+    return -1;
+  memcpy (m->host, h, len);
+  m->host[len] = '\0';
+  m->port = (uint16_t) port;
+  return 0;
+}
+
+int
+sbx_net_mirror_allows (const struct sbx_net_mirror *m, const char *host, uint16_t port,
+                       const char *special)
+{
+  return m->host[0] != '\0' && port == m->port && strcasecmp (host, m->host) == 0
+         && strcmp (special, "metadata") != 0 && strcmp (special, "link-local") != 0;
 }

@@ -102,4 +102,20 @@ const char *sbx_net_addr_special (const struct sbx_net_addr *addr);
 /* Text form of addr (INET6_ADDRSTRLEN). */
 void sbx_net_addr_format (const struct sbx_net_addr *addr, char *out, size_t cap);
 
+/* The recipe builds' mirror (--template-mirror): its host (without
+   brackets) and port (the scheme's when the URL names none). */
+struct sbx_net_mirror
+{
+  char host[SBX_NET_NAME_MAX + 1];
+  uint16_t port;
+};
+/* 0, or -1 (m's host "") when url is not http(s)://[user@]host[:port]... */
+int sbx_net_mirror_parse (const char *url, struct sbx_net_mirror *m);
+/* 1 when a request for host:port is the mirror's and special (what
+   sbx_net_addr_special said of its address) is a range a mirror may be
+   in: anything but a cloud metadata or link-local address, which no
+   mirror is and where a host's credentials live. */
+int sbx_net_mirror_allows (const struct sbx_net_mirror *m, const char *host, uint16_t port,
+                           const char *special);
+
 #endif

@@ -32,6 +32,11 @@
 #define SBX_EGRESS_MSG_REPORT 2
 #define SBX_EGRESS_ID_MAX 32 /* the sandbox id, NUL-padded */
 #define SBX_EGRESS_TENANT_MAX 80 /* its tenant's name, NUL-padded (egress/limits.h) */
+/* The tenant recipe builds' connections count under: no tenant can have
+   it (core/keys.c allows letters, digits, '_', '.' and '-'). Only their
+   connections reach the build mirror whatever its address
+   (egress.h build_mirror). */
+#define SBX_EGRESS_BUILD_TENANT ":recipe-builds"
 #define SBX_EGRESS_CREDS_MAX (48 * 1024) /* the credential strings of one packet */
 #define SBX_EGRESS_MSG_MAX                                                                      \
   (sizeof (struct sbx_egress_conn) + 2 * SBX_NET_MAX_ENTRIES * (SBX_NET_ENTRY_MAX + 1)          \

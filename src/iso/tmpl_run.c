@@ -226,9 +226,8 @@ proxy_pass (int conn, const char *allow)
   m.type = SBX_EGRESS_MSG_CONN;
   /* the audit log's name for it (a-z0-9, as the front end checks ids) */
   snprintf (m.sandbox, sizeof m.sandbox, "recipebuild");
-  /* Its connections count apart from every tenant's (a name no tenant
-     can have: core/keys.c allows letters, digits, '_', '.' and '-'). */
-  snprintf (m.tenant, sizeof m.tenant, ":recipe-builds");
+  /* Its connections count apart from every tenant's. */
+  snprintf (m.tenant, sizeof m.tenant, "%s", SBX_EGRESS_BUILD_TENANT);
   m.nallow = 1;
   m.strings_len = (uint32_t) n;
   m.len = (uint32_t) (sizeof m + n);

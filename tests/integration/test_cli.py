@@ -297,6 +297,27 @@ class CliRun(CliTest):
                 self.assertOneLine(p)
         self.assertEqual(sandbox_ids(self.d), [])
 
+    def test_bad_sandbox_ids(self):
+        # An unset "$id" and ids no sandbox can have are the CLI's usage
+        # errors, naming the command, before any request: the daemon never
+        # sees /v1/sandboxes//pause. exec's is 125, as docker exec's.
+        for bad, words in (("", ("the sandbox ID is empty",)),
+                           ("../keys", ("`../keys` is not a sandbox ID", "sbx ls")),
+                           ("ABCDEFGHIJKLMNOPQRST", ("is not a sandbox ID",))):
+            for args, rc in ((("pause", bad), 2), (("resume", bad), 2), (("kill", bad), 2),
+                             (("pause", "--to-disk", bad), 2), (("fork", bad), 2),
+                             (("net", bad), 2), (("snapshot", "create", bad, "s"), 2),
+                             (("code", bad, "1"), 2), (("exec", bad, "--", "true"), 125)):
+                with self.subTest(args=args):
+                    p = self.d.sbx(*args)
+                    self.assertEqual((p.returncode, p.stdout), (rc, b""), p)
+                    err = self.assertOneLine(p, "snapshot create" if args[0] == "snapshot"
+                                             else args[0], *words)
+                    self.assertNotIn("not allowed", err)
+        p = self.d.sbx("cp", "/etc/hostname", "ABC:/tmp/")
+        self.assertEqual(p.returncode, 2, p)
+        self.assertOneLine(p, "cp: `ABC` is not a sandbox ID")
+
     def interrupt(self, sig):
         proc = self.popen("run", "--", "sh", "-c", "echo ready; exec sleep 100")
         try:

@@ -693,7 +693,8 @@ class TestEgress(EgressBase):
 
 class TestEgressNoPrivate(EgressBase):
     """A daemon without --egress-allow-private: what production does."""
-    extra_args = ()
+    # Recipe builds may reach this mirror on loopback; sandboxes may not.
+    extra_args = ("--template-mirror", "http://localhost/debian")
 
     def test_private_destinations_are_refused(self):
         sid = self.box(allow=["*"])
@@ -714,10 +715,20 @@ class TestEgressNoPrivate(EgressBase):
             out = self.client(sid, "connect", target, "x")
             self.assertTrue(out["head"].startswith("HTTP/1.1 403"), (target, out))
             self.assertIn("non-public address", out["body"])
-        # Even named explicitly in the allowlist.
+        # Even named explicitly in the allowlist, and even the host and port
+        # of the builds' mirror (--template-mirror): 403 before any dial
+        # (not 502, nothing listens on port 80), with the reason in the
+        # status line, which apt, pip and git show.
         self.set_network(sid, allow=["127.0.0.1", "localhost"])
         out = self.get(sid, "127.0.0.1", self.port1)
         self.assertEqual(self.status(out), 403, out)
+        out = self.get(sid, "localhost", 80)
+        self.assertTrue(out["head"].startswith(
+            "HTTP/1.1 403 Forbidden (sbx: a non-public address)\r\n"), out)
+        out = self.get(sid, "example.com", 80)
+        self.assertTrue(out["head"].startswith(
+            "HTTP/1.1 403 Forbidden (sbx: not in the sandbox's allowlist)\r\n"), out)
+        self.assertIn("not allowed by this sandbox's policy", out["body"])
 
     def test_this_hosts_own_public_address_is_refused(self):
         # The red team's attack: a host's public address is in no special

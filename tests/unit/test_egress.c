@@ -560,6 +560,55 @@ test_init_egress_message (void)
   return 0;
 }
 
+/* The recipe builds' mirror: parsed from --template-mirror's URL, and
+   reached whatever its range but metadata and link-local, on its port. */
+static int
+test_build_mirror (void)
+{
+  static const struct
+  {
+    const char *url, *host;
+    unsigned port;
+  } good[] = {
+      {"http://deb.debian.org/debian", "deb.debian.org", 80},
+      {"https://deb.debian.org/debian", "deb.debian.org", 443},
+      {"http://127.0.0.1:3142/debian", "127.0.0.1", 3142},
+      {"http://user:pw@mirror.lan:8080", "mirror.lan", 8080},
+      {"http://[fd00::5]:9999/d", "fd00::5", 9999},
+      {"http://[fd00::5]/d", "fd00::5", 80},
+  };
+  static const char *const bad[] = {
+      "ftp://deb.debian.org/", "http:///debian", "http://host:/d", "http://host:0/",
+      "http://host:65536/", "http://host:8x/", "http://[fd00::5/", "http://[fd00::5]x/",
+      "deb.debian.org",
+  };
+  struct sbx_net_mirror m;
+  size_t i;
+
+  for (i = 0; i < ARRAY_SIZE (good); i++)
+    {
+      CHECK (sbx_net_mirror_parse (good[i].url, &m) == 0);
+      CHECK_STR (m.host, good[i].host);
+      CHECK (m.port == good[i].port);
+    }
+  for (i = 0; i < ARRAY_SIZE (bad); i++)
+    {
+      CHECK (sbx_net_mirror_parse (bad[i], &m) == -1);
+      CHECK (m.host[0] == '\0');
+      CHECK (!sbx_net_mirror_allows (&m, "", 80, "private"));
+    }
+  CHECK (sbx_net_mirror_parse ("http://Mirror.LAN:3142/debian", &m) == 0);
+  CHECK (sbx_net_mirror_allows (&m, "mirror.lan", 3142, "private"));
+  CHECK (sbx_net_mirror_allows (&m, "MIRROR.lan", 3142, "loopback"));
+  CHECK (sbx_net_mirror_allows (&m, "mirror.lan", 3142, "documentation"));
+  CHECK (!sbx_net_mirror_allows (&m, "mirror.lan", 3142, "metadata"));
+  CHECK (!sbx_net_mirror_allows (&m, "mirror.lan", 3142, "link-local"));
+  CHECK (!sbx_net_mirror_allows (&m, "mirror.lan", 80, "private"));
+  CHECK (!sbx_net_mirror_allows (&m, "mirror.lan.evil", 3142, "private"));
+  CHECK (!sbx_net_mirror_allows (&m, "other.lan", 3142, "private"));
+  return 0;
+}
+
 int
 main (void)
 {
@@ -573,5 +622,6 @@ main (void)
   RUN (test_parse_forward);
   RUN (test_parse_refused);
   RUN (test_init_egress_message);
+  RUN (test_build_mirror);
   return tap_done ();
 }
