@@ -152,8 +152,9 @@ test-integration: all
 test-e2b: all
 	cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error
 	SBX_BUILD=$(BUILD) $(PYTHON) tests/e2b/run.py
-	# the official E2B CLI, which npm ci just installed (docs/e2b.md)
-	SBX_BUILD=$(BUILD) $(PYTHON) tests/integration/run.py test_e2b_cli
+	# the official E2B CLI, which npm ci just installed (docs/e2b.md), and
+	# the README's E2B example with the SDK it installed
+	SBX_BUILD=$(BUILD) $(PYTHON) tests/integration/run.py test_e2b_cli test_readme_e2b
 
 # sandbox.commands.run('true') through the SDK, beside the native API and
 # bubblewrap (docs/benchmarks.md).

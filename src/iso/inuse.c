@@ -36,13 +36,43 @@ read_small (const char *path, char *buf, size_t cap)
   return 0;
 }
 
-/* Real uid of pid, or -1 when it is gone. A zombie counts as gone: it has
-   left its cgroups already (the kernel shows it in the root). */
+/* 1 if pid is on its way out (PF_EXITING in /proc/PID/stat's flags): a
+   v1 hierarchy shows such a process in its root cgroup already
+   (proc_cgroup_show prints "/" for it), so a sandbox's process dying as we
+   look would seem to live outside our parent. */
+static int
+exiting (long pid)
+{
+  char path[64], buf[1024], *end;
+  unsigned long flags = 0;
+  int field;
+
+  snprintf (path, sizeof path, "/proc/%ld/stat", pid);
+  if (read_small (path, buf, sizeof buf) < 0)
+    return 1;
+  /* comm may hold spaces and parentheses: the fields start after the last ')'. */
+  end = strrchr (buf, ')');
+  if (end == NULL)
+    return 1;
+  /* state ppid pgrp session tty_nr tpgid flags: flags is the 7th after it. */
+  for (field = 0; field < 7 && end != NULL; field++)
+    end = strchr (end + 1, ' ');
+  if (end == NULL)
+    return 1;
+  flags = strtoul (end + 1, NULL, 10);
+  return (flags & 0x00000004UL /* PF_EXITING */) != 0;
+}
+
+/* Real uid of pid, or -1 when it is gone. A zombie, or a process already
+   exiting, counts as gone: it has left its cgroups (the kernel shows it in
+   the root). */
 static long long
 uid_of (long pid)
 {
   char path[64], buf[4096], *line;
 
+  if (exiting (pid))
+    return -1;
   snprintf (path, sizeof path, "/proc/%ld/status", pid);
   if (read_small (path, buf, sizeof buf) < 0)
     return -1;

@@ -190,8 +190,14 @@ class Pause(DaemonTest):
         self.assertEqual(sb["timeout"], 120)
         p = self.d.sbx("pause")
         self.assertEqual(p.returncode, 2, p)
-        p = self.d.sbx("resume", "sbx_nosuchsandbox00")
+        # A well-formed ID nobody has is the daemon's 404 (1); a malformed
+        # one is a usage error (2) refused before any request.
+        p = self.d.sbx("resume", "nosuchsandbox0000000")
         self.assertEqual(p.returncode, 1, p)
+        self.assertIn(b"nosuchsandbox0000000", p.stderr)
+        p = self.d.sbx("resume", "sbx_nosuchsandbox00")
+        self.assertEqual(p.returncode, 2, p)
+        self.assertIn(b"is not a sandbox ID", p.stderr)
 
     def test_e2b_pause_connect_list(self):
         r = self.d.api("POST", "/v2/sandboxes", {"templateID": "base"})
