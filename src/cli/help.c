@@ -154,6 +154,8 @@ static const struct
    "       sbx template ls [--json]\n"
    "       sbx template inspect NAME...\n"
    "       sbx template rm NAME...\n"
+   "       sbx template cache [--json]\n"
+   "       sbx template prune [--json]\n"
    "\n"
    "Manage templates: read-only root trees sandboxes start from (`--template\n"
    "NAME` on run and create; E2B's templateID). `build --from-dir` uploads a\n"
@@ -162,8 +164,10 @@ static const struct
    "whiteouts, Env, WorkingDir and User kept); `--from-recipe` a JSON file\n"
    "{\"release\": \"bookworm\", \"packages\": [...]} built with debootstrap\n"
    "(administrator only; cached by recipe). Layers are stored once by\n"
-   "content. `rm` fails while a sandbox uses the template. See\n"
-   "docs/templates.md.\n"},
+   "content. `rm` fails while a sandbox uses the template; it keeps the\n"
+   "recipe build cache, which makes a rebuild a copy: `cache` shows its\n"
+   "size, `prune` empties it (administrator only; refused while a recipe\n"
+   "build runs). See docs/templates.md.\n"},
   {"audit",
    "usage: sbx audit verify [--state DIR]\n"
    "       sbx audit tail [--state DIR] [--sandbox ID] [-n N] [--follow]\n"
@@ -202,6 +206,7 @@ const char sbx_cli_main_help[] =
     "  key create|ls|rm                     manage API keys\n"
     "  secret create|ls|rm                  manage secrets for network rules\n"
     "  template build|ls|inspect|rm         manage templates (--from-dir, --from-oci)\n"
+    "  template cache|prune                 the recipe build cache: its size, empty it\n"
     "  serve [ARGS...]                      run the daemon (sbxd)\n"
     "  audit verify|tail                    check or read the audit log (on the host)\n"
     "  version                              print the version\n"

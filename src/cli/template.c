@@ -319,6 +319,54 @@ tmpl_rm (struct sbx_api *api, int argc, char **argv)
   return tmpl_each (api, argc, argv, "DELETE", "rm");
 }
 
+/* `template cache` (what the recipe build cache holds) and `template
+   prune` (empty it): the administrator's. */
+static int
+tmpl_cache (struct sbx_api *api, int argc, char **argv, int prune)
+{
+  cleanup_error sbx_error_t *e = NULL;
+  json_t *answer = NULL;
+  int as_json = argc > 1 && strcmp (argv[1], "--json") == 0;
+  json_int_t entries, bytes;
+
+  if (argc > 2 || (argc > 1 && !as_json))
+    {
+      if (sbx_cli_is_help (argv[1]))
+        {
+          sbx_cli_help ("template");
+          return 0;
+        }
+      sbx_cli_usage ("template %s: unexpected argument `%s`", prune ? "prune" : "cache",
+                     argv[argc > 2 ? 2 : 1]);
+      return SBX_EXIT_USAGE;
+    }
+  if (sbx_api_json (api, prune ? "DELETE" : "GET", "/v1/template-cache", NULL, &answer, &e) < 0)
+    return sbx_cli_fail (api, steal_pointer (&e), SBX_EXIT_FAILURE);
+  if (as_json)
+    print_json (answer);
+  else
+    {
+      entries = json_integer_value (json_object_get (answer, "entries"));
+      bytes = json_integer_value (json_object_get (answer, "bytes"));
+      printf ("%s%lld cached recipe build%s, %.1f MB\n", prune ? "removed " : "",
+              (long long) entries, entries == 1 ? "" : "s", (double) bytes / 1e6);
+    }
+  json_decref (answer);
+  return fflush (stdout) == 0 ? 0 : SBX_EXIT_FAILURE;
+}
+
+static int
+tmpl_cache_show (struct sbx_api *api, int argc, char **argv)
+{
+  return tmpl_cache (api, argc, argv, 0);
+}
+
+static int
+tmpl_prune (struct sbx_api *api, int argc, char **argv)
+{
+  return tmpl_cache (api, argc, argv, 1);
+}
+
 int
 sbx_cmd_template (int argc, char **argv)
 {
@@ -330,7 +378,7 @@ sbx_cmd_template (int argc, char **argv)
 
   if (argc < 2)
     {
-      sbx_cli_usage ("template: expected build, ls, inspect or rm");
+      sbx_cli_usage ("template: expected build, ls, inspect, rm, cache or prune");
       return SBX_EXIT_USAGE;
     }
   sub = argv[1];
@@ -347,9 +395,15 @@ sbx_cmd_template (int argc, char **argv)
     fn = tmpl_inspect;
   else if (strcmp (sub, "rm") == 0 || strcmp (sub, "delete") == 0)
     fn = tmpl_rm;
+  else if (strcmp (sub, "cache") == 0)
+    fn = tmpl_cache_show;
+  else if (strcmp (sub, "prune") == 0)
+    fn = tmpl_prune;
   else
     {
-      sbx_cli_usage ("template: unknown subcommand `%s` (expected build, ls, inspect or rm)", sub);
+      sbx_cli_usage ("template: unknown subcommand `%s` (expected build, ls, inspect, rm, cache "
+                     "or prune)",
+                     sub);
       return SBX_EXIT_USAGE;
     }
   if (sbx_api_init (&api, &e) < 0)

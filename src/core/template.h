@@ -53,6 +53,9 @@ json_t *sbx_template_meta (const char *name);
 int sbx_template_build (const char *tenant, const char *name, const char *format, int fd,
                         sbx_error_t **err);
 int sbx_template_delete (const char *tenant, const char *name, sbx_error_t **err);
+/* The recipe build cache, the administrator's only (tenant NULL):
+   {"entries": N, "bytes": B}, or with prune what emptying it removed. */
+json_t *sbx_template_cache (const char *tenant, int prune, sbx_error_t **err);
 /* {name, bytes, tail: [lines]} of a recipe build in progress, or NULL (404). */
 json_t *sbx_template_progress (const char *tenant, const char *name, sbx_error_t **err);
 

@@ -494,6 +494,23 @@ sbx_template_delete (const char *tenant, const char *name, sbx_error_t **err)
 }
 
 json_t *
+sbx_template_cache (const char *tenant, int prune, sbx_error_t **err)
+{
+  uint64_t entries = 0, bytes = 0;
+
+  /* Recipes are the administrator's (sbx_template_build); so is their cache. */
+  if (tenant != NULL)
+    {
+      sbx_err (err, SBX_E_FORBIDDEN,
+               "the recipe build cache is the administrator's (the unix socket) only");
+      return NULL;
+    }
+  if (sbx_host_template_cache (prune, &entries, &bytes, err) < 0)
+    return NULL;
+  return json_pack ("{s:I,s:I}", "entries", (json_int_t) entries, "bytes", (json_int_t) bytes);
+}
+
+json_t *
 sbx_template_progress (const char *tenant, const char *name, sbx_error_t **err)
 {
   char path[1024], buf[4096];

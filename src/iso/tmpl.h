@@ -53,6 +53,24 @@ int sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const c
                            const char *cache_dir, int progress_fd, int store_layers,
                            sbx_error_t **err);
 
+/* The recipe build cache (tmpl_cache.c). A build holds the descriptor
+   sbx_tmpl_cache_hold returns (a shared flock; -1: no cache, build
+   without) while it reads or writes the cache. */
+struct sbx_tmpl_cache_usage
+{
+  unsigned entries; /* builds kept, and copies a crashed build left */
+  uint64_t bytes;   /* disk space, as du counts it */
+};
+int sbx_tmpl_cache_hold (const char *cache_dir);
+int sbx_tmpl_cache_usage (const char *cache_dir, struct sbx_tmpl_cache_usage *u,
+                          sbx_error_t **err);
+/* Everything in it, unless a build (any daemon's) holds it: then
+   SBX_E_CONFLICT and nothing removed. */
+int sbx_tmpl_cache_prune (const char *cache_dir, struct sbx_tmpl_cache_usage *removed,
+                          sbx_error_t **err);
+/* The store's cache directory (--template-cache or STATE/templates/cache). */
+const char *sbx_tmpl_cache_dir (void);
+
 /* tmpl_recipe.c: make a tree a layer: every entry root's, setuid/setgid
    dropped, FIFOs and sockets removed; device nodes removed, or, for an
    overlay's upper (upper = 1), 0/0 whiteouts kept and any other device

@@ -382,7 +382,7 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
   char run_text[RECIPE_MAX + 1];
   uint64_t run_bytes = 0;
   int ncmds = 0, stored = 0;
-  cleanup_close int log_fd = -1, layers = -1;
+  cleanup_close int log_fd = -1, layers = -1, cache_hold = -1;
   uint64_t bytes = 0;
   ssize_t n = pread (in_fd, text, RECIPE_MAX, 0);
   struct stat st;
@@ -420,6 +420,14 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
   if (mkdirat (build, "layers", 0700) < 0
       || (layers = openat (build, "layers", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
     return sbx_err_sys (err, errno, "recipe: mkdir");
+  /* A prune (tmpl_cache.c) waits for the end of this build's copies from
+     and into the cache; without the hold, do without the cache. */
+  if (cache_dir[0] && (cache_hold = sbx_tmpl_cache_hold (cache_dir)) < 0)
+    {
+      sbx_warn ("templates: the recipe cache `%s` cannot be used: %s", cache_dir,
+                strerror (errno));
+      cache_dir = "";
+    }
   snprintf (target, sizeof target, "%s/layers/%s", build_path, key);
   snprintf (cached, sizeof cached, "%s/%s", cache_dir, key);
   /* debootstrap's output: the progress file clients may read, or a log of

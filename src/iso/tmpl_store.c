@@ -208,6 +208,12 @@ make_sbx_layer (sbx_error_t **err)
   return 0;
 }
 
+const char *
+sbx_tmpl_cache_dir (void)
+{
+  return S.cache;
+}
+
 int
 sbx_tmpl_store_open (const char *state_dir, const char *mirror, const char *cache_dir,
                      sbx_error_t **err)

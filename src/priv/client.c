@@ -1096,3 +1096,29 @@ sbx_host_template_remove (const char *name, sbx_error_t **err)
 {
   return template_call (SBX_PRIV_TEMPLATE_REMOVE, name, "", 0, -1, 0, err);
 }
+
+int
+sbx_host_template_cache (int prune, uint64_t *entries, uint64_t *bytes, sbx_error_t **err)
+{
+  struct sbx_priv_template m;
+  struct sbx_priv_cache out;
+  struct call cl = {0};
+
+  memset (&m, 0, sizeof m);
+  m.hdr.op = SBX_PRIV_TEMPLATE;
+  m.hdr.len = sizeof m;
+  m.tmpl_op = prune ? SBX_PRIV_TEMPLATE_CACHE_PRUNE : SBX_PRIV_TEMPLATE_CACHE;
+  cl.req_fd = -1;
+  if (call (&m, sizeof m, &cl, err) < 0)
+    {
+      close_fds (&cl);
+      return -1;
+    }
+  close_fds (&cl);
+  if (cl.reply.payload != sizeof out)
+    return sbx_err (err, SBX_E_SYSTEM, "the privileged process answered the cache request badly");
+  memcpy (&out, cl.payload, sizeof out);
+  *entries = out.entries;
+  *bytes = out.bytes;
+  return 0;
+}

@@ -92,6 +92,9 @@ int sbx_host_adopt_done (sbx_error_t **err);
 int sbx_host_template_build (int fd, const char *name, const char *owner, uint32_t format,
                              uint64_t max_bytes, sbx_error_t **err);
 int sbx_host_template_remove (const char *name, sbx_error_t **err);
+/* The recipe build cache: its entries and disk bytes, or (prune) what
+   emptying it removed; SBX_E_CONFLICT while a build uses it. */
+int sbx_host_template_cache (int prune, uint64_t *entries, uint64_t *bytes, sbx_error_t **err);
 
 /* Files: ctx->slot names the sandbox; ctx->uid/gid the user; ctx->copier
    runs the copies the parent asks for. Same contracts as iso/fs.h. */

@@ -233,6 +233,15 @@ enum sbx_priv_template_op
 {
   SBX_PRIV_TEMPLATE_BUILD = 1, /* the archive (a regular file) rides along */
   SBX_PRIV_TEMPLATE_REMOVE = 2,
+  SBX_PRIV_TEMPLATE_CACHE = 3,       /* the recipe cache's usage (name ""): struct sbx_priv_cache */
+  SBX_PRIV_TEMPLATE_CACHE_PRUNE = 4, /* empty it (name ""): what it removed */
+};
+
+/* The payload of a CACHE or CACHE_PRUNE reply. */
+struct sbx_priv_cache
+{
+  uint64_t entries;
+  uint64_t bytes;
 };
 
 struct sbx_priv_template

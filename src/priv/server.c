@@ -817,6 +817,29 @@ template_in_use (const char *name)
   return used;
 }
 
+/* The recipe build cache: what it holds, or empty it (iso/tmpl_cache.c). */
+static void
+handle_template_cache (struct chan *c, int prune)
+{
+  sbx_error_t *err = NULL;
+  struct sbx_tmpl_cache_usage u;
+  struct sbx_priv_cache out;
+
+  if (prune)
+    {
+      sbx_tmpl_cache_prune (sbx_tmpl_cache_dir (), &u, &err);
+      if (err == NULL)
+        sbx_info ("templates: the recipe cache pruned: %u entries, %llu bytes", u.entries,
+                  (unsigned long long) u.bytes);
+    }
+  else
+    sbx_tmpl_cache_usage (sbx_tmpl_cache_dir (), &u, &err);
+  out.entries = u.entries;
+  out.bytes = u.bytes;
+  send_reply (c, err, 0, err ? NULL : &out, err ? 0 : sizeof out, NULL, 0);
+  sbx_error_free (err);
+}
+
 /* Build (fd: the uploaded archive) or remove a stored template. */
 static void
 handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
@@ -827,7 +850,7 @@ handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
   if (memchr (m->name, '\0', sizeof m->name) == NULL
       || memchr (m->owner, '\0', sizeof m->owner) == NULL
       || (m->tmpl_op == SBX_PRIV_TEMPLATE_BUILD) != (fd >= 0)
-      || (m->tmpl_op != SBX_PRIV_TEMPLATE_BUILD && m->tmpl_op != SBX_PRIV_TEMPLATE_REMOVE))
+      || m->tmpl_op < SBX_PRIV_TEMPLATE_BUILD || m->tmpl_op > SBX_PRIV_TEMPLATE_CACHE_PRUNE)
     {
       c->broken = 1;
       return;
@@ -838,6 +861,11 @@ handle_template (struct chan *c, const struct sbx_priv_template *m, int fd)
         c->broken = 1;
         return;
       }
+  if (m->tmpl_op == SBX_PRIV_TEMPLATE_CACHE || m->tmpl_op == SBX_PRIV_TEMPLATE_CACHE_PRUNE)
+    {
+      handle_template_cache (c, m->tmpl_op == SBX_PRIV_TEMPLATE_CACHE_PRUNE);
+      return;
+    }
   if (!sbx_tmpl_name_ok (m->name))
     sbx_err (&err, SBX_E_INVALID, "template name `%s` is not valid", m->name);
   else if (m->tmpl_op == SBX_PRIV_TEMPLATE_BUILD)

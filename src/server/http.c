@@ -100,6 +100,8 @@ const struct sbx_route sbx_server_routes[] = {
     {"GET", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_get},
     {"DELETE", "v1/templates/*", SBX_BODY_NONE, 0, sbx_route_template_delete},
     {"GET", "v1/templates/*/progress", SBX_BODY_NONE, 0, sbx_route_template_progress},
+    {"GET", "v1/template-cache", SBX_BODY_NONE, 0, sbx_route_template_cache_get},
+    {"DELETE", "v1/template-cache", SBX_BODY_NONE, 0, sbx_route_template_cache_prune},
     {"GET", "v1/audit", SBX_BODY_NONE, 1, sbx_route_audit},
     {"POST", "v1/secrets", SBX_BODY_SECRET, 0, sbx_route_secret_create},
     {"GET", "v1/secrets", SBX_BODY_NONE, 0, sbx_route_secret_list},

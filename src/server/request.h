@@ -193,6 +193,8 @@ void sbx_route_template_list (struct sbx_req *r);
 void sbx_route_template_get (struct sbx_req *r);
 void sbx_route_template_delete (struct sbx_req *r);
 void sbx_route_template_progress (struct sbx_req *r);
+void sbx_route_template_cache_get (struct sbx_req *r);
+void sbx_route_template_cache_prune (struct sbx_req *r);
 /* A template upload's body (routes_templates.c). */
 int sbx_templates_upload_begin (struct sbx_req *r, sbx_error_t **err);
 void sbx_templates_upload_body (struct sbx_req *r, const char *data, size_t len);

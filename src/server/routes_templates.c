@@ -3,6 +3,8 @@
  *   POST   /v1/templates?name=NAME&format=oci|dir   body: the archive
  *   GET    /v1/templates, /v1/templates/NAME
  *   DELETE /v1/templates/NAME
+ *   GET    /v1/template-cache    the recipe build cache: {"entries", "bytes"}
+ *   DELETE /v1/template-cache    empty it: what it removed (the administrator's)
  *
  * The body is spooled, as it arrives, to an unnamed file (O_TMPFILE) in
  * the state directory, bounded by --template-max-size: nothing is left
@@ -137,4 +139,28 @@ sbx_route_template_progress (struct sbx_req *r)
     sbx_reply_error (r, err);
   else
     sbx_reply_json (r, 200, o);
+}
+
+static void
+template_cache (struct sbx_req *r, int prune)
+{
+  sbx_error_t *err = NULL;
+  json_t *o = sbx_template_cache (sbx_req_tenant (r), prune, &err);
+
+  if (o == NULL)
+    sbx_reply_error (r, err);
+  else
+    sbx_reply_json (r, 200, o);
+}
+
+void
+sbx_route_template_cache_get (struct sbx_req *r)
+{
+  template_cache (r, 0);
+}
+
+void
+sbx_route_template_cache_prune (struct sbx_req *r)
+{
+  template_cache (r, 1);
 }

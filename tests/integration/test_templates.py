@@ -2,6 +2,7 @@
 archives built here from plain files (tarfile + hashlib, no registry);
 whiteouts, config, layer sharing, read-only files, and hostile archives
 that must fail with a clear error and leave nothing behind."""
+import fcntl
 import gzip
 import hashlib
 import io
@@ -421,6 +422,83 @@ class TemplatesTest(DaemonTest):
         self.d.start()
         sid = self.d.create(template="keep")
         self.assertEqual(self.sh(sid, "echo ok")["stdout"], "ok\n")
+
+
+class RecipeCacheTest(DaemonTest):
+    """The recipe build cache (iso/tmpl_cache.c): `sbx template cache`
+    shows it, `sbx template prune` empties it, never while a build holds
+    it, never following a link out of it, and for the administrator only.
+    The entries are made by hand here (a real build's: test_templates_recipe,
+    which needs the Debian mirror)."""
+    pool = 0
+    listen = True
+
+    def cache(self):
+        return os.path.join(self.d.state, "templates", "cache")
+
+    def fill(self):
+        """Two builds and a crashed build's copy; 1 MiB of content in all."""
+        c = self.cache()
+        os.makedirs(os.path.join(c, "a" * 64, "usr", "lib"), exist_ok=True)
+        with open(os.path.join(c, "a" * 64, "usr", "lib", "big"), "wb") as f:
+            f.write(os.urandom(1 << 20))
+        os.makedirs(os.path.join(c, "b" * 64, "etc"), exist_ok=True)
+        os.makedirs(os.path.join(c, ".tmp-" + "c" * 64 + "-12345"), exist_ok=True)
+
+    def test_usage_prune_and_refusals(self):
+        # nothing built yet: no cache directory, an empty cache
+        r = self.d.api("GET", "/v1/template-cache")
+        self.assertEqual((r.status, r.json()), (200, {"entries": 0, "bytes": 0}), r)
+        self.fill()
+        # a link in the cache to a directory outside: the prune removes the
+        # link, never what it points at
+        outside = os.path.join(self.d.state, "outside-the-cache")
+        os.mkdir(outside)
+        with open(os.path.join(outside, "keep"), "w") as f:
+            f.write("keep\n")
+        os.symlink(outside, os.path.join(self.cache(), "d" * 64))
+        r = self.d.api("GET", "/v1/template-cache")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["entries"], 4, r)
+        self.assertGreaterEqual(r.json()["bytes"], 1 << 20, r)
+        p = self.d.sbx("template", "cache")
+        self.assertEqual(p.returncode, 0, p)
+        self.assertRegex(p.stdout.decode(), r"^4 cached recipe builds, 1\.\d MB\n$")
+        # a tenant (TCP) may neither look nor prune: recipes are the administrator's
+        key = self.d.new_key("tenant-a")
+        for method in ("GET", "DELETE"):
+            self.assertError(self.d.tcp(method, "/v1/template-cache", key=key), 403, "forbidden")
+        self.assertEqual(len(os.listdir(self.cache())), 4)
+        # a build holds the cache (a shared flock, this daemon's or another's):
+        # the prune is refused and removes nothing
+        fd = os.open(self.cache(), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            body = self.assertError(self.d.api("DELETE", "/v1/template-cache"), 409, "conflict")
+            self.assertIn("a recipe build is using the cache", body["message"])
+            p = self.d.sbx("template", "prune")
+            self.assertEqual(p.returncode, 1, p)
+            self.assertIn(b"a recipe build is using the cache", p.stderr)
+            self.assertEqual(len(os.listdir(self.cache())), 4)
+            # a look at it is not refused by a build
+            self.assertEqual(self.d.api("GET", "/v1/template-cache").json()["entries"], 4)
+        finally:
+            os.close(fd)
+        p = self.d.sbx("template", "prune", "--json")
+        self.assertEqual(p.returncode, 0, p)
+        gone = json.loads(p.stdout)
+        self.assertEqual(gone["entries"], 4, gone)
+        self.assertGreaterEqual(gone["bytes"], 1 << 20, gone)
+        self.assertEqual(os.listdir(self.cache()), [])
+        self.assertEqual(os.listdir(outside), ["keep"])
+        r = self.d.api("GET", "/v1/template-cache")
+        self.assertEqual(r.json(), {"entries": 0, "bytes": 0}, r)
+        p = self.d.sbx("template", "prune")
+        self.assertEqual((p.returncode, p.stdout), (0, b"removed 0 cached recipe builds, 0.0 MB\n"), p)
+        # bad usage is a usage error, and changes nothing
+        p = self.d.sbx("template", "prune", "--force")
+        self.assertEqual(p.returncode, 2, p)
+        self.assertIn(b"unexpected argument `--force`", p.stderr)
 
 
 class TemplateRestartTest(DaemonTest):

@@ -2,10 +2,12 @@
 release from deb.debian.org, cached by the recipe's hash in a directory
 shared by test runs (/var/tmp/sbx-recipe-cache), so only the first run
 pays for debootstrap (~2 min)."""
+import fcntl
 import json
 import os
 import shutil
 import stat
+import time
 
 from harness import DaemonTest, cgroup_hierarchies, processes_with_uid_in
 from sbx_helpers import q
@@ -61,6 +63,48 @@ class RecipeTest(DaemonTest):
         self.clean()
         self.assertEqual(self.d.api("DELETE", "/v1/templates/deb").status, 204)
         self.assertEqual(self.d.api("DELETE", "/v1/templates/deb2").status, 204)
+        # removing the templates keeps the build cache (a rebuild is a copy),
+        # which `sbx template cache` shows
+        self.assertTrue(os.path.isdir(os.path.join(CACHE, key)))
+        r = self.d.api("GET", "/v1/template-cache")
+        self.assertEqual(r.status, 200, r)
+        self.assertGreaterEqual(r.json()["entries"], 1, r)
+        self.assertGreater(r.json()["bytes"], 50 << 20, r)  # a Debian base system
+
+    def test_a_build_waits_for_a_prune(self):
+        """A prune holds the cache's lock exclusively: a build waits for it
+        (the kernel's lock table shows it waiting) instead of copying a
+        tree being removed, and goes on once it is released."""
+        import threading
+        os.makedirs(CACHE, exist_ok=True)
+        fd = os.open(CACHE, os.O_RDONLY | os.O_DIRECTORY)
+        done = []
+        t = None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            t = threading.Thread(target=lambda: done.append(
+                self.build("waits", {"release": "bookworm", "packages": []})))
+            t.start()
+            st = os.fstat(fd)
+            dev = "%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+            waiting = False
+            for _ in range(600):
+                with open("/proc/locks") as f:
+                    waiting = any("-> FLOCK" in l and " READ " in l and " %s " % dev in l for l in f)
+                if waiting or not t.is_alive():
+                    break
+                time.sleep(0.1)
+            self.assertTrue(waiting, "no build waiting on the cache's lock (%s)" % dev)
+            self.assertTrue(t.is_alive())
+            # and a prune, meanwhile, is refused: the lock is ours, not a build's,
+            # but the daemon cannot tell; it removes nothing
+            self.assertError(self.d.api("DELETE", "/v1/template-cache"), 409, "conflict")
+        finally:
+            os.close(fd)
+            if t is not None:
+                t.join()
+        self.assertEqual(done[0].status, 201, done[0])
+        self.assertEqual(self.d.api("DELETE", "/v1/templates/waits").status, 204)
 
     def build_watched(self, name, recipe):
         """The build's answer and every progress line seen while it ran."""
