@@ -67,6 +67,11 @@ main (int argc, char **argv)
   cmd = argv[1];
   if (strcmp (cmd, "help") == 0 || sbx_cli_is_help (cmd))
     {
+      if (argc > 2 && sbx_cli_is_help (argv[2]))
+        {
+          sbx_cli_help (""); /* `sbx help --help`: the help is the overview */
+          return 0;
+        }
       if (argc > 2 && !sbx_cli_has_help (argv[2]))
         {
           sbx_cli_usage ("help: unknown command `%s`", argv[2]);

@@ -38,7 +38,7 @@ static const struct
    "(also on errors and on SIGINT/SIGTERM/SIGHUP).\n"
    "\n"
    "Options:\n"
-   "  --timeout DURATION     kill CMD after this long (30, 500ms, 10s, 5m);\n"
+   "  --timeout DURATION     kill CMD after this long (30, 500ms, 10s, 1m30s);\n"
    "                         the sandbox lives 10s longer\n" SANDBOX_OPTIONS_HELP
    "  -e, --env K=V          set a variable (repeatable; -e K passes ours)\n"
    "  -w, --workdir DIR      working directory of CMD (default /home/user)\n"
@@ -51,7 +51,7 @@ static const struct
    "Run CMD in the existing sandbox ID and stream its output.\n"
    "\n"
    "Options:\n"
-   "  --timeout DURATION     kill CMD after this long (30, 500ms, 10s, 5m)\n"
+   "  --timeout DURATION     kill CMD after this long (30, 500ms, 10s, 1m30s)\n"
    "  -e, --env K=V          set a variable for CMD (repeatable; -e K passes ours)\n"
    "  -w, --workdir DIR      working directory (default /home/user)\n"
    "  -u, --user NAME        run CMD as `user` or `root` (default: the sandbox's)\n"

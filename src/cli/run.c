@@ -749,13 +749,14 @@ sbx_cmd_create (int argc, char **argv)
   cleanup_free char *id = NULL;
   int idx, status;
 
-  status = parse_or_exit (argc, argv, CREATE_OPTS, &o, SBX_EXIT_USAGE, &idx);
+  /* as docker create: 125 for whatever keeps the sandbox from being made */
+  status = parse_or_exit (argc, argv, CREATE_OPTS, &o, SBX_EXIT_SBX, &idx);
   if (status >= 0)
     goto out_opts;
   if (idx < argc)
     {
       sbx_cli_usage ("create: unexpected argument `%s`", argv[idx]);
-      status = SBX_EXIT_USAGE;
+      status = SBX_EXIT_SBX;
       goto out_opts;
     }
   if ((uploads = prepare_uploads (&o, &e)) == NULL)
@@ -773,12 +774,12 @@ sbx_cmd_create (int argc, char **argv)
   if (id == NULL)
     {
       status = got_signal ? 128 + got_signal
-                          : sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
+                          : sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_SBX);
       goto out_api;
     }
   sbx_http_conn_set_interrupt_fd (api.conn, signal_pipe[0]);
   if (!got_signal && do_uploads (&api, id, uploads, o.n_files, &e) < 0 && !got_signal)
-    status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
+    status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_SBX);
   sbx_http_conn_set_interrupt_fd (api.conn, -1);
   if (got_signal)
     status = 128 + got_signal;

@@ -20,6 +20,7 @@
 #include "cli/api.h"
 #include "cli/cli.h"
 #include "util/cleanup.h"
+#include "util/parse.h"
 
 /* tar -C dir -cf - . into a memfd; its fd (offset 0), or -1. */
 static int
@@ -152,6 +153,23 @@ tmpl_build (struct sbx_api *api, int argc, char **argv)
       sbx_cli_usage ("template build: expected NAME and one of --from-dir DIR, --from-oci FILE, "
                      "--from-recipe FILE");
       return SBX_EXIT_USAGE;
+    }
+  /* Before reading or uploading anything (an image may be large). */
+  if (!sbx_template_name_spelled_ok (name))
+    {
+      sbx_cli_usage ("template build: `%.64s` is not a template name (1 to 31 of a-z 0-9 . _ -, "
+                     "starting with a letter or digit)",
+                     name);
+      return SBX_EXIT_USAGE;
+    }
+  if (dir)
+    {
+      cleanup_close int probe = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (probe < 0)
+        {
+          sbx_cli_message ("template build: --from-dir `%s`: %s", dir, strerror (errno));
+          return SBX_EXIT_FAILURE;
+        }
     }
   if (recipe)
     oci = recipe;

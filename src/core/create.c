@@ -208,6 +208,8 @@ limits_equal (const struct sbx_limits *a, const struct sbx_limits *b)
   return a->memory_bytes == b->memory_bytes && a->cpu_milli == b->cpu_milli && a->pids == b->pids;
 }
 
+/* "memory 1 is too small: at least 16M": the bound that was crossed, as
+   a value the user may type (sbx_format_size_bound), then the range. */
 static int
 check_range (const char *what, uint64_t v, uint64_t min, uint64_t max, int is_size,
              sbx_error_t **err)
@@ -219,8 +221,8 @@ check_range (const char *what, uint64_t v, uint64_t min, uint64_t max, int is_si
   if (is_size)
     {
       sbx_format_size (v, a, sizeof a);
-      sbx_format_size (min, b, sizeof b);
-      sbx_format_size (max, c, sizeof c);
+      sbx_format_size_bound (min, 1, b, sizeof b);
+      sbx_format_size_bound (max, 0, c, sizeof c);
     }
   else
     {
@@ -228,7 +230,11 @@ check_range (const char *what, uint64_t v, uint64_t min, uint64_t max, int is_si
       snprintf (b, sizeof b, "%llu", (unsigned long long) min);
       snprintf (c, sizeof c, "%llu", (unsigned long long) max);
     }
-  return sbx_err (err, SBX_E_INVALID, "%s %s is out of range (%s .. %s)", what, a, b, c);
+  if (v < min)
+    return sbx_err (err, SBX_E_INVALID, "%s %s is too small: at least %s (%s .. %s)", what, a, b,
+                    b, c);
+  return sbx_err (err, SBX_E_INVALID, "%s %s is too large: at most %s (%s .. %s)", what, a, c, b,
+                  c);
 }
 
 /* Fill defaults and check every value against the configured range. */
@@ -252,18 +258,27 @@ resolve_limits (const struct sbx_limits *in, struct sbx_limits *out, sbx_error_t
       || check_range ("disk", out->disk_bytes, c->min.disk_bytes, c->max.disk_bytes, 1, err) < 0)
     return -1;
   if (out->cpu_milli < c->min.cpu_milli || out->cpu_milli > c->max.cpu_milli)
-    return sbx_err (err, SBX_E_INVALID, "cpus %g is out of range (%g .. %g)",
-                    out->cpu_milli / 1000.0, c->min.cpu_milli / 1000.0, c->max.cpu_milli / 1000.0);
+    return sbx_err (err, SBX_E_INVALID, "cpus %g is too %s: at %s %g (%g .. %g)",
+                    out->cpu_milli / 1000.0, out->cpu_milli < c->min.cpu_milli ? "few" : "many",
+                    out->cpu_milli < c->min.cpu_milli ? "least" : "most",
+                    (out->cpu_milli < c->min.cpu_milli ? c->min.cpu_milli : c->max.cpu_milli)
+                        / 1000.0,
+                    c->min.cpu_milli / 1000.0, c->max.cpu_milli / 1000.0);
   return 0;
 }
 
 int
 sbx__check_timeout (uint64_t ms, sbx_error_t **err)
 {
-  if (ms < 1000 || ms > sbx_core.cfg.max_timeout_ms)
-    return sbx_err (err, SBX_E_INVALID, "timeout %.3gs is out of range (1s .. %llus)", ms / 1000.0,
-                    (unsigned long long) (sbx_core.cfg.max_timeout_ms / 1000));
-  return 0;
+  char v[48], max[48];
+
+  if (ms >= 1000 && ms <= sbx_core.cfg.max_timeout_ms)
+    return 0;
+  sbx_format_duration_ms (ms, v, sizeof v);
+  sbx_format_duration_ms (sbx_core.cfg.max_timeout_ms, max, sizeof max);
+  if (ms < 1000)
+    return sbx_err (err, SBX_E_INVALID, "timeout %s is too short: at least 1s (1s .. %s)", v, max);
+  return sbx_err (err, SBX_E_INVALID, "timeout %s is too long: at most %s (1s .. %s)", v, max, max);
 }
 
 /* Kill a sandbox that never became visible. */
@@ -355,7 +370,8 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   if (!sbx_template_usable (tenant, opts->template_name)
       || (stored && (tmeta = sbx_template_meta (opts->template_name)) == NULL))
     return sbx_err (err, SBX_E_NOT_FOUND,
-                    "unknown template `%.64s` (see GET /v1/templates; built in: base)",
+                    "unknown template `%.64s` (built in: base; `sbx template ls` or GET "
+                    "/v1/templates lists the others)",
                     opts->template_name),
            NULL;
   /* The image's user applies when the caller names none: root if it says

@@ -48,6 +48,7 @@
 #include "util/id.h"
 #include "util/landlock.h"
 #include "util/log.h"
+#include "util/parse.h"
 
 #define SBX_LAYER "sbx-v1" /* the generated top layer; a new name if its content changes */
 
@@ -63,19 +64,9 @@ static struct
 int
 sbx_tmpl_name_ok (const char *name)
 {
-  size_t i, n = name ? strlen (name) : 0;
-
-  if (n == 0 || n > SBX_TMPL_NAME_MAX || strcmp (name, "base") == 0
-      || strcmp (name, "code-interpreter-v1") == 0)
-    return 0;
-  for (i = 0; i < n; i++)
-    {
-      char ch = name[i];
-      int alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-      if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
-        return 0;
-    }
-  return 1;
+  _Static_assert (SBX_TMPL_NAME_MAX == 31, "util/parse.c spells names of at most 31");
+  return sbx_template_name_spelled_ok (name) && strcmp (name, "base") != 0
+         && strcmp (name, "code-interpreter-v1") != 0;
 }
 
 /* ---- helpers ----------------------------------------------------------- */

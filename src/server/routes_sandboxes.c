@@ -162,7 +162,14 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
     opts->lifecycle |= SBX_LIFECYCLE_AUTO_RESUME;
   if (json_object_get (body, "pids") && !json_is_null (json_object_get (body, "pids"))
       && (pids == 0 || pids > UINT32_MAX))
-    return sbx_err (err, SBX_E_INVALID, "pids %llu is out of range", (unsigned long long) pids);
+    {
+      const struct sbx_config *cfg = sbx_core_config ();
+      return sbx_err (err, SBX_E_INVALID, "pids %llu is too %s: at %s %llu (%llu .. %llu)",
+                      (unsigned long long) pids, pids == 0 ? "few" : "many",
+                      pids == 0 ? "least" : "most",
+                      (unsigned long long) (pids == 0 ? cfg->min.pids : cfg->max.pids),
+                      (unsigned long long) cfg->min.pids, (unsigned long long) cfg->max.pids);
+    }
   opts->limits.pids = (uint32_t) pids;
   /* Last: the one field that allocates (the caller releases it). */
   return sbx_network_canon (json_object_get (body, "network"), &opts->network, err);

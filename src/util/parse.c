@@ -155,6 +155,14 @@ sbx_parse_size (const char *s, uint64_t *out, sbx_error_t **err)
   return 0;
 }
 
+/* Duration units, largest first. */
+static const struct
+{
+  const char *name;
+  uint64_t ms;
+} duration_units[] = {{"h", 3600 * 1000}, {"m", 60 * 1000}, {"s", 1000}, {"ms", 1}};
+#define N_UNITS (sizeof duration_units / sizeof duration_units[0])
+
 int
 sbx_parse_duration_ms (const char *s, uint64_t *out, sbx_error_t **err)
 {
@@ -163,28 +171,111 @@ sbx_parse_duration_ms (const char *s, uint64_t *out, sbx_error_t **err)
   size_t n;
   const char *unit;
 
+  /* Components, each a number and its unit, the units in decreasing
+     order, each at most once ("1h30m", "1m30s", "2m0.5s"); a bare number
+     alone is seconds. */
+  const char *p = s;
+  uint64_t total = 0;
+  size_t next = 0; /* the first unit still allowed */
+
   if (s == NULL || *s == '\0')
     return sbx_err (err, SBX_E_INVALID, "empty duration");
-  n = parse_decimal (s, &whole, &frac, &overflow);
-  if (n == 0)
-    return sbx_err (err, SBX_E_INVALID, "`%s` is not a duration (try 30, 500ms, 10s or 5m)", s);
-  if (overflow)
-    return sbx_err (err, SBX_E_INVALID, "duration `%s` is too large", s);
-  unit = s + n;
-  if (strcmp (unit, "") == 0 || strcmp (unit, "s") == 0)
-    mult = 1000;
-  else if (strcmp (unit, "ms") == 0)
-    mult = 1;
-  else if (strcmp (unit, "m") == 0)
-    mult = 60 * 1000;
-  else if (strcmp (unit, "h") == 0)
-    mult = 3600 * 1000;
-  else
-    return sbx_err (err, SBX_E_INVALID, "`%s` has an unknown duration unit (use ms, s, m or h)", s);
-  if (scale_checked (whole, frac, mult, &v) < 0)
-    return sbx_err (err, SBX_E_INVALID, "duration `%s` is too large", s);
-  *out = v;
+  while (*p != '\0')
+    {
+      size_t i, len = 0;
+      n = parse_decimal (p, &whole, &frac, &overflow);
+      if (n == 0)
+        return sbx_err (err, SBX_E_INVALID,
+                        "`%s` is not a duration (try 30, 500ms, 10s, 5m or 1m30s)", s);
+      if (overflow)
+        return sbx_err (err, SBX_E_INVALID, "duration `%s` is too large", s);
+      unit = p + n;
+      mult = 0;
+      if (*unit == '\0' && p == s)
+        {
+          mult = 1000;
+          next = N_UNITS;
+        }
+      for (i = next; i < N_UNITS && mult == 0; i++)
+        {
+          size_t ul = strlen (duration_units[i].name);
+          /* "ms" before "m" would be wrong: "m" is only minutes when no
+             "s" follows */
+          if (strncmp (unit, duration_units[i].name, ul) == 0
+              && !(ul == 1 && unit[0] == 'm' && unit[1] == 's'))
+            {
+              mult = duration_units[i].ms;
+              len = ul;
+              next = i + 1;
+            }
+        }
+      if (mult == 0)
+        return sbx_err (err, SBX_E_INVALID,
+                        "`%s` has an unknown or repeated duration unit (use h, m, s and ms, "
+                        "largest first: 1m30s)",
+                        s);
+      if (scale_checked (whole, frac, mult, &v) < 0 || total > UINT64_MAX - v)
+        return sbx_err (err, SBX_E_INVALID, "duration `%s` is too large", s);
+      total += v;
+      p = unit + len;
+    }
+  *out = total;
   return 0;
+}
+
+void
+sbx_format_duration_ms (uint64_t ms, char *buf, unsigned len)
+{
+  size_t i, used = 0;
+
+  if (len == 0)
+    return;
+  buf[0] = '\0';
+  if (ms == 0)
+    {
+      snprintf (buf, len, "0s");
+      return;
+    }
+  for (i = 0; i < N_UNITS && used < len; i++)
+    if (ms >= duration_units[i].ms)
+      {
+        int w = snprintf (buf + used, len - used, "%llu%s",
+                          (unsigned long long) (ms / duration_units[i].ms), duration_units[i].name);
+        if (w < 0)
+          return;
+        used += (size_t) w;
+        ms %= duration_units[i].ms;
+      }
+}
+
+void
+sbx_format_size_bound (uint64_t bytes, int round_up, char *buf, unsigned len)
+{
+  static const char units_size[] = "KMGT";
+  int u = -1;
+  uint64_t scale = 1;
+
+  while (u < 3 && bytes / scale >= 1024)
+    {
+      scale *= 1024;
+      u++;
+    }
+  if (u < 0 || bytes % scale == 0)
+    {
+      sbx_format_size (bytes, buf, len);
+      return;
+    }
+  {
+    /* tenths of the unit, rounded the way that keeps the bound true */
+    uint64_t rest = bytes % scale, tenths = bytes / scale * 10 + rest * 10 / scale;
+    if (round_up && rest * 10 % scale != 0)
+      tenths++;
+    if (tenths % 10 == 0)
+      snprintf (buf, len, "%llu%c", (unsigned long long) (tenths / 10), units_size[u]);
+    else
+      snprintf (buf, len, "%llu.%llu%c", (unsigned long long) (tenths / 10),
+                (unsigned long long) (tenths % 10), units_size[u]);
+  }
 }
 
 int
@@ -221,4 +312,21 @@ sbx_format_size (uint64_t bytes, char *buf, unsigned len)
     snprintf (buf, len, "%llu", (unsigned long long) v);
   else
     snprintf (buf, len, "%llu%c", (unsigned long long) v, units[u]);
+}
+
+int
+sbx_template_name_spelled_ok (const char *name)
+{
+  size_t i, n = name ? strlen (name) : 0;
+
+  if (n == 0 || n > 31)
+    return 0;
+  for (i = 0; i < n; i++)
+    {
+      char ch = name[i];
+      int alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+      if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
+        return 0;
+    }
+  return 1;
 }

@@ -370,6 +370,52 @@ class CliSandboxes(CliTest):
         self.assertRegex(sid, ID_RE)
         return sid
 
+    def test_refusals_name_the_bound(self):
+        """A value out of range says which bound it crossed, as a value the
+        user may type, then the range; `sbx create` refuses with 125 as
+        docker create does, and makes nothing."""
+        cases = [
+            (("--memory", "1"), r"^sbx: memory 1 is too small: at least 16M \(16M \.\. [0-9.]+[KMGT]\)$"),
+            (("--memory", "100T"), r"^sbx: memory 100T is too large: at most [0-9.]+[MGT] \(16M \.\. "),
+            (("--timeout", "1000h"), r"^sbx: timeout 1000h is too long: at most 24h \(1s \.\. 24h\)$"),
+            (("--timeout", "500ms"), r"^sbx: timeout 500ms is too short: at least 1s \(1s \.\. 24h\)$"),
+            (("--pids", "0"), r"^sbx: pids 0 is too few: at least \d+ \(\d+ \.\. \d+\)$"),
+            (("--cpus", "1000"), r"^sbx: cpus 1000 is too many: at most [0-9.]+ \([0-9.]+ \.\. [0-9.]+\)$"),
+            (("--template", "nope"), r"^sbx: unknown template `nope` \(built in: base; `sbx template ls`"),
+        ]
+        for args, want in cases:
+            with self.subTest(args=args):
+                p = self.d.sbx("create", *args)
+                self.assertEqual((p.returncode, p.stdout), (125, b""), p)
+                self.assertRegex(p.stderr.decode().strip(), want)
+        # the bound shown is one the daemon takes
+        p = self.d.sbx("create", "--memory", "100T")
+        at_most = re.search(r"at most (\S+)", p.stderr.decode()).group(1)
+        sid = self.create("--memory", at_most)  # fails the test if refused
+        self.d.kill(sid)
+        # durations as docker and Go write them
+        sid = self.create("--timeout", "1m30s")
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).json()["timeout"], 90)
+        self.d.kill(sid)
+        p = self.d.sbx("create", "--timeout", "30s1m")
+        self.assertEqual(p.returncode, 125, p)
+        self.assertIn(b"largest first: 1m30s", p.stderr)
+        # a usage error of create is 125 too; help about help is help
+        p = self.d.sbx("create", "--bogus")
+        self.assertEqual(p.returncode, 125, p)
+        p = self.d.sbx("help", "--help")
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn(b"usage: sbx COMMAND", p.stdout)
+        # a bad template name before any upload; a missing directory in one line
+        p = self.d.sbx("template", "build", "Bad/Name", "--from-dir", "/")
+        self.assertEqual(p.returncode, 2, p)
+        self.assertNotIn(b"uploading", p.stderr)
+        self.assertOneLine(p, "not a template name")
+        p = self.d.sbx("template", "build", "good", "--from-dir", "/nonexistent")
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p, "--from-dir `/nonexistent`: No such file or directory")
+        self.assertEqual(sandbox_ids(self.d), [])
+
     def test_create(self):
         sid = self.create()
         sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()

@@ -357,7 +357,7 @@ test_bad_values (void)
   {
     const char *arg, *prefix;
   } cases[] = {
-    {"--timeout=1d", "--timeout: `1d` has an unknown duration unit"},
+    {"--timeout=1d", "--timeout: `1d` has an unknown or repeated duration unit"},
     {"--timeout=", "--timeout: empty duration"},
     {"--memory=abc", "--memory: `abc` is not a size"},
     {"--memory=16E", "--memory: `16E` has an unknown size unit"},

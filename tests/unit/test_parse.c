@@ -253,6 +253,16 @@ test_duration_units (void)
     {"86400", 86400000},
     {"24h", 86400000},
     {"1440m", 86400000},
+    /* Components, largest unit first, each once (Go's and docker's spelling). */
+    {"1m30s", 90000},
+    {"1h30m", 5400000},
+    {"2h15m10s", 8110000},
+    {"1h0m0s", 3600000},
+    {"1s500ms", 1500},
+    {"2m0.5s", 120500},
+    {"1.5h30m", 7200000},
+    {"1h1ms", 3600001},
+    {"0h0m0s0ms", 0},
   };
 
   return check_accepts ("duration", sbx_parse_duration_ms, cases, ARRAY_SIZE (cases));
@@ -281,15 +291,18 @@ test_duration_limits (void)
 }
 
 /* Units are exact and case-sensitive ("5M" is not five minutes); no days,
-   no compound durations, no spaces. */
+   no spaces; in a compound, every component has its unit, the units go
+   from large to small, each once. */
 static int
 test_duration_rejects (void)
 {
   static const char *const bad[] = {
     NULL,  "",     " ",     "1d",    "7d",   "1w",    "1S",    "1MS",  "1Ms",   "5M",
     "2H",  "1 s",  " 1s",   "1s ",   "ms",   "s",     "m",     "h",    "-1s",   "+1s",
-    "-1",  "1sec", "1secs", "1mss",  "1hm",  "1m30s", "1h30m", "1.s",  "1.",    ".",
+    "-1",  "1sec", "1secs", "1mss",  "1hm",  "1.s",  "1.",    ".",
     ".s",  "1e3",  "0x10",  "1,5s",  "1.5.5s", "1us", "1ns",   "1µs",  "1\n",   "5min",
+    "30s1m", "1m1m", "1s1h", "1ms1s", "1m30", "30 1m", "1h 30m", "1m30s ", "1m-30s", "1m+30s",
+    "1m30s5", "1m30S", "1hh", "m30s",
   };
 
   return check_rejects ("duration", sbx_parse_duration_ms, bad, ARRAY_SIZE (bad));
@@ -394,6 +407,8 @@ test_error_messages (void)
   CHECK_STR (err->msg, "empty size");
   CHECK (sbx_parse_duration_ms ("", &v, &err) == -1);
   CHECK_STR (err->msg, "empty duration");
+  CHECK (sbx_parse_duration_ms ("30s1m", &v, &err) == -1);
+  CHECK (strstr (err->msg, "`30s1m`") != NULL && strstr (err->msg, "largest first") != NULL);
   CHECK (sbx_parse_cpus (NULL, &m, &err) == -1);
   CHECK_STR (err->msg, "empty CPU count");
   CHECK (sbx_parse_uint64 ("", &v, &err) == -1);
@@ -465,6 +480,72 @@ test_format_size_truncates (void)
   return 0;
 }
 
+/* Bounds in messages: exact when whole, else a tenth of the unit rounded
+   so the value shown stays within the bound. */
+static int
+test_format_size_bound (void)
+{
+  static const struct
+  {
+    uint64_t in;
+    int up;
+    const char *want;
+  } cases[] = {
+    {16 * MIB, 1, "16M"},
+    {16 * MIB, 0, "16M"},
+    {24683664 * KIB, 0, "23.5G"},
+    {24683664 * KIB, 1, "23.6G"},
+    {256 * GIB, 0, "256G"},
+    {1023, 0, "1023"},
+    {1536, 0, "1.5K"},
+    {1025, 0, "1K"},
+    {1025, 1, "1.1K"},
+    {2047, 1, "2K"},
+    {2047, 0, "1.9K"},
+  };
+
+  for (size_t i = 0; i < ARRAY_SIZE (cases); i++)
+    {
+      char buf[32];
+      uint64_t back = 0;
+      sbx_format_size_bound (cases[i].in, cases[i].up, buf, sizeof buf);
+      CHECK_STR (buf, cases[i].want);
+      CHECK (sbx_parse_size (buf, &back, NULL) == 0);
+      CHECK (cases[i].up ? back >= cases[i].in : back <= cases[i].in);
+    }
+  return 0;
+}
+
+/* Durations as messages show them, and the parser reads them back. */
+static int
+test_format_duration (void)
+{
+  static const struct
+  {
+    uint64_t in;
+    const char *want;
+  } cases[] = {
+    {0, "0s"},
+    {1, "1ms"},
+    {1000, "1s"},
+    {1500, "1s500ms"},
+    {90000, "1m30s"},
+    {86400000, "24h"},
+    {3600000000ULL, "1000h"},
+    {3661001, "1h1m1s1ms"},
+  };
+
+  for (size_t i = 0; i < ARRAY_SIZE (cases); i++)
+    {
+      char buf[48];
+      uint64_t back = 0;
+      sbx_format_duration_ms (cases[i].in, buf, sizeof buf);
+      CHECK_STR (buf, cases[i].want);
+      CHECK (sbx_parse_duration_ms (buf, &back, NULL) == 0 && back == cases[i].in);
+    }
+  return 0;
+}
+
 /* Whatever format_size writes, parse_size reads back exactly. */
 static int
 test_format_parse_round_trip (void)
@@ -515,5 +596,7 @@ main (void)
   RUN (test_format_size);
   RUN (test_format_size_truncates);
   RUN (test_format_parse_round_trip);
+  RUN (test_format_size_bound);
+  RUN (test_format_duration);
   return tap_done ();
 }
