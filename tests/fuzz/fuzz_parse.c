@@ -1,6 +1,7 @@
 /* Fuzz target: the number parsers of the CLI and the API (util/parse.c),
  * differentially: each input goes through sbx_parse_size, _duration_ms,
- * _cpus and _uint64 and through an independent reference written here with
+ * _cpus and _uint64 (durations with Go-style components, 1m30s) and
+ * through an independent reference written here with
  * 128-bit arithmetic, and both must agree exactly on acceptance and value
  * (overflow rejected, never wrapped). Failures must leave the output alone
  * and follow the error contract; accepted sizes must survive a round trip
@@ -109,28 +110,55 @@ ref_size (const char *s, uint64_t *out)
   return ref_scale (whole, frac, mult, out);
 }
 
+/* Components <number><unit>, units h > m > s > ms strictly decreasing;
+   a bare number only as the whole input (seconds). */
 static int
 ref_duration (const char *s, uint64_t *out)
 {
-  u128 whole;
-  uint64_t frac, mult;
-  int big;
-  size_t n = ref_decimal (s, &whole, &frac, &big);
-  const char *u = s + n;
+  static const uint64_t ms_of[] = {3600000, 60000, 1000, 1};
+  u128 total = 0;
+  int last = -1;
+  const char *p = s;
 
-  if (n == 0 || big)
+  while (*p)
+    {
+      u128 whole;
+      uint64_t frac, v;
+      int big, rank;
+      size_t n = ref_decimal (p, &whole, &frac, &big), len;
+      const char *u = p + n;
+
+      if (n == 0 || big)
+        return -1;
+      if (*u == '\0')
+        {
+          if (p != s)
+            return -1;
+          rank = 2; /* seconds */
+          len = 0;
+        }
+      else if (u[0] == 'm' && u[1] == 's')
+        rank = 3, len = 2;
+      else if (u[0] == 'h')
+        rank = 0, len = 1;
+      else if (u[0] == 'm')
+        rank = 1, len = 1;
+      else if (u[0] == 's')
+        rank = 2, len = 1;
+      else
+        return -1;
+      if (rank <= last || ref_scale (whole, frac, ms_of[rank], &v) < 0)
+        return -1;
+      last = rank;
+      total += v;
+      if (total > UINT64_MAX)
+        return -1;
+      p = u + len;
+    }
+  if (p == s)
     return -1;
-  if (strcmp (u, "") == 0 || strcmp (u, "s") == 0)
-    mult = 1000;
-  else if (strcmp (u, "ms") == 0)
-    mult = 1;
-  else if (strcmp (u, "m") == 0)
-    mult = 60000;
-  else if (strcmp (u, "h") == 0)
-    mult = 3600000;
-  else
-    return -1;
-  return ref_scale (whole, frac, mult, out);
+  *out = (uint64_t) total;
+  return 0;
 }
 
 static int
