@@ -152,7 +152,7 @@ static const struct
   {"template",
    "usage: sbx template build NAME --from-dir DIR | --from-oci FILE | --from-recipe FILE\n"
    "       sbx template ls [--json]\n"
-   "       sbx template inspect NAME...\n"
+   "       sbx template inspect [--json] NAME...\n"
    "       sbx template rm NAME...\n"
    "       sbx template cache [--json]\n"
    "       sbx template prune [--json]\n"

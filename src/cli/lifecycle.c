@@ -264,7 +264,8 @@ sbx_cmd_snapshot (int argc, char **argv)
         status = sbx_cli_fail (&api, steal_pointer (&e), SBX_EXIT_FAILURE);
       else if (json_out)
         {
-          char *text = json_dumps (answer, JSON_INDENT (2));
+          /* a list, as every other `ls --json` prints it */
+          char *text = json_dumps (json_object_get (answer, "snapshots"), JSON_INDENT (2));
           printf ("%s\n", text ? text : "");
           free (text);
         }

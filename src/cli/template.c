@@ -291,7 +291,7 @@ static int
 tmpl_each (struct sbx_api *api, int argc, char **argv, const char *method, const char *what)
 {
   struct sbx_buf target = SBX_BUF_INIT;
-  int i, status = 0;
+  int i, status = 0, named = 0;
 
   if (argc < 2)
     {
@@ -307,6 +307,10 @@ tmpl_each (struct sbx_api *api, int argc, char **argv, const char *method, const
           sbx_cli_help (strcmp (what, "rm") == 0 ? "template rm" : "template inspect");
           break;
         }
+      /* inspect prints JSON anyway; --json is taken as every other command takes it */
+      if (strcmp (what, "inspect") == 0 && strcmp (argv[i], "--json") == 0)
+        continue;
+      named++;
       sbx_buf_reset (&target);
       sbx_buf_append (&target, "/v1/templates/", 14);
       sbx_url_escape (&target, argv[i], 0);
@@ -322,6 +326,11 @@ tmpl_each (struct sbx_api *api, int argc, char **argv, const char *method, const
       json_decref (answer);
     }
   sbx_buf_free (&target);
+  if (named == 0 && status == 0 && i == argc)
+    {
+      sbx_cli_usage ("template %s: expected a template NAME", what);
+      return SBX_EXIT_USAGE;
+    }
   return status;
 }
 

@@ -118,9 +118,12 @@ template_json (const char *tenant, const char *name)
       snprintf (id, sizeof id, "sha256:%.64s", p);
       json_array_append_new (arr, json_string (id));
     }
-  o = json_pack ("{s:s, s:b, s:s, s:o, s:I, s:I}", "name", name, "builtin", 0, "owner",
+  /* created_at as every other time in the API (RFC 3339); created_ms kept
+     for the clients written against it */
+  o = json_pack ("{s:s, s:b, s:s, s:o, s:I, s:o, s:I}", "name", name, "builtin", 0, "owner",
                  strcmp (owner, GLOBAL_OWNER) == 0 ? "global" : owner, "layers", arr,
-                 "size_bytes", (json_int_t) bytes, "created_ms", (json_int_t) ms);
+                 "size_bytes", (json_int_t) bytes, "created_at", sbx_json_time (ms), "created_ms",
+                 (json_int_t) ms);
   json_object_update (o, meta);
   json_decref (meta);
   return o;

@@ -416,6 +416,50 @@ class CliSandboxes(CliTest):
         self.assertOneLine(p, "--from-dir `/nonexistent`: No such file or directory")
         self.assertEqual(sandbox_ids(self.d), [])
 
+    def test_every_list_is_one_json_shape(self):
+        """Every `ls --json` prints a JSON list of objects, and every time in
+        them is RFC 3339 (UTC, milliseconds); `template inspect --json`
+        works as the others' --json."""
+        sid = self.create()
+        self.run_ok("snapshot", "create", sid, "shape-snap")
+        tree = tempfile.mkdtemp(prefix="sbx-test-shape-")
+        self.addCleanup(shutil.rmtree, tree, True)
+        with open(os.path.join(tree, "hello"), "w") as f:
+            f.write("hello\n")
+        self.run_ok("template", "build", "shape-tmpl", "--from-dir", tree)
+        self.run_ok("key", "create", "--tenant", "shape")
+        self.run_ok("secret", "create", "SHAPE", input=b"value")
+        rfc3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+
+        def times(o):
+            for k, v in o.items():
+                if k.endswith("_at") and v is not None:
+                    yield k, v
+        for cmd in (("ls",), ("snapshot", "ls"), ("template", "ls"), ("key", "ls"),
+                    ("secret", "ls")):
+            with self.subTest(cmd=cmd):
+                listed = json.loads(self.run_ok(*cmd, "--json").stdout)
+                self.assertIsInstance(listed, list)
+                self.assertTrue(listed)
+                for o in listed:
+                    self.assertIsInstance(o, dict)
+                    for k, v in times(o):
+                        self.assertRegex(v, rfc3339, (cmd, k))
+        for args in (("template", "inspect", "--json", "shape-tmpl"),
+                     ("template", "inspect", "shape-tmpl", "--json")):
+            t = json.loads(self.run_ok(*args).stdout)
+            self.assertEqual(t["name"], "shape-tmpl")
+            self.assertRegex(t["created_at"], rfc3339)
+        p = self.d.sbx("template", "inspect", "--json")
+        self.assertEqual(p.returncode, 2, p)
+        self.run_ok("snapshot", "rm", "shape-snap")
+        self.run_ok("template", "rm", "shape-tmpl")
+        self.run_ok("secret", "rm", "SHAPE")
+        for k in json.loads(self.run_ok("key", "ls", "--json").stdout):
+            if k["tenant"] == "shape":
+                self.run_ok("key", "rm", k["id"])
+        self.d.kill(sid)
+
     def test_create(self):
         sid = self.create()
         sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
