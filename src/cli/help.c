@@ -78,9 +78,34 @@ static const struct
    "directory (an existing local one, or a remote path ending in /), the file\n"
    "keeps its name. Write a local path containing ':' as ./NAME.\n"},
   {"ls",
-   "usage: sbx ls [--json]\n"
+   "usage: sbx ls [-q | --json | --format TEMPLATE] [--filter KEY=VALUE]...\n"
    "\n"
-   "List running sandboxes; --json prints the API's list as JSON.\n"},
+   "List sandboxes (running and paused): ID, STATE, ISOLATION, TEMPLATE, the\n"
+   "limits, AGE and the lifetime left.\n"
+   "\n"
+   "Options:\n"
+   "  -q, --quiet            IDs only, one a line\n"
+   "  --json                 the API's objects, as a JSON list (--format json)\n"
+   "  --format TEMPLATE      one line each: {{.id}}, {{.state}}, {{.limits.memory}},\n"
+   "                         {{.metadata.KEY}}, {{json .}}; \\t is a tab\n"
+   "  -f, --filter KEY=VALUE only those with state=, isolation=, template=,\n"
+   "                         user=, id= (a prefix), metadata.KEY= or\n"
+   "                         label=KEY[=VALUE]; filters of several keys all hold\n"},
+  {"inspect",
+   "usage: sbx inspect [--format TEMPLATE] ID...\n"
+   "\n"
+   "Everything the daemon knows of sandboxes (GET /v1/sandboxes/ID): a JSON\n"
+   "list, as docker inspect prints it, or TEMPLATE for each (see `sbx help\n"
+   "ls`). Exits 1 if any is unknown; the others are still shown.\n"},
+  {"stop",
+   "usage: sbx stop ID...\n"
+   "\n"
+   "The same as `sbx kill` (docker's word): sbx has no stopped state, so the\n"
+   "sandbox and its files are gone. `sbx pause` keeps one.\n"},
+  {"rm",
+   "usage: sbx rm ID...\n"
+   "\n"
+   "The same as `sbx kill` (docker's word).\n"},
   {"kill",
    "usage: sbx kill ID...\n"
    "\n"
@@ -196,8 +221,9 @@ const char sbx_cli_main_help[] =
     "  create [OPTIONS]                     create a sandbox and print its id\n"
     "  exec [OPTIONS] ID [--] CMD [ARG...]  run CMD in an existing sandbox\n"
     "  cp SRC DST                           copy a file in or out (ID:PATH on one side)\n"
-    "  ls [--json]                          list running sandboxes\n"
-    "  kill ID...                           kill sandboxes\n"
+    "  ls [-q|--json|--format T] [-f K=V]   list sandboxes (filters: state, metadata...)\n"
+    "  inspect ID...                        everything the daemon knows of sandboxes\n"
+    "  kill ID... (stop, rm)                kill sandboxes\n"
     "  pause ID... / resume ID...           freeze sandboxes, resume them\n"
     "  fork ID [--count N]                  copy a sandbox's files into new ones\n"
     "  snapshot create|ls|rm                save a sandbox's files, list, delete\n"

@@ -460,6 +460,52 @@ class CliSandboxes(CliTest):
                 self.run_ok("key", "rm", k["id"])
         self.d.kill(sid)
 
+    def test_ls_columns_quiet_format_filters_and_inspect(self):
+        r = self.d.api("POST", "/v1/sandboxes", {"metadata": {"team": "red", "run": "7"}})
+        self.assertEqual(r.status, 201, r)
+        red = r.json()["id"]
+        blue = self.create("--memory", "256M")
+        self.run_ok("pause", blue)
+        table = self.run_ok("ls").stdout.decode().splitlines()
+        self.assertEqual(table[0].split(), ["ID", "STATE", "ISOLATION", "TEMPLATE", "MEMORY",
+                                            "CPUS", "PIDS", "DISK", "AGE", "EXPIRES", "IN"])
+        rows = {l.split()[0]: l.split() for l in table[1:]}
+        self.assertEqual(rows[red][1:4], ["running", "namespace", "base"])
+        self.assertEqual(rows[blue][1:5], ["paused", "namespace", "base", "256M"])
+        self.assertEqual(rows[blue][-1], "paused")
+        self.assertEqual(sorted(self.run_ok("ls", "-q").stdout.decode().split()), sorted([red, blue]))
+        self.assertEqual(self.run_ok("ls", "-q", "--filter", "state=paused").stdout.decode(), blue + "\n")
+        self.assertEqual(self.run_ok("ls", "-q", "-f", "metadata.team=red").stdout.decode(), red + "\n")
+        self.assertEqual(self.run_ok("ls", "-q", "-f", "label=team").stdout.decode(), red + "\n")
+        self.assertEqual(self.run_ok("ls", "-q", "-f", "label=team=blue").stdout, b"")
+        # filters of several keys all hold
+        self.assertEqual(self.run_ok("ls", "-q", "-f", "label=team", "-f", "state=paused").stdout, b"")
+        self.assertEqual(self.run_ok("ls", "-q", "-f", "id=" + blue[:6]).stdout.decode(), blue + "\n")
+        out = self.run_ok("ls", "-f", "state=running", "--format",
+                          "{{.ID}}\\t{{.metadata.team}}\\t{{.limits.memory}}\\t{{.nope}}").stdout
+        self.assertEqual(out.decode(), "%s\tred\t%d\t<no value>\n" % (red, 512 << 20))
+        listed = json.loads(self.run_ok("ls", "--format", "json", "-f", "state=paused").stdout)
+        self.assertEqual([o["id"] for o in listed], [blue])
+        for bad in (("--filter", "bogus=1"), ("--format", "{{.id"), ("--format", "{{id}}"),
+                    ("-q", "--json"), ("--filter",)):
+            with self.subTest(bad=bad):
+                p = self.d.sbx("ls", *bad)
+                self.assertEqual((p.returncode, p.stdout), (2, b""), p)
+                self.assertOneLine(p)
+        # inspect: docker's JSON list, or a template for each; 1 if any is unknown
+        got = json.loads(self.run_ok("inspect", red, blue).stdout)
+        self.assertEqual([o["id"] for o in got], [red, blue])
+        self.assertEqual(got[0], self.d.api("GET", "/v1/sandboxes/" + red).json())
+        p = self.d.sbx("inspect", "--format", "{{.id}} {{.state}}", red, "nosuchsandbox0000000", blue)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertEqual(p.stdout.decode(), "%s running\n%s paused\n" % (red, blue))
+        self.assertOneLine(p, "nosuchsandbox0000000")
+        self.assertEqual(self.d.sbx("inspect").returncode, 2)
+        # stop and rm are kill, as docker users type it
+        self.run_ok("stop", red)
+        self.run_ok("rm", blue)
+        self.assertEqual(sandbox_ids(self.d), [])
+
     def test_create(self):
         sid = self.create()
         sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
@@ -582,7 +628,8 @@ class CliSandboxes(CliTest):
         self.assertEqual(len(lines), 3)
         self.assertEqual([l.split()[0] for l in lines[1:]], ids)
         self.assertIn("256M", lines[1])
-        self.assertIn("root", lines[2])
+        users = self.run_ok("ls", "--format", "{{.user}}").stdout.decode().split()
+        self.assertEqual(users, ["user", "root"])
         listed = json.loads(self.run_ok("ls", "--json").stdout)
         self.assertEqual([sb["id"] for sb in listed], ids)
         self.assertEqual(listed, self.d.api("GET", "/v1/sandboxes").json()["sandboxes"])
