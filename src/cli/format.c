@@ -90,9 +90,8 @@ put_value (struct sbx_buf *out, const json_t *v, int as_json)
   /* null: nothing, as Go prints a nil value in a text template */
 }
 
-/* One pass over tmpl; with o NULL, only the syntax is checked. */
-static int
-render (const char *tmpl, const json_t *o, struct sbx_buf *out, sbx_error_t **err)
+int
+sbx_cli_format_render (const char *tmpl, const json_t *o, struct sbx_buf *out, sbx_error_t **err)
 {
   const char *p = tmpl;
 
@@ -142,7 +141,7 @@ int
 sbx_cli_format_check (const char *tmpl, sbx_error_t **err)
 {
   struct sbx_buf out = SBX_BUF_INIT;
-  int rc = render (tmpl, NULL, &out, err);
+  int rc = sbx_cli_format_render (tmpl, NULL, &out, err);
 
   sbx_buf_free (&out);
   return rc;
@@ -152,7 +151,7 @@ int
 sbx_cli_format_print (const char *tmpl, const json_t *o)
 {
   struct sbx_buf out = SBX_BUF_INIT;
-  int rc = render (tmpl, o, &out, NULL);
+  int rc = sbx_cli_format_render (tmpl, o, &out, NULL);
 
   if (rc == 0)
     {

@@ -4,7 +4,13 @@
 
 #include <jansson.h>
 
+#include "util/buf.h"
 #include "util/error.h"
+
+/* tmpl over o appended to out; with o NULL only the syntax is checked
+   (nothing appended for the fields). 0, or -1 with err. */
+int sbx_cli_format_render (const char *tmpl, const json_t *o, struct sbx_buf *out,
+                           sbx_error_t **err);
 
 /* 0 if tmpl is well formed, else -1 with a message naming the bad part. */
 int sbx_cli_format_check (const char *tmpl, sbx_error_t **err);
