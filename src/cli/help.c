@@ -44,6 +44,9 @@ static const struct
    "  -w, --workdir DIR      working directory of CMD (default /home/user)\n"
    "  -u, --user NAME        run CMD as `user` (default) or `root`\n" FILE_OPTION_HELP
    "  -i, --interactive      pass our stdin to CMD (else it reads nothing)\n"
+   "  -t, --tty              run CMD on a terminal the size of ours (our TERM);\n"
+   "                         with -i our terminal is raw meanwhile: every key,\n"
+   "                         Ctrl-C too, goes to CMD; window resizes follow\n"
    "\n" EXIT_STATUS_HELP},
   {"exec",
    "usage: sbx exec [OPTIONS] ID [--] CMD [ARG...]\n"
@@ -57,6 +60,9 @@ static const struct
    "  -u, --user NAME        run CMD as `user` or `root` (default: the sandbox's)\n"
    FILE_OPTION_HELP
    "  -i, --interactive      pass our stdin to CMD (else it reads nothing)\n"
+   "  -t, --tty              run CMD on a terminal the size of ours (our TERM);\n"
+   "                         with -i our terminal is raw meanwhile: every key,\n"
+   "                         Ctrl-C too, goes to CMD; window resizes follow\n"
    "\n" EXIT_STATUS_HELP},
   {"create",
    "usage: sbx create [OPTIONS]\n"

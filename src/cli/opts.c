@@ -30,6 +30,7 @@ static const struct opt_def opt_defs[] = {
   {"isolation", 0, SBX_OPT_ISOLATION, 1},
   {"file", 0, SBX_OPT_FILE, 1},
   {"interactive", 'i', SBX_OPT_INTERACTIVE, 0},
+  {"tty", 't', SBX_OPT_TTY, 0},
   {"net", 0, SBX_OPT_NET, 1},
   {"snapshot", 0, SBX_OPT_SNAPSHOT, 1},
   {"on-timeout", 0, SBX_OPT_ON_TIMEOUT, 1},
@@ -200,6 +201,9 @@ apply (struct sbx_cli_opts *o, const struct opt_def *d, const char *value, sbx_e
       return add_file (o, value, err);
     case SBX_OPT_INTERACTIVE:
       o->interactive = 1;
+      break;
+    case SBX_OPT_TTY:
+      o->tty = 1;
       break;
     case SBX_OPT_NET:
       return sbx_cli_net_spec (&o->network, value, err);

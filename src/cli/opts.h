@@ -26,6 +26,7 @@ enum
   SBX_OPT_SNAPSHOT = 1u << 12,
   SBX_OPT_ON_TIMEOUT = 1u << 13,
   SBX_OPT_ISOLATION = 1u << 14,
+  SBX_OPT_TTY = 1u << 15,
 };
 
 struct sbx_cli_file
@@ -57,6 +58,7 @@ struct sbx_cli_opts
   struct sbx_cli_file *files; /* owned array */
   size_t n_files;
   int interactive;
+  int tty; /* -t: a terminal in the sandbox (tty.c) */
   json_t *network; /* owned; {"allow": [...], "deny": [...]}, NULL without --net */
   int help; /* --help was given: print help, do nothing else */
 };

@@ -19,19 +19,20 @@
 #include "cli/cli.h"
 #include "cli/events.h"
 #include "cli/opts.h"
+#include "cli/tty.h"
 #include "util/cleanup.h"
 
 #define RUN_OPTS                                                               \
   (SBX_OPT_TIMEOUT | SBX_OPT_MEMORY | SBX_OPT_CPUS | SBX_OPT_PIDS | SBX_OPT_DISK \
    | SBX_OPT_ENV | SBX_OPT_WORKDIR | SBX_OPT_USER | SBX_OPT_TEMPLATE | SBX_OPT_ISOLATION           \
-   | SBX_OPT_FILE | SBX_OPT_INTERACTIVE | SBX_OPT_NET)
+   | SBX_OPT_FILE | SBX_OPT_INTERACTIVE | SBX_OPT_TTY | SBX_OPT_NET)
 #define CREATE_OPTS                                                            \
   (SBX_OPT_TIMEOUT | SBX_OPT_MEMORY | SBX_OPT_CPUS | SBX_OPT_PIDS | SBX_OPT_DISK \
    | SBX_OPT_ENV | SBX_OPT_USER | SBX_OPT_TEMPLATE | SBX_OPT_ISOLATION | SBX_OPT_FILE | SBX_OPT_NET                \
    | SBX_OPT_SNAPSHOT | SBX_OPT_ON_TIMEOUT)
 #define EXEC_OPTS                                                              \
   (SBX_OPT_TIMEOUT | SBX_OPT_ENV | SBX_OPT_WORKDIR | SBX_OPT_USER | SBX_OPT_FILE \
-   | SBX_OPT_INTERACTIVE)
+   | SBX_OPT_INTERACTIVE | SBX_OPT_TTY)
 
 /* With --timeout, run's sandbox outlives the command by this much, so that
    the command's timeout (124) fires before the sandbox expires (137). */
@@ -56,7 +57,10 @@ on_signal (int sig)
   ssize_t r;
 
   if (got_signal != 0)
-    _exit (128 + sig);
+    {
+      sbx_cli_tty_restore (); /* tcsetattr: async-signal-safe; _exit runs no atexit */
+      _exit (128 + sig);
+    }
   got_signal = sig;
   r = write (signal_pipe[1], "", 1);
   (void) r;
@@ -178,7 +182,29 @@ exec_body (const struct sbx_cli_opts *o, char **cmd, int n, int with_env, sbx_er
     json_object_set_new (b, "timeout", sbx_cli_json_duration (o->timeout_ms));
   if (with_env && o->env != NULL)
     json_object_set (b, "env", o->env);
-  if (o->interactive)
+  if (o->tty)
+    {
+      /* a terminal the size of ours, and our TERM unless -e set one, as
+         docker run -t does; stdin is then open (the API implies it) */
+      unsigned cols, rows;
+      const char *term = getenv ("TERM");
+      sbx_cli_tty_size (&cols, &rows);
+      json_object_set_new (b, "pty", json_pack ("{s:I,s:I}", "cols", (json_int_t) cols, "rows",
+                                                (json_int_t) rows));
+      if (term != NULL && term[0] != '\0'
+          && (o->env == NULL || json_object_get (o->env, "TERM") == NULL))
+        {
+          /* a copy: -e's object is shared with the create body */
+          json_t *env = json_object_get (b, "env");
+          env = env ? json_copy (env) : json_object ();
+          if (env == NULL)
+            sbx_oom ();
+          json_object_set_new (b, "env", env);
+          if (set_string (env, "TERM", term, "TERM", err) < 0)
+            goto fail;
+        }
+    }
+  else if (o->interactive)
     json_object_set_new (b, "stdin_open", json_true ());
   return b;
 fail:
@@ -394,6 +420,7 @@ struct stream
 {
   const char *id; /* borrowed */
   int interactive;
+  int tty;
   struct sbx_ndjson nd;
   struct sbx_buf data;  /* owned; decoded output, reused for every event */
   json_t *exit_event;   /* owned */
@@ -454,6 +481,8 @@ on_event_line (void *ctx, const char *line, size_t len, sbx_error_t **err)
       pid = json_object_get (obj, "pid");
       if (s->interactive && json_is_integer (pid))
         rc = start_stdin_forwarder (s->id, json_integer_value (pid), err);
+      if (rc == 0 && s->tty && json_is_integer (pid))
+        rc = sbx_cli_tty_forward_resizes (s->id, json_integer_value (pid), err);
       break;
     case SBX_EVENT_EXIT:
       json_decref (s->exit_event);
@@ -525,20 +554,30 @@ stream_clear (struct stream *s)
 /* Run `body` in sandbox `id`, return the exit status to report. */
 static int
 run_in_sandbox (struct sbx_api *api, const char *id, struct upload *uploads,
-                size_t n_uploads, const json_t *body, const char *cmd, int interactive)
+                size_t n_uploads, const json_t *body, const char *cmd, int interactive, int tty)
 {
   cleanup_error sbx_error_t *e = NULL;
   struct stream s;
   struct sbx_buf msg = SBX_BUF_INIT;
-  int status;
+  int status, raw = 0, failed;
 
   memset (&s, 0, sizeof s);
   s.id = id;
   s.interactive = interactive;
+  s.tty = tty;
 
   sbx_http_conn_set_interrupt_fd (api->conn, signal_pipe[0]);
-  if (do_uploads (api, id, uploads, n_uploads, &e) < 0
-      || exec_stream (api, id, body, &s, &e) < 0)
+  failed = do_uploads (api, id, uploads, n_uploads, &e) < 0;
+  /* -it: every key to the sandbox's terminal while the command runs */
+  if (!failed && tty && interactive)
+    {
+      failed = sbx_cli_tty_raw (&e) < 0;
+      raw = !failed;
+    }
+  failed = failed || exec_stream (api, id, body, &s, &e) < 0;
+  if (raw)
+    sbx_cli_tty_restore (); /* before any message of ours */
+  if (failed)
     {
       if (got_signal)
         status = 128 + got_signal;
@@ -646,6 +685,12 @@ sbx_cmd_run (int argc, char **argv)
       status = SBX_EXIT_SBX;
       goto out_opts;
     }
+  if (o.tty && o.interactive && !isatty (STDIN_FILENO))
+    {
+      sbx_cli_message ("run: -it: the input is not a terminal (drop -t, or -i)");
+      status = SBX_EXIT_SBX;
+      goto out_opts;
+    }
   if ((uploads = prepare_uploads (&o, &e)) == NULL
       || (create = create_body (&o, 1, &e)) == NULL
       || (exec = exec_body (&o, argv + idx, argc - idx, 0, &e)) == NULL
@@ -667,7 +712,7 @@ sbx_cmd_run (int argc, char **argv)
   if (got_signal)
     status = 128 + got_signal;
   else
-    status = run_in_sandbox (&api, id, uploads, o.n_files, exec, argv[idx], o.interactive);
+    status = run_in_sandbox (&api, id, uploads, o.n_files, exec, argv[idx], o.interactive, o.tty);
   delete_sandbox (&api, id);
   if (got_signal)
     status = 128 + got_signal;
@@ -718,6 +763,12 @@ sbx_cmd_exec (int argc, char **argv)
       status = SBX_EXIT_SBX;
       goto out_opts;
     }
+  if (o.tty && o.interactive && !isatty (STDIN_FILENO))
+    {
+      sbx_cli_message ("exec: -it: the input is not a terminal (drop -t, or -i)");
+      status = SBX_EXIT_SBX;
+      goto out_opts;
+    }
   if ((uploads = prepare_uploads (&o, &e)) == NULL
       || (exec = exec_body (&o, argv + idx, argc - idx, 1, &e)) == NULL
       || install_signals (&e) < 0 || sbx_api_init (&api, &e) < 0)
@@ -725,7 +776,7 @@ sbx_cmd_exec (int argc, char **argv)
       status = sbx_cli_fail (NULL, steal_pointer (&e), SBX_EXIT_SBX);
       goto out_bodies;
     }
-  status = run_in_sandbox (&api, id, uploads, o.n_files, exec, argv[idx], o.interactive);
+  status = run_in_sandbox (&api, id, uploads, o.n_files, exec, argv[idx], o.interactive, o.tty);
   if (got_signal)
     status = 128 + got_signal;
   sbx_api_clear (&api);

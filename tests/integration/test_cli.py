@@ -506,6 +506,86 @@ class CliSandboxes(CliTest):
         self.run_ok("rm", blue)
         self.assertEqual(sandbox_ids(self.d), [])
 
+    def test_exec_it_is_a_terminal(self):
+        """sbx exec -it as docker's: the command on a terminal the size of
+        ours with our TERM, every key (Ctrl-C too) sent to it, our resizes
+        followed, its exit status ours, and our terminal as it was after."""
+        import fcntl
+        import pty
+        import struct
+        import termios
+        sid = self.create()
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        before = termios.tcgetattr(slave)
+        env = {"PATH": "/usr/bin:/bin", "SBX_STATE": self.d.state, "TERM": "xterm-256color"}
+        p = subprocess.Popen([SBX, "exec", "-it", sid, "sh"], stdin=slave, stdout=slave,
+                             stderr=slave, env=env, start_new_session=True,
+                             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        got = b""
+
+        def until(want, limit=60, times=1):
+            nonlocal got
+            end = time.monotonic() + limit  # a bound for a hung test, not a timing
+            while got.count(want) < times and time.monotonic() < end:
+                r, _, _ = select.select([master], [], [], 0.5)
+                if r:
+                    try:
+                        got += os.read(master, 65536)
+                    except OSError:
+                        break
+            self.assertGreaterEqual(got.count(want), times, got)
+
+        try:
+            until(b"$ ")
+            # raw: what we type is the sandbox terminal's to echo, once
+            os.write(master, b"stty size; echo T=$TERM; tty\r")
+            until(b"/dev/pts/")
+            self.assertIn(b"\r\n30 100\r\nT=xterm-256color\r\n", got)
+            self.assertEqual(got.count(b"stty size; echo"), 1, got)
+            fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+            for n in range(50):  # the resize is asynchronous: ask until it is seen
+                got = b""
+                os.write(master, b"stty size; echo mark-%d\r" % n)
+                until(b"\nmark-%d\r\n" % n)  # the output, not the echo of the line
+                if b"\r\n40 120\r\n" in got:
+                    break
+            self.assertIn(b"\r\n40 120\r\n", got)
+            # Ctrl-C reaches the command's foreground job, not sbx
+            got = b""
+            os.write(master, b"sleep 1000; echo not-interrupted\r")
+            until(b"sleep 1000; echo not-interrupted\r\n")
+            time.sleep(0.5)
+            os.write(master, b"\x03")
+            os.write(master, b"echo still-here\r")
+            until(b"still-here\r\n", times=2)  # the line's echo, then its output
+            self.assertIn(b"^C", got)
+            self.assertEqual(got.count(b"not-interrupted\r\n"), 1, got)  # the echo only
+            os.write(master, b"exit 3\r")
+            self.assertEqual(p.wait(timeout=60), 3)
+            # our terminal is as it was
+            after = termios.tcgetattr(master)
+            self.assertEqual(after[3] & (termios.ICANON | termios.ECHO | termios.ISIG),
+                             before[3] & (termios.ICANON | termios.ECHO | termios.ISIG))
+            self.assertEqual(after[1], before[1])
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(master)
+        # the sandbox lives on, and -it without a terminal is refused
+        p = self.d.sbx("exec", "-it", sid, "--", "true")
+        self.assertEqual(p.returncode, 125, p)
+        self.assertOneLine(p, "not a terminal")
+        res = self.d.sh(sid, "echo ok")
+        self.assertEqual(res["stdout"], "ok\n")
+        # -t alone: a terminal with no input, output as a terminal gives it
+        p = self.d.sbx("exec", "-t", sid, "--", "sh", "-c", "test -t 1 && stty size")
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(p.stdout, b"24 80\r\n")
+        self.d.kill(sid)
+
     def test_create(self):
         sid = self.create()
         sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
