@@ -57,6 +57,10 @@ void sbx_cli_usage (const char *fmt, ...) __attribute__ ((format (printf, 1, 2))
    and SBX_EXIT_USAGE: an unset "$id" would reach the daemon as
    /v1/sandboxes//pause and come back as a puzzle about routes. */
 int sbx_cli_check_id (const char *cmd, const char *id);
+
+/* fn(arg) in a detached thread with every signal blocked (the main
+   thread handles them). 0, or the error number. */
+int sbx_cli_thread_detached (void *(*fn) (void *), void *arg);
 /* "sbx: <message>" on stderr. */
 void sbx_cli_message (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 /* Print e (one line) and pick the exit status: 125 when the daemon could not

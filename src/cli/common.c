@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -189,4 +191,23 @@ sbx_cli_delete_named (struct sbx_api *api, const char *prefix, const char *name)
   rc = sbx_api_json (api, "DELETE", target.data, NULL, NULL, &e);
   sbx_buf_free (&target);
   return rc < 0 ? sbx_cli_fail (api, e, SBX_EXIT_FAILURE) : 0;
+}
+
+int
+sbx_cli_thread_detached (void *(*fn) (void *), void *arg)
+{
+  sigset_t all, old;
+  pthread_attr_t attr;
+  pthread_t thread;
+  int rc;
+
+  /* Signals are for the main thread, which owns the cleanup. */
+  sigfillset (&all);
+  pthread_sigmask (SIG_BLOCK, &all, &old);
+  pthread_attr_init (&attr);
+  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+  rc = pthread_create (&thread, &attr, fn, arg);
+  pthread_attr_destroy (&attr);
+  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  return rc;
 }

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -379,9 +378,6 @@ start_stdin_forwarder (const char *id, json_int_t pid, sbx_error_t **err)
 {
   struct stdin_fwd *f = calloc (1, sizeof *f);
   struct sbx_buf target = SBX_BUF_INIT;
-  sigset_t all, old;
-  pthread_attr_t attr;
-  pthread_t thread;
   int rc;
 
   if (f == NULL)
@@ -395,14 +391,7 @@ start_stdin_forwarder (const char *id, json_int_t pid, sbx_error_t **err)
       return -1;
     }
   f->target = sbx_buf_steal (&target);
-  /* Signals are for the main thread, which owns the cleanup. */
-  sigfillset (&all);
-  pthread_sigmask (SIG_BLOCK, &all, &old);
-  pthread_attr_init (&attr);
-  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-  rc = pthread_create (&thread, &attr, stdin_main, f);
-  pthread_attr_destroy (&attr);
-  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  rc = sbx_cli_thread_detached (stdin_main, f);
   if (rc != 0)
     {
       sbx_api_clear (&f->api);

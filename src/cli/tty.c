@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,9 +136,6 @@ sbx_cli_tty_forward_resizes (const char *id, long long pid, sbx_error_t **err)
   struct resizer *rz = calloc (1, sizeof *rz);
   struct sbx_buf target = SBX_BUF_INIT;
   struct sigaction sa;
-  sigset_t all, old;
-  pthread_attr_t attr;
-  pthread_t thread;
   int rc;
 
   if (rz == NULL)
@@ -162,14 +158,8 @@ sbx_cli_tty_forward_resizes (const char *id, long long pid, sbx_error_t **err)
   sa.sa_handler = on_winch;
   sa.sa_flags = SA_RESTART;
   sigemptyset (&sa.sa_mask);
-  /* Signals are the main thread's; the resizer only reads the pipe. */
-  sigfillset (&all);
-  pthread_sigmask (SIG_BLOCK, &all, &old);
-  pthread_attr_init (&attr);
-  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-  rc = pthread_create (&thread, &attr, resizer_main, rz);
-  pthread_attr_destroy (&attr);
-  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  /* the resizer only reads the pipe the handler writes */
+  rc = sbx_cli_thread_detached (resizer_main, rz);
   if (rc != 0)
     {
       sbx_api_clear (&rz->api);

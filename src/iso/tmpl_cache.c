@@ -48,35 +48,6 @@ sbx_tmpl_cache_hold (const char *cache_dir)
   return fd;
 }
 
-/* Disk space (st_blocks) under dir, as du counts it. */
-static uint64_t
-tree_disk_bytes (int dir, int depth)
-{
-  struct dirent *de;
-  uint64_t total = 0;
-  DIR *d = sbx_opendir_at (dir, ".");
-
-  if (d == NULL)
-    return 0;
-  while ((de = readdir (d)) != NULL)
-    {
-      struct stat st;
-      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0
-          || fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        continue;
-      total += (uint64_t) st.st_blocks * 512;
-      if (S_ISDIR (st.st_mode) && depth < CACHE_MAX_DEPTH)
-        {
-          cleanup_close int sub
-              = openat (dirfd (d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-          if (sub >= 0)
-            total += tree_disk_bytes (sub, depth + 1);
-        }
-    }
-  closedir (d);
-  return total;
-}
-
 /* The cache directory, open, locked as `how` (LOCK_SH, or LOCK_EX |
    LOCK_NB); -2 when it does not exist (an empty cache). */
 static int
@@ -139,7 +110,11 @@ walk (const char *cache_dir, int prune, struct sbx_tmpl_cache_usage *u, sbx_erro
           cleanup_close int sub
               = openat (fd, de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
           if (sub >= 0)
-            bytes += tree_disk_bytes (sub, 1);
+            {
+              uint64_t disk;
+              sbx_tree_sizes (sub, CACHE_MAX_DEPTH, NULL, &disk);
+              bytes += disk;
+            }
         }
       /* KEY: a build; .tmp-KEY-PID: a copy a crashed build left (none is
          in progress while we hold the exclusive lock) */

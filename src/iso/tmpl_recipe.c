@@ -191,34 +191,12 @@ sanitize (int dir, int depth, uint64_t *bytes)
 
 /* Bytes of the regular files under dir (a layer already stored). */
 static uint64_t
-tree_bytes (int dir, int depth)
+tree_bytes (int dir)
 {
-  struct dirent *de;
-  uint64_t total = 0;
-  DIR *d = sbx_opendir_at (dir, ".");
+  uint64_t content;
 
-  if (d == NULL)
-    return 0;
-  while ((de = readdir (d)) != NULL)
-    {
-      struct stat st;
-      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0
-          || fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        continue;
-      if (S_ISREG (st.st_mode))
-        total += (uint64_t) st.st_size;
-      else if (S_ISDIR (st.st_mode) && depth < 256)
-        {
-          int sub = openat (dirfd (d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-          if (sub >= 0)
-            {
-              total += tree_bytes (sub, depth + 1);
-              close (sub);
-            }
-        }
-    }
-  closedir (d);
-  return total;
+  sbx_tree_sizes (dir, 256, &content, NULL);
+  return content;
 }
 
 /* Every entry's owner and group k to SBX_TMPL_BUILD_ID_BASE + k (65535
@@ -441,7 +419,7 @@ sbx_tmpl_recipe_build (int in_fd, int build, const char *build_path, const char 
       /* built before by this daemon: the stored layer is the result (the
          commit keeps it and takes nothing from this build) */
       dprintf (log_fd, "sbx: the layer %.12s is stored already\n", key);
-      bytes = tree_bytes (fd, 0);
+      bytes = tree_bytes (fd);
       close (fd);
       stored = 1;
       goto commands;
@@ -529,7 +507,7 @@ commands:
           >= 0)
         {
           dprintf (log_fd, "sbx: the commands' layer %.12s is stored already\n", run_key);
-          run_bytes = tree_bytes (fd, 0);
+          run_bytes = tree_bytes (fd);
           close (fd);
         }
       else if (cache_dir[0] && stat (cached_run, &st) == 0 && S_ISDIR (st.st_mode)
@@ -543,7 +521,7 @@ commands:
           if (run (cp, log_fd, BUILD_TIMEOUT_S) != 0)
             return sbx_err (err, SBX_E_SYSTEM, "recipe: copying the cached build failed");
           fd = openat (layers, run_key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-          run_bytes = fd >= 0 ? tree_bytes (fd, 0) : 0;
+          run_bytes = fd >= 0 ? tree_bytes (fd) : 0;
           if (fd >= 0)
             close (fd);
         }
@@ -562,7 +540,7 @@ commands:
           if (sbx_tmpl_run_commands (build, build_path, lower, run_key, cmds, ncmds, mirror, log_fd, err) < 0)
             return -1;
           fd = openat (layers, run_key, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-          run_bytes = fd >= 0 ? tree_bytes (fd, 0) : 0;
+          run_bytes = fd >= 0 ? tree_bytes (fd) : 0;
           if (fd >= 0)
             close (fd);
           if (cache_dir[0] && stat (cached_run, &st) < 0)

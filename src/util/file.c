@@ -147,3 +147,45 @@ sbx_remove_tree_at (int dir, const char *name, unsigned max_depth)
     return 0;
   return -1;
 }
+
+static void
+tree_sizes (int dir, unsigned depth_left, uint64_t *content, uint64_t *disk)
+{
+  struct dirent *de;
+  DIR *d = sbx_opendir_at (dir, ".");
+
+  if (d == NULL)
+    return;
+  while ((de = readdir (d)) != NULL)
+    {
+      struct stat st;
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0
+          || fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        continue;
+      *disk += (uint64_t) st.st_blocks * 512;
+      if (S_ISREG (st.st_mode))
+        *content += (uint64_t) st.st_size;
+      else if (S_ISDIR (st.st_mode) && depth_left > 0)
+        {
+          int sub = openat (dirfd (d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sub >= 0)
+            {
+              tree_sizes (sub, depth_left - 1, content, disk);
+              close (sub);
+            }
+        }
+    }
+  closedir (d);
+}
+
+void
+sbx_tree_sizes (int dir, unsigned max_depth, uint64_t *content, uint64_t *disk)
+{
+  uint64_t c = 0, k = 0;
+
+  tree_sizes (dir, max_depth, &c, &k);
+  if (content)
+    *content = c;
+  if (disk)
+    *disk = k;
+}

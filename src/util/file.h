@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* The whole of regular file NAME under DIR (AT_FDCWD: the cwd), NUL
@@ -35,5 +36,10 @@ int sbx_seal_memfd (int fd, unsigned int seals);
 /* A directory stream of NAME under DIR ("." for DIR itself), never through
    a final link; NULL with errno (no descriptor left open). */
 DIR *sbx_opendir_at (int dir, const char *name);
+
+/* What the tree under DIR holds, never through a link, at most MAX_DEPTH
+   levels down: *content the regular files' sizes, *disk every entry's
+   blocks (st_blocks * 512, as du counts them); either may be NULL. */
+void sbx_tree_sizes (int dir, unsigned max_depth, uint64_t *content, uint64_t *disk);
 
 #endif

@@ -1,6 +1,8 @@
-/* Unit tests for src/util/file.c: small writes and rm -r that never
- * follows a link and is not stopped by a directory's mode. */
+/* Unit tests for src/util/file.c: small writes, rm -r that never
+ * follows a link and is not stopped by a directory's mode, and a tree's
+ * sizes (never through a link, within its depth). */
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,10 +79,41 @@ test_remove_tree (void)
   return 0;
 }
 
+static int
+test_tree_sizes (void)
+{
+  char dir[] = "/tmp/sbx-test-file-XXXXXX";
+  uint64_t content = 1, disk = 0, shallow = 0;
+  int d;
+
+  CHECK (mkdtemp (dir) != NULL);
+  d = open (dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  CHECK (d >= 0);
+  CHECK (sbx_write_small_at (d, "a", "12345", 5, 0600) == 0);
+  CHECK (mkdirat (d, "sub", 0700) == 0);
+  CHECK (mkdirat (d, "sub/deeper", 0700) == 0);
+  CHECK (sbx_write_small_at (d, "sub/b", "123", 3, 0600) == 0);
+  CHECK (sbx_write_small_at (d, "sub/deeper/c", "1234567", 7, 0600) == 0);
+  /* links count as themselves: /etc and /etc/passwd are not walked */
+  CHECK (symlinkat ("/etc", d, "sub/etc") == 0);
+  CHECK (symlinkat ("/etc/passwd", d, "passwd") == 0);
+  sbx_tree_sizes (d, 256, &content, &disk);
+  CHECK (content == 15);
+  CHECK (disk > 0);
+  /* depth 0: the top directory's entries only */
+  sbx_tree_sizes (d, 0, &shallow, NULL);
+  CHECK (shallow == 5);
+  sbx_tree_sizes (d, 256, NULL, NULL);
+  CHECK (sbx_remove_tree_at (AT_FDCWD, dir, 16) == 0);
+  close (d);
+  return 0;
+}
+
 int
 main (void)
 {
   RUN (test_write_small);
   RUN (test_remove_tree);
+  RUN (test_tree_sizes);
   return tap_done ();
 }
