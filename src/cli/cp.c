@@ -1,4 +1,5 @@
-/* sbx CLI: `sbx cp SRC DST`, one file into or out of a sandbox.
+/* sbx CLI: `sbx cp SRC DST`, a file (or, as docker cp, a directory
+ * tree: cp_tree.c) into or out of a sandbox.
  *
  * Exactly one side is `ID:PATH`; `-` on the local side is stdin or stdout.
  * Bytes travel raw (GET/PUT /v1/sandboxes/{id}/files), never through JSON.
@@ -13,6 +14,7 @@
 
 #include "cli/api.h"
 #include "cli/cli.h"
+#include "cli/cp_tree.h"
 #include "util/cleanup.h"
 
 #define COPY_CHUNK (64 * 1024)
@@ -137,10 +139,8 @@ upload (struct sbx_api *api, const char *local, const char *id, const char *rpat
       return SBX_EXIT_FAILURE;
     }
   if (S_ISDIR (st.st_mode))
-    {
-      sbx_cli_message ("cp: %s is a directory (sbx cp copies single files)", local);
-      return SBX_EXIT_FAILURE;
-    }
+    return sbx_cli_cp_tree_up (api, local, id, rlen ? rpath : "/home/user",
+                               rlen == 0 || remote_is_dir (api, id, rpath));
   if (base != NULL)
     mode = (int) (st.st_mode & 07777);
   start = S_ISREG (st.st_mode) ? lseek (in, 0, SEEK_CUR) : -1;
@@ -242,10 +242,9 @@ download (struct sbx_api *api, const char *id, const char *rpath, const char *lo
       type = json_string_value (json_object_get (st, "type"));
       if (type != NULL && strcmp (type, "dir") == 0)
         {
-          sbx_cli_message ("cp: %s:%s is a directory (sbx cp copies single files)", id, rpath);
           json_decref (st);
           sbx_buf_free (&target);
-          return SBX_EXIT_FAILURE;
+          return sbx_cli_cp_tree_down (api, id, rpath, local);
         }
       mode_text = json_string_value (json_object_get (st, "mode"));
       if (mode_text != NULL)
@@ -323,6 +322,11 @@ sbx_cmd_cp (int argc, char **argv)
           sbx_cli_help ("cp");
           return 0;
         }
+      /* cp(1)'s words for what sbx cp does with a directory anyway */
+      if (!opts_done
+          && (strcmp (a, "-r") == 0 || strcmp (a, "-R") == 0 || strcmp (a, "-a") == 0
+              || strcmp (a, "--recursive") == 0))
+        continue;
       if (!opts_done && a[0] == '-' && a[1] != '\0')
         {
           sbx_cli_usage ("cp: unknown option %s", a);
@@ -330,7 +334,7 @@ sbx_cmd_cp (int argc, char **argv)
         }
       if (n == 2)
         {
-          sbx_cli_usage ("cp: too many arguments (copy one file: sbx cp SRC DST)");
+          sbx_cli_usage ("cp: too many arguments (one SRC, one DST)");
           return SBX_EXIT_USAGE;
         }
       pos[n++] = a;

@@ -76,13 +76,16 @@ static const struct
    "  -e, --env K=V          set a variable for every command (repeatable)\n"
    "  -u, --user NAME        default user of commands: `user` or `root`\n" FILE_OPTION_HELP},
   {"cp",
-   "usage: sbx cp SRC DST\n"
+   "usage: sbx cp [-r] SRC DST\n"
    "\n"
-   "Copy one file into or out of a sandbox. Exactly one of SRC and DST is\n"
-   "ID:PATH (PATH relative to /home/user unless absolute); the local side may\n"
-   "be - for stdin or stdout. Uploads keep the file's mode bits. When DST is a\n"
-   "directory (an existing local one, or a remote path ending in /), the file\n"
-   "keeps its name. Write a local path containing ':' as ./NAME.\n"},
+   "Copy a file or a directory tree into or out of a sandbox. Exactly one of\n"
+   "SRC and DST is ID:PATH (PATH relative to /home/user unless absolute); the\n"
+   "local side may be - for stdin or stdout. Files keep their mode bits. When\n"
+   "DST is a directory (an existing local one, or a remote path ending in /),\n"
+   "SRC keeps its name in it. A directory is copied whole, as docker cp does\n"
+   "(-r is accepted, not needed): directories that exist are merged into,\n"
+   "files replaced; links and special files are left out, and counted in the\n"
+   "summary on stderr. Write a local path containing ':' as ./NAME.\n"},
   {"ls",
    "usage: sbx ls [-q | --json | --format TEMPLATE] [--filter KEY=VALUE]...\n"
    "\n"

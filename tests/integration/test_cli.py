@@ -586,6 +586,75 @@ class CliSandboxes(CliTest):
         self.assertEqual(p.stdout, b"24 80\r\n")
         self.d.kill(sid)
 
+    def test_cp_directory_trees(self):
+        """sbx cp of a directory, both ways, as docker cp: the tree with its
+        modes, into an existing directory or as a new name, links and
+        special files left out and counted; never writing through a link
+        on our side."""
+        sid = self.create()
+        work = tempfile.mkdtemp(prefix="sbx-test-cptree-")
+        self.addCleanup(shutil.rmtree, work, True)
+        src = os.path.join(work, "src")
+        os.makedirs(os.path.join(src, "a", "b"))
+        with open(os.path.join(src, "top.txt"), "w") as f:
+            f.write("top\n")
+        with open(os.path.join(src, "a", "b", "deep.sh"), "w") as f:
+            f.write("echo deep\n")
+        os.chmod(os.path.join(src, "a", "b", "deep.sh"), 0o750)
+        big = os.urandom(3 << 20)
+        with open(os.path.join(src, "a", "big.bin"), "wb") as f:
+            f.write(big)
+        os.symlink("/etc/passwd", os.path.join(src, "a", "link"))
+        os.mkfifo(os.path.join(src, "fifo"))
+        # in: into an existing directory, keeping the name
+        p = self.run_ok("cp", "-r", src, sid + ":/tmp")
+        self.assertIn(b"copied 3 files", p.stderr)
+        self.assertIn(b"left out 2 links or special files", p.stderr)
+        res = self.d.sh(sid, "cd /tmp/src && find . | sort && stat -c '%a' a/b/deep.sh "
+                        "&& sh a/b/deep.sh && sha256sum a/big.bin")
+        self.assertEqual(res["stdout"].split("\n")[:7],
+                         [".", "./a", "./a/b", "./a/b/deep.sh", "./a/big.bin", "./top.txt", "750"])
+        self.assertIn("deep\n", res["stdout"])
+        self.assertIn(hashlib.sha256(big).hexdigest(), res["stdout"])
+        # in again, as a new name (no -r needed), merged when it exists
+        self.run_ok("cp", src, sid + ":/tmp/renamed")
+        self.run_ok("cp", src, sid + ":/tmp/renamed")
+        self.assertEqual(self.d.sh(sid, "cat /tmp/renamed/top.txt")["stdout"], "top\n")
+        # out: as a new name, then into an existing directory
+        self.d.sh(sid, "ln -s /etc /tmp/src/a/etc-link")
+        out = os.path.join(work, "out")
+        p = self.run_ok("cp", sid + ":/tmp/src", out)
+        self.assertIn(b"left out 1 link or special file", p.stderr)
+        self.assertEqual(sorted(os.listdir(out)), ["a", "top.txt"])
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "a"))), ["b", "big.bin"])
+        with open(os.path.join(out, "a", "big.bin"), "rb") as f:
+            self.assertEqual(f.read(), big)
+        self.assertEqual(os.stat(os.path.join(out, "a", "b", "deep.sh")).st_mode & 0o777, 0o750)
+        into = os.path.join(work, "into")
+        os.mkdir(into)
+        self.run_ok("cp", sid + ":/tmp/src/a", into + "/")
+        self.assertTrue(os.path.isfile(os.path.join(into, "a", "b", "deep.sh")))
+        # a link already on our side is never written through: the copy
+        # stops with an error and the link's target is untouched
+        victim = os.path.join(work, "victim")
+        with open(victim, "w") as f:
+            f.write("keep\n")
+        trap = os.path.join(work, "trap")
+        os.mkdir(trap)
+        os.symlink(victim, os.path.join(trap, "top.txt"))
+        p = self.d.sbx("cp", sid + ":/tmp/src/.", trap)  # what it holds, into trap itself
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn(b"top.txt", p.stderr)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "keep\n")
+        trap2 = os.path.join(work, "trap2")
+        os.mkdir(trap2)
+        os.symlink(work, os.path.join(trap2, "a"))  # a linked directory: not entered either
+        p = self.d.sbx("cp", sid + ":/tmp/src/.", trap2)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertFalse(os.path.exists(os.path.join(work, "b")))
+        self.d.kill(sid)
+
     def test_create(self):
         sid = self.create()
         sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
