@@ -31,6 +31,7 @@ int sbx_cmd_cp (int argc, char **argv);
 int sbx_cmd_ls (int argc, char **argv);
 int sbx_cmd_kill (int argc, char **argv);
 int sbx_cmd_inspect (int argc, char **argv);
+int sbx_cmd_stats (int argc, char **argv);
 int sbx_cmd_pause (int argc, char **argv);
 int sbx_cmd_resume (int argc, char **argv);
 int sbx_cmd_fork (int argc, char **argv);

@@ -106,6 +106,14 @@ static const struct
    "Everything the daemon knows of sandboxes (GET /v1/sandboxes/ID): a JSON\n"
    "list, as docker inspect prints it, or TEMPLATE for each (see `sbx help\n"
    "ls`). Exits 1 if any is unknown; the others are still shown.\n"},
+  {"stats",
+   "usage: sbx stats [-f] [--json] [ID...]\n"
+   "\n"
+   "What sandboxes use, as docker stats shows it: CPU % (100 is one CPU busy,\n"
+   "over the last half second), memory and its limit, processes and threads,\n"
+   "disk and its limit, OOM kills; of the IDs given, or of every sandbox.\n"
+   "-f redraws every second until interrupted; --json prints the daemon's\n"
+   "metrics (GET /v1/sandboxes/ID/metrics) with `id` and `cpu_percent`.\n"},
   {"stop",
    "usage: sbx stop ID...\n"
    "\n"
@@ -232,6 +240,7 @@ const char sbx_cli_main_help[] =
     "  cp SRC DST                           copy a file in or out (ID:PATH on one side)\n"
     "  ls [-q|--json|--format T] [-f K=V]   list sandboxes (filters: state, metadata...)\n"
     "  inspect ID...                        everything the daemon knows of sandboxes\n"
+    "  stats [-f] [ID...]                   CPU, memory, processes, disk of sandboxes\n"
     "  kill ID... (stop, rm)                kill sandboxes\n"
     "  pause ID... / resume ID...           freeze sandboxes, resume them\n"
     "  fork ID [--count N]                  copy a sandbox's files into new ones\n"

@@ -655,6 +655,44 @@ class CliSandboxes(CliTest):
         self.assertFalse(os.path.exists(os.path.join(work, "b")))
         self.d.kill(sid)
 
+    def test_stats(self):
+        a = self.create()
+        b = self.create("--memory", "256M", "--pids", "64")
+        self.run_ok("exec", b, "--", "sh", "-c", "sleep 1000 & sleep 1000 &")
+        table = self.run_ok("stats").stdout.decode().splitlines()
+        self.assertEqual(re.split(r"\s{3,}", table[0].strip()),
+                         ["ID", "CPU %", "MEM USAGE / LIMIT", "MEM %", "PIDS", "DISK / LIMIT",
+                          "OOM KILLS"])
+        rows = {l.split()[0]: l for l in table[1:]}
+        self.assertEqual(sorted(rows), sorted([a, b]))
+        self.assertRegex(rows[b], r"^%s\s+\d+\.\d%%\s+\S+ / 256M\s+\d+\.\d%%\s+3 / 64\s+" % b)
+        self.assertRegex(rows[a], r"\s1 / 256\s")
+        listed = json.loads(self.run_ok("stats", "--json", b).stdout)
+        self.assertEqual([o["id"] for o in listed], [b])
+        self.assertEqual((listed[0]["memory_limit"], listed[0]["pids"], listed[0]["pids_limit"]),
+                         (256 << 20, 3, 64))
+        self.assertGreaterEqual(listed[0]["cpu_percent"], 0.0)
+        # an unknown ID: said, and the others still shown
+        p = self.d.sbx("stats", "nosuchsandbox0000000", a)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p, "nosuchsandbox0000000")
+        self.assertIn(a.encode(), p.stdout)
+        # -f: a table each second until interrupted
+        env = {"PATH": "/usr/bin:/bin", "SBX_STATE": self.d.state}
+        f = subprocess.Popen([SBX, "stats", "-f", a], stdout=subprocess.PIPE, env=env)
+        seen = b""
+        while seen.count(b"CPU %") < 2:
+            chunk = f.stdout.read1(4096)
+            if not chunk:
+                break
+            seen += chunk
+        f.send_signal(signal.SIGINT)
+        self.assertEqual(f.wait(timeout=30), -signal.SIGINT)
+        f.stdout.close()
+        self.assertGreaterEqual(seen.count(a.encode()), 2, seen)
+        for sid in (a, b):
+            self.d.kill(sid)
+
     def test_create(self):
         sid = self.create()
         sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
