@@ -209,6 +209,12 @@ valgrind:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/sbx $(BUILD)/sbxd $(DESTDIR)$(PREFIX)/bin/
+	# the manual page and the completions, made from `sbx help` (cli/manual.c)
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	$(BUILD)/sbx help --man > $(DESTDIR)$(PREFIX)/share/man/man1/sbx.1
+	$(BUILD)/sbx completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sbx
+	$(BUILD)/sbx completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sbx
 	install -d $(DESTDIR)$(PREFIX)/share/sbx
 	install -m 0644 share/sbx/code_server.py $(DESTDIR)$(PREFIX)/share/sbx/
 

@@ -9,8 +9,9 @@ packages=(
   libmicrohttpd-dev libjansson-dev libseccomp-dev libsqlite3-dev libssl-dev libhttp-parser-dev libarchive-dev zlib1g-dev
   # run: CA bundle for sandboxes, procps/iproute2 for operators
   ca-certificates procps iproute2
-  # the README's examples: curl for the API, jq to read its answers
-  curl jq
+  # the README's examples: curl for the API, jq to read its answers; man
+  # for sbx(1), which make install writes (test_cli renders it)
+  curl jq man-db
   # the code interpreter (template code-interpreter-v1): its sandboxes see
   # the host's /usr; IPython runs the cells, matplotlib-inline draws figures
   python3-ipython python3-matplotlib-inline python3-numpy python3-pandas python3-matplotlib

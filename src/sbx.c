@@ -27,6 +27,7 @@ static const struct command commands[] = {
   {"audit", sbx_cmd_audit}, {"template", sbx_cmd_template}, {"pause", sbx_cmd_pause},
   {"resume", sbx_cmd_resume}, {"fork", sbx_cmd_fork}, {"snapshot", sbx_cmd_snapshot},
   {"code", sbx_cmd_code}, {"inspect", sbx_cmd_inspect}, {"stats", sbx_cmd_stats},
+  {"completion", sbx_cmd_completion},
   /* docker's words for what sbx calls kill: sbx has no stopped state */
   {"stop", sbx_cmd_kill}, {"rm", sbx_cmd_kill},
 };
@@ -74,6 +75,8 @@ main (int argc, char **argv)
           sbx_cli_help (""); /* `sbx help --help`: the help is the overview */
           return 0;
         }
+      if (argc > 2 && strcmp (argv[2], "--man") == 0)
+        return sbx_cli_print_manual ();
       if (argc > 2 && !sbx_cli_has_help (argv[2]))
         {
           sbx_cli_usage ("help: unknown command `%s`", argv[2]);

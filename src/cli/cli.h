@@ -32,6 +32,10 @@ int sbx_cmd_ls (int argc, char **argv);
 int sbx_cmd_kill (int argc, char **argv);
 int sbx_cmd_inspect (int argc, char **argv);
 int sbx_cmd_stats (int argc, char **argv);
+int sbx_cmd_completion (int argc, char **argv);
+/* manual.c: the roff manual page and the shell completions. */
+int sbx_cli_print_manual (void);
+int sbx_cli_print_completion (const char *shell);
 int sbx_cmd_pause (int argc, char **argv);
 int sbx_cmd_resume (int argc, char **argv);
 int sbx_cmd_fork (int argc, char **argv);
@@ -51,6 +55,11 @@ void sbx_cli_help (const char *cmd);
 int sbx_cli_has_help (const char *cmd);
 /* The general help. */
 extern const char sbx_cli_main_help[];
+/* The per-command help texts, for the manual page and the completions
+   made from them (manual.c): NULL past the last. */
+size_t sbx_cli_help_count (void);
+const char *sbx_cli_help_name (size_t i);
+const char *sbx_cli_help_text (size_t i);
 
 /* "sbx: <message> (try 'sbx help')" on stderr, one line. */
 void sbx_cli_usage (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));

@@ -114,6 +114,13 @@ static const struct
    "disk and its limit, OOM kills; of the IDs given, or of every sandbox.\n"
    "-f redraws every second until interrupted; --json prints the daemon's\n"
    "metrics (GET /v1/sandboxes/ID/metrics) with `id` and `cpu_percent`.\n"},
+  {"completion",
+   "usage: sbx completion bash|zsh\n"
+   "\n"
+   "Print the shell's completion for sbx (commands, subcommands, options, and\n"
+   "sandbox IDs from `sbx ls -q`), made from these help texts: source it, or\n"
+   "let `make install` put it where bash-completion and zsh look. `sbx help\n"
+   "--man` prints the manual page, sbx(1), made the same way.\n"},
   {"stop",
    "usage: sbx stop ID...\n"
    "\n"
@@ -237,7 +244,7 @@ const char sbx_cli_main_help[] =
     "  run [OPTIONS] [--] CMD [ARG...]      run CMD in a fresh sandbox, then remove it\n"
     "  create [OPTIONS]                     create a sandbox and print its id\n"
     "  exec [OPTIONS] ID [--] CMD [ARG...]  run CMD in an existing sandbox\n"
-    "  cp SRC DST                           copy a file in or out (ID:PATH on one side)\n"
+    "  cp SRC DST                           copy a file or a tree in or out (ID:PATH)\n"
     "  ls [-q|--json|--format T] [-f K=V]   list sandboxes (filters: state, metadata...)\n"
     "  inspect ID...                        everything the daemon knows of sandboxes\n"
     "  stats [-f] [ID...]                   CPU, memory, processes, disk of sandboxes\n"
@@ -255,6 +262,7 @@ const char sbx_cli_main_help[] =
     "  audit verify|tail                    check or read the audit log (on the host)\n"
     "  version                              print the version\n"
     "  help [COMMAND]                       show help; also `sbx COMMAND --help`\n"
+    "  completion bash|zsh                  print the shell completion (help --man: sbx(1))\n"
     "\n"
     "Environment:\n"
     "  SBX_URL      http://HOST:PORT of the daemon's TCP listener (no https)\n"
@@ -287,4 +295,22 @@ sbx_cli_has_help (const char *cmd)
     if (strcmp (help_texts[i].name, cmd) == 0)
       return 1;
   return 0;
+}
+
+size_t
+sbx_cli_help_count (void)
+{
+  return sizeof help_texts / sizeof help_texts[0];
+}
+
+const char *
+sbx_cli_help_name (size_t i)
+{
+  return i < sbx_cli_help_count () ? help_texts[i].name : NULL;
+}
+
+const char *
+sbx_cli_help_text (size_t i)
+{
+  return i < sbx_cli_help_count () ? help_texts[i].text : NULL;
 }

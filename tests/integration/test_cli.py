@@ -693,6 +693,52 @@ class CliSandboxes(CliTest):
         for sid in (a, b):
             self.d.kill(sid)
 
+    def test_manual_and_completion_come_from_help(self):
+        """sbx help --man and sbx completion are made from the help texts:
+        every command of the overview has a section and completes; options
+        and subcommands complete; IDs complete where a command takes one."""
+        overview = self.run_ok("help").stdout.decode()
+        commands = re.findall(r"(?m)^  ([a-z]+)[ \[]", overview.split("Commands:")[1].split("\n\n")[0])
+        self.assertIn("stats", commands)
+        man = self.run_ok("help", "--man").stdout.decode()
+        self.assertTrue(man.startswith(".TH SBX 1 "), man[:80])
+        for c in commands:
+            if c not in ("help", "version"):
+                self.assertIn("\n.SS sbx %s\n" % c, man)
+        if shutil.which("man"):
+            with tempfile.NamedTemporaryFile("w", suffix=".1") as f:
+                f.write(man)
+                f.flush()
+                shown = subprocess.run(["man", "-l", f.name], capture_output=True, text=True,
+                                       env={"PATH": "/usr/bin:/bin", "MANPAGER": "cat",
+                                            "COLUMNS": "100"})
+            self.assertEqual(shown.returncode, 0, shown.stderr)
+            self.assertIn("sbx stats", shown.stdout)
+            self.assertNotIn("warning", shown.stderr)
+        sid = self.create()
+        script = self.run_ok("completion", "bash").stdout.decode()
+
+        def complete(*words):
+            prog = script + "\nCOMP_WORDS=(%s); COMP_CWORD=%d; _sbx; printf '%%s\\n' \"${COMPREPLY[@]}\"\n" % (
+                " ".join("'%s'" % w for w in words), len(words) - 1)
+            p = subprocess.run(["bash", "-c", prog], capture_output=True, text=True,
+                               env={"PATH": os.path.dirname(SBX) + ":/usr/bin:/bin",
+                                    "SBX_STATE": self.d.state})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return sorted(p.stdout.split())
+
+        self.assertEqual(complete("sbx", "sta"), ["stats"])
+        self.assertTrue(set(commands) <= set(complete("sbx", "")), commands)
+        self.assertEqual(complete("sbx", "template", "pr"), ["prune"])
+        self.assertEqual(complete("sbx", "exec", "--t"), ["--timeout", "--tty"])
+        self.assertEqual(complete("sbx", "kill", sid[:4]), [sid])
+        self.assertEqual(complete("sbx", "ls", "--f"), ["--filter", "--format"])
+        p = self.d.sbx("completion", "fish")
+        self.assertEqual(p.returncode, 2, p)
+        zsh = self.run_ok("completion", "zsh").stdout.decode()
+        self.assertTrue(zsh.startswith("#compdef sbx\n"))
+        self.d.kill(sid)
+
     def test_create(self):
         sid = self.create()
         sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
