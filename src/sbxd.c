@@ -51,6 +51,8 @@ static const char usage[]
       "\n"
       "  --state DIR          state directory (default $SBX_STATE or /var/lib/sbx)\n"
       "  --listen HOST:PORT   also serve HTTP on TCP (API keys required there)\n"
+      "  --socket-group NAME  the unix socket root:NAME 0660: the group's members are\n"
+      "                       the administrator, as root is (off: root only)\n"
       "  --pool N             pre-built idle sandboxes kept ready (default 4)\n"
       "  --max-sandboxes N    running sandboxes allowed at once (default 1024)\n"
       "  --uid-base N         first host uid of the sandboxes' id ranges (default 1610612736)\n"
@@ -199,6 +201,19 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
         }
       else if (strcmp (name, "--listen") == 0)
         snprintf (cfg->listen, sizeof cfg->listen, "%s", val);
+      else if (strcmp (name, "--socket-group") == 0)
+        {
+          /* Whoever connects to the socket is the administrator (every
+             tenant's sandboxes, keys, secrets' names, recipe builds): a
+             group of its own, as docker's, and as trusted as root. */
+          struct group gr, *found = NULL;
+          char buf[4096];
+          if (getgrnam_r (val, &gr, buf, sizeof buf, &found) != 0 || found == NULL)
+            return fail ("--socket-group `%s`: no such group", val);
+          if (found->gr_gid == 0)
+            return fail ("--socket-group `%s` is root's group: the socket is root's already", val);
+          cfg->socket_gid = (long) found->gr_gid;
+        }
       else if (strcmp (name, "--user") == 0)
         {
           if (val[0] == '\0' || strlen (val) >= sizeof cfg->frontend_user)
@@ -1077,8 +1092,20 @@ main (int argc, char **argv)
      the templates, which give sandboxes its certificate. */
   undo.made_ca = !state_has (cfg.state_dir, SBX_EGRESS_CA_DIR);
   undo.published = 1;
+  if (cfg.socket_gid >= 0)
+    {
+      /* The group reaches the socket only through the state directory. */
+      struct stat sd;
+      if (stat (cfg.state_dir, &sd) == 0 && !(sd.st_mode & S_IXOTH)
+          && !((gid_t) cfg.socket_gid == sd.st_gid && (sd.st_mode & S_IXGRP)))
+        fprintf (stderr,
+                 "sbx serve: warning: --socket-group: the state directory `%s` (mode %03o) is"
+                 " not searchable by the group, so its members cannot reach the socket"
+                 " (chmod o+x, or chgrp it with g+x)\n",
+                 cfg.state_dir, (unsigned) (sd.st_mode & 0777));
+    }
   if (sbx_egress_ca_ensure (cfg.state_dir, &err) < 0
-      || sbx_server_listen (cfg.state_dir, cfg.listen, listen_fds, &err) < 0
+      || sbx_server_listen (cfg.state_dir, cfg.listen, cfg.socket_gid, listen_fds, &err) < 0
       || (undo.place = &place, sbx_engine_open (&engine, &cfg.engine, &err) < 0)
       || (undo.engine = &engine, sbx_priv_server_init (&cfg, &engine, &err) < 0))
     {

@@ -19,6 +19,7 @@ struct sbx_config
 {
   char state_dir[512];
   char listen[256];            /* "" = unix socket only */
+  long socket_gid;             /* --socket-group: the socket's group (0660), -1 without */
   unsigned pool_size;          /* pre-built idle sandboxes */
   unsigned max_sandboxes;      /* running, all tenants */
   uid_t uid_base;              /* first host uid of the sandbox id ranges */

@@ -34,6 +34,7 @@ sbx_config_defaults (struct sbx_config *cfg)
   snprintf (cfg->frontend_user, sizeof cfg->frontend_user, "sbx");
   cfg->egress_fd = -1;
   cfg->pool_size = 4;
+  cfg->socket_gid = -1; /* the socket is root's only */
   cfg->max_sandboxes = 1024;
   /* 0x60000000: far above any real account, below 2^31 (some tools treat
      larger ids as negative). 8192 ranges of 65536 fit below 2^32 - 1. */

@@ -925,7 +925,7 @@ mhd_log (void *cls, const char *fmt, va_list ap)
 /* ---- listeners --------------------------------------------------------- */
 
 static int
-listen_unix (const char *state_dir, sbx_error_t **err)
+listen_unix (const char *state_dir, long socket_gid, sbx_error_t **err)
 {
   struct sockaddr_un sa;
   int fd;
@@ -951,7 +951,11 @@ listen_unix (const char *state_dir, sbx_error_t **err)
       return sbx_err_sys (err, e, "bind `%s`", socket_path);
     }
   umask (old);
-  if (chmod (socket_path, 0600) < 0 || listen (fd, 512) < 0)
+  /* --socket-group: its members connect as the administrator does; the
+     group is set before the mode opens it, so nobody else ever can. */
+  if ((socket_gid >= 0
+       && (chown (socket_path, (uid_t) -1, (gid_t) socket_gid) < 0 || chmod (socket_path, 0660) < 0))
+      || (socket_gid < 0 && chmod (socket_path, 0600) < 0) || listen (fd, 512) < 0)
     {
       int e = errno;
       close (fd);
@@ -1036,9 +1040,10 @@ start_mhd (struct listener *l, sbx_error_t **err)
 }
 
 int
-sbx_server_listen (const char *state_dir, const char *listen, int fds[2], sbx_error_t **err)
+sbx_server_listen (const char *state_dir, const char *listen, long socket_gid, int fds[2],
+                   sbx_error_t **err)
 {
-  fds[0] = listen_unix (state_dir, err);
+  fds[0] = listen_unix (state_dir, socket_gid, err);
   fds[1] = -1;
   if (fds[0] < 0)
     return -1;

@@ -7,7 +7,9 @@
 /* As root, before the front end drops it: open STATE/sbx.sock (0600:
    whoever can connect is the administrator) and, when listen is
    non-empty, HOST:PORT. fds[1] is -1 without TCP. */
-int sbx_server_listen (const char *state_dir, const char *listen, int fds[2], sbx_error_t **err);
+/* socket_gid >= 0: the unix socket is root:socket_gid 0660, else 0600. */
+int sbx_server_listen (const char *state_dir, const char *listen, long socket_gid, int fds[2],
+                       sbx_error_t **err);
 /* Serve HTTP on the listeners sbx_server_listen opened (the front end). */
 int sbx_server_start (const char *state_dir, const char *listen, const int fds[2],
                       sbx_error_t **err);

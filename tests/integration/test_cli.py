@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import SBX, DaemonTest
+from harness import SBX, SBXD, DaemonTest
 from sbx_helpers import sandbox_ids, wait_until
 
 ID_RE = re.compile(r"^[a-z0-9]{20}$")
@@ -964,3 +964,51 @@ class CliSandboxes(CliTest):
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+class CliSocketGroup(CliTest):
+    """--socket-group: the socket is root:GROUP 0660, so the group's members
+    use the CLI as root does (they are the administrator); anyone else is
+    refused by the kernel; off by default (root:root 0600)."""
+    group = "sbx-test-sock-%d" % os.getpid()
+
+    @classmethod
+    def setUpClass(cls):
+        subprocess.run(["groupadd", cls.group], check=True)
+        cls.addClassCleanup(subprocess.run, ["groupdel", cls.group])
+        import grp
+        cls.gid = grp.getgrnam(cls.group).gr_gid
+        cls.extra_args = ("--socket-group", cls.group)
+        super().setUpClass()
+
+    def as_uid(self, groups, *args):
+        # an account nobody has, in the group or not
+        def become():
+            os.setgroups(groups)
+            os.setgid(61234)
+            os.setuid(61234)
+        return subprocess.run([SBX] + list(args), capture_output=True, env=self.env(),
+                              preexec_fn=become, timeout=120)
+
+    def test_members_use_the_socket_others_are_refused(self):
+        st = os.stat(self.d.socket_path)
+        self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o777), (0, self.gid, 0o660))
+        os.chmod(self.d.state, 0o711)  # the group reaches the socket through it
+        p = self.as_uid([self.gid], "create")
+        self.assertEqual(p.returncode, 0, p)
+        sid = p.stdout.decode().split()[-1]
+        self.assertEqual(self.as_uid([self.gid], "ls", "-q").stdout.decode(), sid + "\n")
+        p = self.as_uid([], "ls")
+        self.assertEqual(p.returncode, 125, p)
+        self.assertIn(b"Permission denied", p.stderr)
+        self.assertEqual(self.as_uid([self.gid], "kill", sid).returncode, 0)
+
+    def test_a_group_nobody_has_is_refused(self):
+        state = tempfile.mkdtemp(prefix="sbx-test-sockgrp-")
+        self.addCleanup(shutil.rmtree, state, True)
+        p = subprocess.run([SBXD, "--state", state, "--socket-group", "no-such-group-here"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p)
+        self.assertIn(b"--socket-group `no-such-group-here`: no such group", p.stderr)
+        self.assertEqual(os.listdir(state), [])
+
