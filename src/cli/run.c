@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "cli/events.h"
 #include "cli/opts.h"
+#include "cli/progress.h"
 #include "cli/tty.h"
 #include "util/cleanup.h"
 
@@ -609,8 +610,12 @@ create_sandbox (struct sbx_api *api, const json_t *body, sbx_error_t **err)
   json_t *sandbox = NULL;
   const char *id;
   char *copy;
+  /* a line on a terminal if this takes more than a second */
+  int progress = sbx_cli_progress_start (body), rc;
 
-  if (sbx_api_json (api, "POST", "/v1/sandboxes", body, &sandbox, err) < 0)
+  rc = sbx_api_json (api, "POST", "/v1/sandboxes", body, &sandbox, err);
+  sbx_cli_progress_stop (progress);
+  if (rc < 0)
     return NULL;
   id = json_string_value (json_object_get (sandbox, "id"));
   if (id == NULL || id[0] == '\0')
