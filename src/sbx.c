@@ -26,7 +26,7 @@ static const struct command commands[] = {
   {"key", sbx_cmd_key},   {"secret", sbx_cmd_secret}, {"serve", sbx_cmd_serve}, {"net", sbx_cmd_net},
   {"audit", sbx_cmd_audit}, {"template", sbx_cmd_template}, {"pause", sbx_cmd_pause},
   {"resume", sbx_cmd_resume}, {"fork", sbx_cmd_fork}, {"snapshot", sbx_cmd_snapshot},
-  {"code", sbx_cmd_code}, {"inspect", sbx_cmd_inspect}, {"stats", sbx_cmd_stats},
+  {"code", sbx_cmd_code}, {"inspect", sbx_cmd_inspect}, {"stats", sbx_cmd_stats}, {"logs", sbx_cmd_logs},
   {"completion", sbx_cmd_completion},
   /* docker's words for what sbx calls kill: sbx has no stopped state */
   {"stop", sbx_cmd_kill}, {"rm", sbx_cmd_kill},

@@ -32,6 +32,7 @@ int sbx_cmd_ls (int argc, char **argv);
 int sbx_cmd_kill (int argc, char **argv);
 int sbx_cmd_inspect (int argc, char **argv);
 int sbx_cmd_stats (int argc, char **argv);
+int sbx_cmd_logs (int argc, char **argv);
 int sbx_cmd_completion (int argc, char **argv);
 /* manual.c: the roff manual page and the shell completions. */
 int sbx_cli_print_manual (void);

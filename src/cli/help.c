@@ -106,6 +106,15 @@ static const struct
    "Everything the daemon knows of sandboxes (GET /v1/sandboxes/ID): a JSON\n"
    "list, as docker inspect prints it, or TEMPLATE for each (see `sbx help\n"
    "ls`). Exits 1 if any is unknown; the others are still shown.\n"},
+  {"logs",
+   "usage: sbx logs [-f] ID [PID]\n"
+   "\n"
+   "What a sandbox's processes printed, as docker logs: stdout to stdout,\n"
+   "stderr to stderr. The daemon keeps the output of background processes\n"
+   "(POST .../processes, E2B's background commands) and of commands while\n"
+   "they run, the last 1 MiB per stream; each process with output kept, or\n"
+   "PID alone, a line on stderr naming each when there are several. -f then\n"
+   "follows the newest (or PID) until it ends.\n"},
   {"stats",
    "usage: sbx stats [-f] [--json] [ID...]\n"
    "\n"
@@ -248,6 +257,7 @@ const char sbx_cli_main_help[] =
     "  ls [-q|--json|--format T] [-f K=V]   list sandboxes (filters: state, metadata...)\n"
     "  inspect ID...                        everything the daemon knows of sandboxes\n"
     "  stats [-f] [ID...]                   CPU, memory, processes, disk of sandboxes\n"
+    "  logs [-f] ID [PID]                   what its processes printed\n"
     "  kill ID... (stop, rm)                kill sandboxes\n"
     "  pause ID... / resume ID...           freeze sandboxes, resume them\n"
     "  fork ID [--count N]                  copy a sandbox's files into new ones\n"

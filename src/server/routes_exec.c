@@ -140,6 +140,7 @@ struct stream
   int done;
   int kill_on_disconnect;
   int collect;
+  int no_follow; /* attach?follow=0: what is there now, then the end */
   int64_t idle_ms;
 };
 
@@ -155,7 +156,7 @@ stream_read (void *cls, uint64_t pos, char *buf, size_t max)
       int rc, news;
       if (s->done)
         return MHD_CONTENT_READER_END_OF_STREAM;
-      news = sbx_reader_wait (&s->reader, POLL_SLICE_MS);
+      news = sbx_reader_wait (&s->reader, s->no_follow ? 0 : POLL_SLICE_MS);
       /* Take nothing for a client that is gone: a lossless stream's
          output stays for the next reader (a reconnect). */
       if (sbx_req_client_gone (s->req))
@@ -171,6 +172,12 @@ stream_read (void *cls, uint64_t pos, char *buf, size_t max)
           if (rc > 0)
             s->done = 1;
           s->idle_ms = 0;
+          continue;
+        }
+      if (s->no_follow)
+        {
+          /* all that was there is sent; the process runs on */
+          s->done = 1;
           continue;
         }
       s->idle_ms += POLL_SLICE_MS;
@@ -206,7 +213,7 @@ stream_free (void *cls)
 /* -1 with *err when there is no memory for the stream: then nothing was
    answered and the caller still owns what p is. */
 static int
-reply_stream (struct sbx_req *r, struct sbx_process *p, int base64, int own,
+reply_stream (struct sbx_req *r, struct sbx_process *p, int base64, int own, int no_follow,
               sbx_error_t **err)
 {
   struct stream *s = calloc (1, sizeof *s);
@@ -219,6 +226,7 @@ reply_stream (struct sbx_req *r, struct sbx_process *p, int base64, int own,
   s->conn = r->conn;
   s->kill_on_disconnect = own;
   s->collect = own;
+  s->no_follow = no_follow;
   resp = MHD_create_response_from_callback (MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, s,
                                             stream_free);
   if (resp == NULL)
@@ -296,7 +304,7 @@ run_exec (struct sbx_req *r, int background)
     }
   else if (e.stream)
     {
-      if (reply_stream (r, p, e.base64, 1, &err) < 0)
+      if (reply_stream (r, p, e.base64, 1, 0, &err) < 0)
         {
           /* Nobody will read it: as for a client that hung up. */
           sbx_process_signal (p, SIGKILL, NULL);
@@ -521,11 +529,13 @@ void
 sbx_route_process_attach (struct sbx_req *r)
 {
   const char *enc = sbx_req_query (r, "encoding");
+  int follow = 1;
   WITH_PROCESS (r, sb, p);
 
   if (enc && strcmp (enc, "utf8") != 0 && strcmp (enc, "base64") != 0)
     sbx_reply_errorf (r, SBX_E_INVALID, "`encoding` must be utf8 or base64");
-  else if (reply_stream (r, p, enc && strcmp (enc, "base64") == 0, 0, &err) < 0)
+  else if (sbx_query_bool (r, "follow", &follow, &err) < 0
+           || reply_stream (r, p, enc && strcmp (enc, "base64") == 0, 0, !follow, &err) < 0)
     sbx_reply_error (r, err);
   sbx_process_unref (p);
   sbx_sandbox_unref (sb);

@@ -609,6 +609,31 @@ class BackgroundProcesses(DaemonTest):
         # Attaching collects nothing: wait still has the result.
         self.assertEqual(self.wait(sid, p["pid"])["stdout"], "one\ntwo\n")
 
+    def test_attach_without_following(self):
+        """?follow=0 (sbx logs): what is kept now, then the end, with no exit
+        line while the process runs; it runs on and nothing is collected."""
+        sid = self.d.create()
+        p = self.start(sid, cmd="echo kept; echo kept-err >&2; exec sleep 1000")
+        self.read_until(sid, p["pid"], "kept\n")
+        r = self.d.api("GET", self.path(sid, p["pid"], "/attach?follow=0"), timeout=60)
+        self.assertEqual(r.status, 200, r)
+        events = parse_ndjson(r.body)
+        self.assertEqual(events[0], {"type": "start", "pid": p["pid"]})
+        # (the two streams' order between them is not kept)
+        self.assertEqual(sorted((e["type"], e["data"]) for e in events[1:] if "data" in e),
+                         [("stderr", "kept-err\n"), ("stdout", "kept\n")])
+        self.assertNotIn("exit", [e["type"] for e in events])
+        self.assertTrue(self.d.api("GET", self.path(sid, p["pid"])).json()["running"])
+        self.assertError(self.d.api("GET", self.path(sid, p["pid"], "/attach?follow=maybe")), 400,
+                         "invalid_argument")
+        # an ended one's: everything and its exit line, as a following attach gives
+        self.d.api("POST", self.path(sid, p["pid"], "/signal"), {"signal": "SIGKILL"})
+        wait_until(lambda: not self.d.api("GET", self.path(sid, p["pid"])).json()["running"],
+                   what="the process to end")
+        events = parse_ndjson(self.d.api("GET", self.path(sid, p["pid"], "/attach?follow=0")).body)
+        self.assertEqual(events[-1]["type"], "exit")
+        self.assertEqual(self.wait(sid, p["pid"])["stdout"], "kept\n")
+
     def test_detaching_leaves_the_process(self):
         sid = self.d.create()
         p = self.start(sid, cmd="echo hi; sleep 60")

@@ -739,6 +739,47 @@ class CliSandboxes(CliTest):
         self.assertTrue(zsh.startswith("#compdef sbx\n"))
         self.d.kill(sid)
 
+    def test_logs(self):
+        sid = self.create()
+        p = self.run_ok("logs", sid)
+        self.assertEqual(p.stdout, b"")
+        self.assertIn(b"no process whose output is kept", p.stderr)
+        first = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid,
+                           {"cmd": "echo one; echo err >&2; exec sleep 1000"}).json()["pid"]
+        self.d.sh(sid, "true")  # an exec between: not kept once it ended
+        # the second ends when its input does: -f below follows it to its end
+        second = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid,
+                            {"cmd": "echo two; read line; echo got-$line", "stdin_open": True}
+                            ).json()["pid"]
+        for pid, want in ((first, b"one\n"), (second, b"two\n")):
+            for _ in range(100):  # until each has printed: the processes run on their own
+                if self.run_ok("logs", sid, str(pid)).stdout == want:
+                    break
+                time.sleep(0.1)
+        p = self.run_ok("logs", sid)
+        self.assertEqual(p.stdout, b"one\ntwo\n")
+        self.assertEqual(p.stderr.decode().splitlines(), [
+            "==> pid %d: /bin/bash -c echo one; echo err >&2; exec sleep 1000 <==" % first, "err",
+            "==> pid %d: /bin/bash -c echo two; read line; echo got-$line <==" % second])
+        p = self.run_ok("logs", sid, str(first))
+        self.assertEqual((p.stdout, p.stderr), (b"one\n", b"err\n"))
+        # -f: the newest, as it prints, until it ends
+        env = {"PATH": "/usr/bin:/bin", "SBX_STATE": self.d.state}
+        f = subprocess.Popen([SBX, "logs", "-f", sid, str(second)], stdout=subprocess.PIPE,
+                             env=env)
+        self.assertEqual(f.stdout.readline(), b"two\n")
+        r = self.d.api("POST", "/v1/sandboxes/%s/processes/%d/stdin?eof=1" % (sid, second),
+                       b"x\n", raw=True)
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(f.stdout.readline(), b"got-x\n")
+        self.assertEqual(f.wait(timeout=60), 0)
+        f.stdout.close()
+        p = self.d.sbx("logs", sid, "999")
+        self.assertEqual(p.returncode, 1, p)
+        self.assertOneLine(p, "999")
+        self.assertEqual(self.d.sbx("logs", sid, "x").returncode, 2)
+        self.d.kill(sid)
+
     def test_create(self):
         sid = self.create()
         sb = self.d.api("GET", "/v1/sandboxes/" + sid).json()
