@@ -535,8 +535,11 @@ send_iov (struct sbx_http_conn *c, struct iovec *iov, int n, sbx_error_t **err)
 
 /* Stream `len` bytes from `fd` to the socket through the read buffer. */
 static int
-send_from_fd (struct sbx_http_conn *c, int fd, size_t len, sbx_error_t **err)
+send_from_fd (struct sbx_http_conn *c, const struct sbx_http_request *req, sbx_error_t **err)
 {
+  int fd = req->body_fd;
+  size_t len = req->body_len;
+
   while (len > 0)
     {
       size_t want = len < RBUF_SIZE ? len : RBUF_SIZE;
@@ -556,6 +559,8 @@ send_from_fd (struct sbx_http_conn *c, int fd, size_t len, sbx_error_t **err)
       if (send_iov (c, &iov, 1, err) < 0)
         return -1;
       len -= (size_t) r;
+      if (req->on_sent)
+        req->on_sent (req->sent_ctx, (uint64_t) (req->body_len - len), (uint64_t) req->body_len);
     }
   return 0;
 }
@@ -586,7 +591,7 @@ send_request (struct sbx_http_conn *c, const struct sbx_http_request *req,
   if (send_iov (c, iov, 2, err) < 0)
     return -1;
   if (req->body_fd >= 0)
-    return send_from_fd (c, req->body_fd, req->body_len, err);
+    return send_from_fd (c, req, err);
   return 0;
 }
 

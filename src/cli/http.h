@@ -75,9 +75,12 @@ struct sbx_http_request
   int body_fd;              /* >= 0: send body_len bytes read from this fd
                                (from its current offset) instead of `body` */
   int has_body;             /* send Content-Length even when body_len is 0 */
+  /* body_fd: called after each chunk sent (sent of body_len), or NULL */
+  void (*on_sent) (void *ctx, uint64_t sent, uint64_t total);
+  void *sent_ctx;
 };
 
-#define SBX_HTTP_REQUEST_INIT {NULL, NULL, NULL, NULL, 0, -1, 0}
+#define SBX_HTTP_REQUEST_INIT {NULL, NULL, NULL, NULL, 0, -1, 0, NULL, NULL}
 
 /* Receives body bytes of a 2xx response as they arrive. Return -1 with *err
    set to abort the request (the connection is dropped). */

@@ -63,6 +63,23 @@ tar_dir (const char *dir)
   return fd;
 }
 
+/* An upload's progress on a terminal: a line rewritten at each whole
+   percent, then what the daemon does with it. */
+static void
+on_sent (void *ctx, uint64_t sent, uint64_t total)
+{
+  int *last = ctx;
+  int pct = total ? (int) (sent * 100 / total) : 100;
+
+  if (pct == *last)
+    return;
+  *last = pct;
+  fprintf (stderr, "\rsbx: uploaded %.1f of %.1f MB (%d%%)", (double) sent / 1e6,
+           (double) total / 1e6, pct);
+  if (sent == total)
+    fputs ("; the daemon unpacks and checks every entry...\n", stderr);
+}
+
 /* While a recipe builds: its newest progress line on stderr, once a
    second (GET /v1/templates/NAME/progress), from a child of ours. */
 static pid_t
@@ -117,6 +134,7 @@ tmpl_build (struct sbx_api *api, int argc, char **argv)
   struct sbx_buf target = SBX_BUF_INIT, out = SBX_BUF_INIT;
   cleanup_error sbx_error_t *e = NULL;
   const char *name = NULL, *dir = NULL, *oci = NULL, *recipe = NULL, *fmt;
+  int last_pct = -1;
   struct stat st;
   json_t *answer;
   int i, fd, status;
@@ -196,6 +214,11 @@ tmpl_build (struct sbx_api *api, int argc, char **argv)
   req.body_fd = fd;
   req.body_len = (size_t) st.st_size;
   req.has_body = 1;
+  if (!recipe && isatty (STDERR_FILENO))
+    {
+      req.on_sent = on_sent;
+      req.sent_ctx = &last_pct;
+    }
   {
     pid_t progress = recipe ? start_progress (name) : -1;
     status = sbx_api_request (api, NULL, &req, NULL, NULL, &out, &e);
