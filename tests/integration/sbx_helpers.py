@@ -158,3 +158,31 @@ def children_of(pid):
         if int(fields[1]) == pid:
             out.append((int(p), fields[0], cmd))
     return out
+
+
+def run_with_tty_stderr(argv, env, timeout=600):
+    """Run argv with stderr on a terminal (a pty) and stdout a pipe, as a
+    user at a terminal would (what sbx shows only there). Returns the
+    exit status, stdout, and what the terminal showed."""
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, env=env)
+    finally:
+        os.close(slave)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+    return p.returncode, out, shown
+

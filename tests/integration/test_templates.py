@@ -419,32 +419,18 @@ class TemplatesTest(DaemonTest):
     def test_cli_upload_progress_on_a_terminal(self):
         """On a terminal, template build shows the upload's bytes and
         percent, then what the daemon does; in a script, one line."""
-        import pty
-        import subprocess
         import tempfile
         from harness import SBX
+        from sbx_helpers import run_with_tty_stderr
         blob = os.urandom(6 << 20)  # incompressible: the archive stays ~6 MB
         archive = oci_archive([tar_bytes(userland() + [("big.bin", "file", blob)])])
         with tempfile.NamedTemporaryFile(suffix=".tar") as f:
             f.write(archive)
             f.flush()
-            master, slave = pty.openpty()
             env = {"PATH": "/usr/bin:/bin", "SBX_STATE": self.d.state}
-            p = subprocess.Popen([SBX, "template", "build", "progressed", "--from-oci", f.name],
-                                 stdout=subprocess.PIPE, stderr=slave, env=env)
-            os.close(slave)
-            out, _ = p.communicate(timeout=300)
-            said = b""
-            while True:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                said += chunk
-            os.close(master)
-            self.assertEqual(p.returncode, 0, said)
+            rc, out, said = run_with_tty_stderr(
+                [SBX, "template", "build", "progressed", "--from-oci", f.name], env, timeout=300)
+            self.assertEqual(rc, 0, said)
             self.assertIn(b"progressed: ", out)
             self.assertRegex(said, rb"\rsbx: uploaded [0-9.]+ of [0-9.]+ MB \([0-9]{1,2}%\)")
             self.assertRegex(said, rb"uploaded ([0-9.]+) of \1 MB \(100%\); the daemon unpacks")

@@ -426,26 +426,12 @@ class VM(DaemonTest):
     def test_cli_create_says_what_it_waits_for(self):
         """A VM create without a pooled VM boots for seconds: on a terminal
         sbx create says so after a second (never in a script's stderr)."""
-        import pty
-        import subprocess
         from harness import SBX
-        master, slave = pty.openpty()
+        from sbx_helpers import run_with_tty_stderr
         env = {"PATH": "/usr/bin:/bin", "SBX_STATE": self.d.state}
-        p = subprocess.Popen([SBX, "create", "--isolation", "vm", "--memory", "256M",
-                              "--disk", "64M"], stdout=subprocess.PIPE, stderr=slave, env=env)
-        os.close(slave)
-        out, _ = p.communicate(timeout=600)
-        said = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            said += chunk
-        os.close(master)
-        self.assertEqual(p.returncode, 0, said)
+        rc, out, said = run_with_tty_stderr(
+            [SBX, "create", "--isolation", "vm", "--memory", "256M", "--disk", "64M"], env)
+        self.assertEqual(rc, 0, said)
         sid = out.decode().split()[-1]
         self.assertIn(b"sbx: creating the sandbox: booting a VM", said)
         self.assertEqual(self.d.kill(sid).status, 204)
