@@ -108,13 +108,24 @@ under_parent (long pid, int v2, const char *parent)
   return 0;
 }
 
-/* One look: -1 with *err for a process of another daemon's; 0 when all
-   is ours; 1 when the only stranger is a root process under our parent
-   (*root_pid): a helper or a sandbox still in setup of a predecessor
-   killed an instant ago, which ends with it (a second look decides). */
+/* A witness against us, which a second look may clear: a process of our
+   uid range outside our parent (one of ours between its id switch and its
+   cgroup join), or a root process under our parent (a helper or a sandbox
+   still in setup of a predecessor killed an instant ago): both end with
+   that predecessor. */
+struct stranger
+{
+  long pid;
+  long long uid;
+  int in_parent; /* 1: under our parent, as root; 0: our uids, elsewhere */
+};
+
+/* One look: 0 when all is ours; 1 with *who when the only strangers may
+   be passing (see struct stranger); -1 with *err when /proc or the
+   cgroup cannot be read. */
 static int
-check_once (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi, long *root_pid,
-            sbx_error_t **err)
+check_once (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi,
+            struct stranger *who, sbx_error_t **err)
 {
   char dirpath[700], procs[1024], buf[65536];
   struct dirent *de;
@@ -139,10 +150,10 @@ check_once (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi,
       if (uid < (long long) lo || uid >= (long long) hi || under_parent (pid, v2, parent))
         continue;
       closedir (d);
-      return sbx_err (err, SBX_E_CONFLICT,
-                      "another daemon is using uid base %u: its process %ld (uid %lld) lives"
-                      " outside cgroup parent `%s` (choose another with --uid-base)",
-                      (unsigned) lo, pid, uid, parent);
+      who->pid = pid;
+      who->uid = uid;
+      who->in_parent = 0;
+      return 1;
     }
   closedir (d);
 
@@ -165,12 +176,14 @@ check_once (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi,
           long long uid = uid_of (pid);
           if (uid < 0 || (uid >= (long long) lo && uid < (long long) hi))
             continue;
-          if (uid == 0)
-            {
-              *root_pid = pid;
-              continue;
-            }
+          /* another daemon's sandbox runs with its own range's ids: that
+             is no passing state */
           closedir (d);
+          who->pid = pid;
+          who->uid = uid;
+          who->in_parent = 1;
+          if (uid == 0)
+            return 1;
           return sbx_err (err, SBX_E_CONFLICT,
                           "another daemon is using cgroup parent `%s`: its process %ld there runs"
                           " as uid %lld, outside this daemon's range %u..%llu (choose another with"
@@ -179,32 +192,34 @@ check_once (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi,
         }
     }
   closedir (d);
-  return *root_pid > 0 ? 1 : 0;
+  return 0;
 }
 
 int
 sbx_iso_check_unshared (const char *cgroup_mount, const char *parent, uid_t lo, uint64_t hi,
                         sbx_error_t **err)
 {
+  struct stranger who = {0, 0, 0};
   int tries, rc = 0;
-  long root_pid = 0;
 
-  /* A predecessor killed with -9 leaves root processes in our cgroups for
-     an instant (a sandbox whose id maps were not written yet, a copier
-     joined to its target): they die with it. Another daemon's sandboxes
-     run with ids of its range soon after they start, and fail the test
-     above; a root process that stays 2 s is a stranger too. */
+  /* A predecessor killed with -9 leaves, for an instant, processes that
+     look like strangers and die with it (struct stranger). Another
+     daemon's stay: one that is still there after 2 s is a stranger. */
   for (tries = 0; tries < 40; tries++)
     {
-      root_pid = 0;
-      rc = check_once (cgroup_mount, parent, lo, hi, &root_pid, err);
+      rc = check_once (cgroup_mount, parent, lo, hi, &who, err);
       if (rc <= 0)
         return rc;
       usleep (50 * 1000);
     }
+  if (!who.in_parent)
+    return sbx_err (err, SBX_E_CONFLICT,
+                    "another daemon is using uid base %u: its process %ld (uid %lld) lives"
+                    " outside cgroup parent `%s` (choose another with --uid-base)",
+                    (unsigned) lo, who.pid, who.uid, parent);
   return sbx_err (err, SBX_E_CONFLICT,
                   "another daemon is using cgroup parent `%s`: its process %ld there runs as"
                   " root, outside this daemon's range %u..%llu (choose another with"
                   " --cgroup-parent)",
-                  parent, root_pid, (unsigned) lo, (unsigned long long) hi);
+                  parent, who.pid, (unsigned) lo, (unsigned long long) hi);
 }
