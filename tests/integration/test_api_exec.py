@@ -525,19 +525,21 @@ class BackgroundProcesses(DaemonTest):
         r = self.d.api("POST", self.path(sid, p["pid"], "/signal"), {"signal": "SIGTERM"})
         self.assertError(r, 409, "conflict")
 
-    def read_until(self, sid, pid, text):
-        """Attach and read until `text` has appeared on stdout."""
+    def read_until(self, sid, pid, text, stderr_text=""):
+        """Attach and read until `text` has appeared on stdout (and
+        `stderr_text` on stderr: the daemon reads the two pipes apart, so
+        one's output being kept says nothing of the other's)."""
         conn, resp = open_stream(self.d, "GET", self.path(sid, pid, "/attach"))
-        seen = ""
+        seen = {"stdout": "", "stderr": ""}
         try:
-            while text not in seen:
+            while text not in seen["stdout"] or stderr_text not in seen["stderr"]:
                 ev = read_event(resp)
                 self.assertIsNotNone(ev, "stream ended before %r" % text)
-                if ev["type"] == "stdout":
-                    seen += ev["data"]
+                if ev["type"] in seen:
+                    seen[ev["type"]] += ev["data"]
         finally:
             conn.close()
-        return seen
+        return seen["stdout"]
 
     def test_stdin(self):
         sid = self.d.create()
@@ -614,7 +616,7 @@ class BackgroundProcesses(DaemonTest):
         line while the process runs; it runs on and nothing is collected."""
         sid = self.d.create()
         p = self.start(sid, cmd="echo kept; echo kept-err >&2; exec sleep 1000")
-        self.read_until(sid, p["pid"], "kept\n")
+        self.read_until(sid, p["pid"], "kept\n", stderr_text="kept-err\n")
         r = self.d.api("GET", self.path(sid, p["pid"], "/attach?follow=0"), timeout=60)
         self.assertEqual(r.status, 200, r)
         events = parse_ndjson(r.body)

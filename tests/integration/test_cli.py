@@ -751,9 +751,12 @@ class CliSandboxes(CliTest):
         second = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid,
                             {"cmd": "echo two; read line; echo got-$line", "stdin_open": True}
                             ).json()["pid"]
-        for pid, want in ((first, b"one\n"), (second, b"two\n")):
-            for _ in range(100):  # until each has printed: the processes run on their own
-                if self.run_ok("logs", sid, str(pid)).stdout == want:
+        # until each has printed (the processes run on their own), on both
+        # streams: the daemon reads the two pipes apart
+        for pid, want in ((first, (b"one\n", b"err\n")), (second, (b"two\n", b""))):
+            for _ in range(100):
+                p = self.run_ok("logs", sid, str(pid))
+                if (p.stdout, p.stderr) == want:
                     break
                 time.sleep(0.1)
         p = self.run_ok("logs", sid)
