@@ -145,14 +145,18 @@ static const struct
    "Kill sandboxes: their processes and files are gone. Exits 1 if any\n"
    "could not be killed (the others still are).\n"},
   {"pause",
-   "usage: sbx pause [--to-disk] ID...\n"
+   "usage: sbx pause [--to-disk|--no-memory] ID...\n"
    "\n"
    "Pause sandboxes: every process is frozen, memory stays resident, and the\n"
    "lifetime clock stops. Commands and files answer 409 until it resumes.\n"
    "\n"
-   "  --to-disk   hibernate (isolation vm only): save the VM's memory to the\n"
-   "              daemon's state and end its QEMU, freeing the host's memory;\n"
-   "              resume restores it (running commands go on, their streams end)\n"},
+   "  --to-disk     hibernate (isolation vm only): save the VM's memory to the\n"
+   "                daemon's state and end its QEMU, freeing the host's memory;\n"
+   "                resume restores it (running commands go on, their streams end)\n"
+   "  --no-memory   keep only the files (isolation namespace only: /home/user,\n"
+   "                /tmp, /dev/shm go to the daemon's state) and end every\n"
+   "                process, freeing the host's memory; resume boots the sandbox\n"
+   "                again (a new boot id, the code interpreter started afresh)\n"},
   {"resume",
    "usage: sbx resume [--timeout DURATION] ID...\n"
    "\n"

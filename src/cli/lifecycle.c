@@ -1,4 +1,4 @@
-/* sbx CLI: `sbx pause [--to-disk] ID...`, `sbx resume [--timeout D] ID...` and
+/* sbx CLI: `sbx pause [--to-disk|--no-memory] ID...`, `sbx resume [--timeout D] ID...` and
  * `sbx fork ID [--count N]`. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +51,12 @@ each_sandbox (const char *action, int argc, char **argv)
         {
           /* A VM's memory to the store, its QEMU ended (docs/vm.md). */
           json_object_set_new (body, "to_disk", json_true ());
+          argv[i] = NULL;
+        }
+      else if (!opts_done && strcmp (action, "pause") == 0 && strcmp (argv[i], "--no-memory") == 0)
+        {
+          /* Its files kept, its processes ended: resume boots it again. */
+          json_object_set_new (body, "keep_memory", json_false ());
           argv[i] = NULL;
         }
       else if (!opts_done && argv[i][0] == '-')

@@ -328,8 +328,8 @@ adopt_hibernated (const struct sbx_sandbox_record *r)
 
   sbx_iso_box_init (&sb->box);
   sb->box.uid_base = (uid_t) r->uid_base;
-  sb->isolation = SBX_ISOLATION_VM;
-  sb->hibernated = 1;
+  sb->isolation = r->hibernated == SBX_HIBERNATED_FILESYSTEM ? SBX_ISOLATION_NS : SBX_ISOLATION_VM;
+  sb->hibernated = r->hibernated;
   sb->paused = 1;
   sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
   sb->paused_mono = sbx_mono_ms ();
@@ -339,7 +339,9 @@ adopt_hibernated (const struct sbx_sandbox_record *r)
   sbx_core.sandboxes = sb;
   sbx_core.running++;
   pthread_mutex_unlock (&sbx_core.lock);
-  sbx_info ("re-adopted sandbox %s (a hibernated VM)", sb->id);
+  sbx_info ("re-adopted sandbox %s (%s)", sb->id,
+            r->hibernated == SBX_HIBERNATED_FILESYSTEM ? "paused without its memory"
+                                                       : "a hibernated VM");
   sbx_audit_lifecycle ("adopted", sb->id, sb->tenant, NULL);
   return sb;
 }

@@ -202,8 +202,10 @@ struct sbx_sandbox
   int snapshot_copied;
   uint32_t lifecycle;
   int paused;
-  /* Paused to disk (core/vm_hibernate.c): a VM whose QEMU ended, its
-     memory in the store; its box is empty (no relay, no control socket). */
+  /* Paused to disk, its box empty (no init or relay, no control socket):
+     SBX_HIBERNATED_MEMORY, a VM whose QEMU ended, its memory in the store
+     (core/vm_hibernate.c); SBX_HIBERNATED_FILESYSTEM, a namespace sandbox
+     whose processes ended, its files in the store (core/pause_files.c). */
   int hibernated;
   int transition;
   int pause_queued;
@@ -331,6 +333,11 @@ int sbx_sandbox_is_paused (struct sbx_sandbox *sb);
    its QEMU ended; resumed as any paused sandbox. NOT_IMPLEMENTED for a
    namespace sandbox, CONFLICT when it is paused already. */
 int sbx_sandbox_hibernate (struct sbx_sandbox *sb, sbx_error_t **err);
+/* A pause without memory (core/pause_files.c, E2B's keepMemory false): a
+   namespace sandbox's files are kept, its processes end, and its resume
+   boots it again. remaining_ms < 0: the lifetime it has left now.
+   NOT_IMPLEMENTED for a VM, CONFLICT when it is paused already. */
+int sbx_sandbox_pause_files (struct sbx_sandbox *sb, int64_t remaining_ms, sbx_error_t **err);
 /* Fork (core/fork.c): `count` (1..SBX_FORK_MAX) new sandboxes of the same
    tenant with the source's settings (template, limits, env, metadata,
    user, network policy, lifecycle; timeout_ms 0: the source's lifetime)

@@ -118,6 +118,10 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
       goto out;
     }
   rc = was_paused ? 0 : sbx_host_freeze (src->slot, 1, err);
+  if (src->hibernated == SBX_HIBERNATED_FILESYSTEM)
+    /* Nothing runs to copy from (its files wait in the store). */
+    rc = sbx_err (err, SBX_E_CONFLICT,
+                  "sandbox %s is paused without its memory: resume it to fork it", src->id);
   for (i = 0; rc == 0 && i < out->n; i++)
     {
       struct sbx_copy_result res;

@@ -142,6 +142,11 @@ int sbx__vm_fork (struct sbx_sandbox *src, const char *tenant,
    slot, in the resume's transition), and its kill (its file goes). */
 int sbx__vm_wake (struct sbx_sandbox *sb, sbx_error_t **err);
 void sbx__vm_forget_hibernated (const char *tenant, const char *id);
+/* pause_files.c: the resume of a sandbox paused without its memory (a
+   boot into its slot, in the resume's transition; its files back), and
+   what follows once the transition ended (its code interpreter). */
+int sbx__files_wake (struct sbx_sandbox *sb, int64_t remaining_ms, sbx_error_t **err);
+int sbx__files_woken (struct sbx_sandbox *sb, sbx_error_t **err);
 void *sbx__janitor_main (void *arg);
 int64_t sbx__next_sandbox_deadline (int64_t now);
 void sbx__expire_sandboxes (int64_t now);

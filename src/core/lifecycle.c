@@ -119,10 +119,14 @@ sbx__sandbox_pause_expired (struct sbx_sandbox *sb)
   sbx_error_t *err = NULL;
   int64_t lifetime;
 
+  int files_only;
+
   pthread_mutex_lock (&sbx_core.lock);
   lifetime = (int64_t) sb->timeout_ms;
+  files_only = (sb->lifecycle & SBX_LIFECYCLE_PAUSE_DROPS_MEMORY) && sb->isolation == SBX_ISOLATION_NS;
   pthread_mutex_unlock (&sbx_core.lock);
-  if (pause_sandbox (sb, lifetime, &err) == 0)
+  if ((files_only ? sbx_sandbox_pause_files (sb, lifetime, &err) : pause_sandbox (sb, lifetime, &err))
+      == 0)
     {
       sbx_info ("sandbox %s paused: its lifetime ended", sb->id);
       return;
@@ -171,8 +175,12 @@ resume_sandbox (struct sbx_sandbox *sb, uint64_t timeout_ms, int quiet_if_runnin
   hibernated = sb->hibernated;
   pthread_mutex_unlock (&sbx_core.lock);
 
-  /* Hibernated: its VM is made again from the file (core/vm_hibernate.c). */
-  if ((hibernated ? sbx__vm_wake (sb, err) : sbx_host_freeze (sb->slot, 0, err)) < 0)
+  /* Hibernated: its VM is made again from the file (core/vm_hibernate.c),
+     or it boots again with its files (core/pause_files.c). */
+  if ((hibernated == SBX_HIBERNATED_MEMORY       ? sbx__vm_wake (sb, err)
+       : hibernated == SBX_HIBERNATED_FILESYSTEM ? sbx__files_wake (sb, remaining, err)
+                                                 : sbx_host_freeze (sb->slot, 0, err))
+      < 0)
     {
       pthread_mutex_lock (&sbx_core.lock);
       end_transition_locked (sb);
@@ -219,6 +227,8 @@ resume_sandbox (struct sbx_sandbox *sb, uint64_t timeout_ms, int quiet_if_runnin
   pthread_mutex_unlock (&sbx_core.lock);
   sbx__wake_loop ();
   sbx_audit_lifecycle ("resumed", sb->id, sb->tenant, NULL);
+  if (hibernated == SBX_HIBERNATED_FILESYSTEM && sbx__files_woken (sb, err) < 0)
+    return -1;
   return 0;
 }
 

@@ -155,16 +155,21 @@ sandbox_json_locked (struct sbx_sandbox *sb)
   /* Paused: its clock stands; expires_at is when it would end if resumed now. */
   if (sb->paused)
     {
-      /* Paused to disk: no QEMU runs (docs/vm.md). */
+      /* Paused to disk: no QEMU runs (docs/vm.md); or its files only: no
+         process runs, its resume boots it (core/pause_files.c). */
       if (sb->hibernated)
         json_object_set_new (o, "hibernated", json_true ());
+      if (sb->hibernated == SBX_HIBERNATED_FILESYSTEM)
+        json_object_set_new (o, "memory_kept", json_false ());
       json_object_set_new (o, "expires_at", sbx_json_time (sbx_now_ms () + sb->remaining_ms));
       json_object_set_new (o, "remaining", json_real ((double) sb->remaining_ms / 1000.0));
     }
   json_object_set_new (o, "lifecycle",
-                       json_pack ("{s:s,s:b}", "on_timeout",
+                       json_pack ("{s:s,s:b,s:b}", "on_timeout",
                                   (sb->lifecycle & SBX_LIFECYCLE_PAUSE_ON_TIMEOUT) ? "pause" : "kill",
-                                  "auto_resume", (sb->lifecycle & SBX_LIFECYCLE_AUTO_RESUME) != 0));
+                                  "auto_resume", (sb->lifecycle & SBX_LIFECYCLE_AUTO_RESUME) != 0,
+                                  "keep_memory",
+                                  (sb->lifecycle & SBX_LIFECYCLE_PAUSE_DROPS_MEMORY) == 0));
   /* Its ports open to anyone (E2B's allowPublicTraffic: true), not only to
      holders of the traffic token. */
   if (sb->lifecycle & SBX_LIFECYCLE_PUBLIC_PORTS)

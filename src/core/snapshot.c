@@ -263,6 +263,16 @@ sbx_snapshot_create (struct sbx_sandbox *sb, const char *name, sbx_error_t **err
                       "sandbox %s is paused: resume it to take a snapshot of its memory", sb->id),
              NULL;
     }
+  if (sb->hibernated == SBX_HIBERNATED_FILESYSTEM)
+    {
+      /* Nothing runs to copy from (its files wait in the store). */
+      sbx__transition_end (sb);
+      forget_pending (&rec);
+      return sbx_err (err, SBX_E_CONFLICT,
+                      "sandbox %s is paused without its memory: resume it to take a snapshot",
+                      sb->id),
+             NULL;
+    }
   rc = was_paused || vm ? 0 : sbx_host_freeze (sb->slot, 1, err);
   if (rc == 0)
     rc = sbx_host_snapshot_max (SBX_PRIV_SNAP_SAVE, sb->slot, rec.tenant, name, vm ? 0 : left,

@@ -700,15 +700,51 @@ sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paused,
 }
 
 int
-sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int64_t remaining_ms,
-                                  int64_t expires_ms, sbx_error_t **err)
+sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int kind,
+                                  int64_t remaining_ms, int64_t expires_ms, sbx_error_t **err)
 {
   struct paused a = {id, 1, remaining_ms, expires_ms};
 
+  assert (kind == SBX_HIBERNATED_MEMORY || kind == SBX_HIBERNATED_FILESYSTEM);
   return set_paused (st,
-                     "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4,"
-                     " hibernated = 1 WHERE id = ?1 AND state IN ('running', 'paused')",
+                     kind == SBX_HIBERNATED_MEMORY
+                         ? "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4,"
+                           " hibernated = 1 WHERE id = ?1 AND state IN ('running', 'paused')"
+                         : "UPDATE sandboxes SET state = ?2, remaining_ms = ?3, expires_ms = ?4,"
+                           " hibernated = 2 WHERE id = ?1 AND state IN ('running', 'paused')",
                      &a, err);
+}
+
+struct init_pid
+{
+  const char *id;
+  int64_t pid;
+};
+
+static void
+bind_init_pid (sqlite3_stmt *s, const void *arg)
+{
+  const struct init_pid *a = arg;
+  sqlite3_bind_text (s, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_int64 (s, 2, a->pid);
+}
+
+int
+sbx_store_sandbox_set_init (struct sbx_store *st, const char *id, int64_t init_pid,
+                            sbx_error_t **err)
+{
+  struct init_pid a = {id, init_pid};
+  int changes = 0;
+
+  if (run (st,
+           "UPDATE sandboxes SET init_pid = ?2, hibernated = 0"
+           " WHERE id = ?1 AND state IN ('running', 'paused')",
+           bind_init_pid, &a, &changes, err)
+      < 0)
+    return -1;
+  if (changes == 0)
+    return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", id);
+  return 0;
 }
 
 static void
@@ -935,7 +971,11 @@ sbx_store_sandbox_running (struct sbx_store *st,
       r.snapshot = (const char *) sqlite3_column_text (stmt, 22);
       if (r.snapshot == NULL)
         r.snapshot = "";
-      r.hibernated = r.paused && sqlite3_column_int64 (stmt, 23) == 1;
+      r.hibernated = 0;
+      if (r.paused
+          && (sqlite3_column_int64 (stmt, 23) == SBX_HIBERNATED_MEMORY
+              || sqlite3_column_int64 (stmt, 23) == SBX_HIBERNATED_FILESYSTEM))
+        r.hibernated = (int) sqlite3_column_int64 (stmt, 23);
       r.snapshot_copied = sqlite3_column_int64 (stmt, 24) == 1;
       r.pending = (const char *) sqlite3_column_text (stmt, 25);
       if (r.pending == NULL)

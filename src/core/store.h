@@ -34,8 +34,10 @@ struct sbx_sandbox_record
   int64_t remaining_ms;
   const char *snapshot; /* the snapshot it was made from, "" */
   int snapshot_copied;  /* ... copied into its disk, not its disk's lower layer */
-  /* Paused to disk (core/vm_hibernate.c): a VM whose memory is in the
-     store, no process of it running; init_pid is a relay long gone. */
+  /* Paused to disk, no process of it running (init_pid is long gone):
+     SBX_HIBERNATED_MEMORY, a VM whose memory is in the store
+     (core/vm_hibernate.c); SBX_HIBERNATED_FILESYSTEM, a namespace
+     sandbox whose files are (core/pause_files.c); 0: neither. */
   int hibernated;
   /* Made by an operation not complete yet (a fork's tag, see
      sbx_store_sandbox_complete); "" or NULL: complete. A daemon that
@@ -53,7 +55,13 @@ struct sbx_sandbox_record
    then E2B's 403, not sbx's 401. */
 #define SBX_LIFECYCLE_PUBLIC_PORTS 0x4
 #define SBX_LIFECYCLE_PRIVATE_EXPLICIT 0x8
-#define SBX_LIFECYCLE_MASK 0xf
+/* Its pause at the end of its lifetime keeps only its files (E2B's
+   autoPauseMemory false, core/pause_files.c): the resume boots it again. */
+#define SBX_LIFECYCLE_PAUSE_DROPS_MEMORY 0x10
+#define SBX_LIFECYCLE_MASK 0x1f
+
+#define SBX_HIBERNATED_MEMORY 1
+#define SBX_HIBERNATED_FILESYSTEM 2
 
 /* key: what secrets' values and sandboxes' data-plane tokens are sealed
    with in the file (core/seal.h); values an older daemon kept in the
@@ -74,10 +82,15 @@ int sbx_store_sandbox_set_network (struct sbx_store *st, const char *id, const c
    its new expiry). */
 int sbx_store_sandbox_set_paused (struct sbx_store *st, const char *id, int paused,
                                   int64_t remaining_ms, int64_t expires_ms, sbx_error_t **err);
-/* The record says paused and hibernated (a resume, set_paused 0, says
-   neither). */
-int sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int64_t remaining_ms,
-                                      int64_t expires_ms, sbx_error_t **err);
+/* The record says paused and hibernated, of kind SBX_HIBERNATED_* (a
+   resume, set_paused 0, says neither). */
+int sbx_store_sandbox_set_hibernated (struct sbx_store *st, const char *id, int kind,
+                                      int64_t remaining_ms, int64_t expires_ms, sbx_error_t **err);
+/* A filesystem-only hibernation was booted again (core/pause_files.c): its
+   new init, and no longer hibernated (it stays paused until the resume
+   says running: a restart in between adopts a paused sandbox). */
+int sbx_store_sandbox_set_init (struct sbx_store *st, const char *id, int64_t init_pid,
+                                sbx_error_t **err);
 /* The operation tagged `pending` completed: every sandbox it made counts,
    all at once (one statement). */
 int sbx_store_sandbox_complete (struct sbx_store *st, const char *pending, sbx_error_t **err);

@@ -98,7 +98,7 @@ sbx_sandbox_hibernate (struct sbx_sandbox *sb, sbx_error_t **err)
   old = sb->box;
   sbx_iso_box_init (&sb->box);
   sb->box.uid_base = old.uid_base;
-  sb->hibernated = 1;
+  sb->hibernated = SBX_HIBERNATED_MEMORY;
   pthread_mutex_unlock (&sbx_core.lock);
   /* QEMU, the relay and the cgroup end; the parent frees its slot (ours
      stays taken: the resume restores into it). */
@@ -108,7 +108,7 @@ sbx_sandbox_hibernate (struct sbx_sandbox *sb, sbx_error_t **err)
       sbx_error_free (local);
       local = NULL;
     }
-  if (sbx_store_sandbox_set_hibernated (sbx_core.store, sb->id, remaining, expires_ms, &local)
+  if (sbx_store_sandbox_set_hibernated (sbx_core.store, sb->id, SBX_HIBERNATED_MEMORY, remaining, expires_ms, &local)
       < 0)
     {
       /* Only a restart reads it: the record then says running, its relay

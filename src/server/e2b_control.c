@@ -150,15 +150,18 @@ seconds_param (json_t *o, const char *key, uint64_t *out_s, sbx_error_t **err)
 
 /* E2B's lifecycle (autoPause: pause when the lifetime ends; autoResume
    {enabled}: a request to it while paused resumes it, only with
-   autoPause, as at E2B) as SBX_LIFECYCLE_* flags. autoPauseMemory false
-   (a pause that drops memory) is accepted: sbx keeps memory either way. */
+   autoPause, as at E2B) as SBX_LIFECYCLE_* flags. autoPauseMemory false:
+   that pause keeps only the files, and the resume boots the sandbox again
+   (core/pause_files.c; a VM's keeps its memory, docs/e2b.md); not with
+   autoResume, as at E2B. */
 static int
 e2b_lifecycle (json_t *body, uint32_t *lifecycle, sbx_error_t **err)
 {
   json_t *v = json_object_get (body, "autoResume"), *enabled;
-  int pause = 0, resume = 0;
+  int pause = 0, resume = 0, memory = 1;
 
-  if (sbx_param_bool (body, "autoPause", &pause, err) < 0)
+  if (sbx_param_bool (body, "autoPause", &pause, err) < 0
+      || sbx_param_bool (body, "autoPauseMemory", &memory, err) < 0)
     return -1;
   if (v != NULL && !json_is_null (v))
     {
@@ -174,7 +177,12 @@ e2b_lifecycle (json_t *body, uint32_t *lifecycle, sbx_error_t **err)
     }
   if (resume && !pause)
     return sbx_err (err, SBX_E_INVALID, "autoResume needs autoPause (onTimeout: pause)");
-  *lifecycle = (pause ? SBX_LIFECYCLE_PAUSE_ON_TIMEOUT : 0) | (resume ? SBX_LIFECYCLE_AUTO_RESUME : 0);
+  if (!memory && resume)
+    return sbx_err (err, SBX_E_INVALID,
+                    "autoResume cannot go with autoPauseMemory false: a sandbox paused without "
+                    "its memory is resumed by connect");
+  *lifecycle = (pause ? SBX_LIFECYCLE_PAUSE_ON_TIMEOUT : 0) | (resume ? SBX_LIFECYCLE_AUTO_RESUME : 0)
+               | (pause && !memory ? SBX_LIFECYCLE_PAUSE_DROPS_MEMORY : 0);
   return 0;
 }
 
@@ -388,7 +396,6 @@ sbx_route_e2b_create (struct sbx_req *r)
              < 0
       || sbx_param_bool (body, "allow_internet_access", &flag, &err) < 0
       || sbx_param_bool (body, "secure", &flag, &err) < 0
-      || sbx_param_bool (body, "autoPauseMemory", &flag, &err) < 0
       || e2b_lifecycle (body, &opts.lifecycle, &err) < 0
       || e2b_public_traffic (json_object_get (body, "network"), &opts.lifecycle, &err) < 0
       || refuse_unsupported (body, &err) < 0
@@ -904,10 +911,11 @@ sbx_route_e2b_connect (struct sbx_req *r)
 }
 
 /* POST /sandboxes/{id}/pause {"memory"?}: 204; 409 when already paused.
-   A namespace sandbox is frozen (its memory stays resident); a VM is
-   hibernated, as E2B's pause persists one: its memory goes to a file and
-   its QEMU ends, and connect restores it. Memory is kept whatever
-   `memory` says (neither engine can reboot a sandbox on resume). */
+   A namespace sandbox is frozen (its memory stays resident), or with
+   memory false its files are kept and its processes end, and connect
+   boots it again (core/pause_files.c); a VM is hibernated, as E2B's pause
+   persists one: its memory goes to a file and its QEMU ends, and connect
+   restores it, whatever `memory` says (its disk lives in its memory). */
 void
 sbx_route_e2b_pause (struct sbx_req *r)
 {
@@ -923,7 +931,8 @@ sbx_route_e2b_pause (struct sbx_req *r)
   sb = sbx_req_sandbox (r, 1, &err);
   if (sb == NULL
       || (sb->isolation == SBX_ISOLATION_VM ? sbx_sandbox_hibernate (sb, &err)
-                                            : sbx_sandbox_pause (sb, &err))
+          : memory                          ? sbx_sandbox_pause (sb, &err)
+                                            : sbx_sandbox_pause_files (sb, -1, &err))
              < 0)
     goto fail;
   sbx_reply_empty (r, 204);

@@ -4,25 +4,36 @@
 
 #include "server/request.h"
 
-/* POST /v1/sandboxes/ID/pause {"to_disk": B}: every process frozen,
-   memory kept, the lifetime clock stopped; to_disk (a VM): its memory
-   saved in the store and its QEMU ended (docs/vm.md). 409 when it is
-   already paused. */
+/* POST /v1/sandboxes/ID/pause {"to_disk": B, "keep_memory": B}: every
+   process frozen, memory kept, the lifetime clock stopped; to_disk (a VM):
+   its memory saved in the store and its QEMU ended (docs/vm.md);
+   keep_memory false (a namespace sandbox): its files kept, its processes
+   ended, and the resume boots it again (core/pause_files.c). 409 when it
+   is already paused. */
 void
 sbx_route_sandbox_pause (struct sbx_req *r)
 {
-  static const char *const allowed[] = {"to_disk", NULL};
+  static const char *const allowed[] = {"to_disk", "keep_memory", NULL};
   sbx_error_t *err = NULL;
   cleanup_sandbox struct sbx_sandbox *sb = NULL;
   cleanup_json json_t *body = NULL;
-  int to_disk = 0;
+  int to_disk = 0, keep_memory = 1;
 
   if (sbx_req_json (r, &body, &err) < 0 || sbx_params_only (body, allowed, &err) < 0
-      || sbx_param_bool (body, "to_disk", &to_disk, &err) < 0)
+      || sbx_param_bool (body, "to_disk", &to_disk, &err) < 0
+      || sbx_param_bool (body, "keep_memory", &keep_memory, &err) < 0)
     goto fail;
+  if (to_disk && !keep_memory)
+    {
+      sbx_err (&err, SBX_E_INVALID, "to_disk keeps the memory: it cannot go with keep_memory false");
+      goto fail;
+    }
   sb = sbx_req_sandbox (r, 2, &err);
   if (sb == NULL
-      || (to_disk ? sbx_sandbox_hibernate (sb, &err) : sbx_sandbox_pause (sb, &err)) < 0)
+      || (to_disk        ? sbx_sandbox_hibernate (sb, &err)
+          : !keep_memory ? sbx_sandbox_pause_files (sb, -1, &err)
+                         : sbx_sandbox_pause (sb, &err))
+             < 0)
     goto fail;
   sbx_reply_json (r, 200, sbx_sandbox_json (sb));
   return;

@@ -125,10 +125,11 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
 {
   static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
                                         "env",      "metadata", "user", "network", "on_timeout",
-                                        "auto_resume", "snapshot", "isolation", NULL};
+                                        "auto_resume", "keep_memory", "snapshot", "isolation",
+                                        NULL};
   uint64_t pids = 0;
   const char *on_timeout = NULL;
-  int auto_resume = 0;
+  int auto_resume = 0, keep_memory = 1;
 
   memset (opts, 0, sizeof *opts);
   if (sbx_params_only (body, allowed, err) < 0
@@ -146,6 +147,7 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
       || sbx_param_string (body, "user", &opts->user, err) < 0
       || sbx_param_string (body, "on_timeout", &on_timeout, err) < 0
       || sbx_param_bool (body, "auto_resume", &auto_resume, err) < 0
+      || sbx_param_bool (body, "keep_memory", &keep_memory, err) < 0
       || sbx_param_string (body, "snapshot", &opts->snapshot, err) < 0
       || sbx_param_string (body, "isolation", &opts->isolation, err) < 0)
     return -1;
@@ -160,6 +162,15 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
     opts->lifecycle |= SBX_LIFECYCLE_PAUSE_ON_TIMEOUT;
   if (auto_resume)
     opts->lifecycle |= SBX_LIFECYCLE_AUTO_RESUME;
+  if (!keep_memory)
+    {
+      /* E2B's rule: a sandbox that boots again on resume is resumed by
+         its owner, not by whatever request reaches it. */
+      if (!(opts->lifecycle & SBX_LIFECYCLE_PAUSE_ON_TIMEOUT) || auto_resume)
+        return sbx_err (err, SBX_E_INVALID,
+                        "keep_memory false needs on_timeout `pause` and no auto_resume");
+      opts->lifecycle |= SBX_LIFECYCLE_PAUSE_DROPS_MEMORY;
+    }
   if (json_object_get (body, "pids") && !json_is_null (json_object_get (body, "pids"))
       && (pids == 0 || pids > UINT32_MAX))
     {

@@ -37,6 +37,37 @@ test('lifecycle onTimeout pause with autoResume: the lifetime ends in a pause, a
   assert.equal((await sbx.commands.run('echo awake')).stdout, 'awake\n')
 })
 
+test('pause({keepMemory: false}): the files stay, connect boots it again (a new boot id)', async () => {
+  const sbx = await t.create({ timeoutMs: 120_000 })
+  await sbx.files.write('/home/user/cold.txt', 'kept')
+  await sbx.commands.run('sleep 1000', { background: true })
+  const boot = (await sbx.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout
+  assert.equal(await sbx.pause({ keepMemory: false }), true)
+  assert.equal(await sbx.isRunning(), false)
+  assert.equal((await sbx.getInfo()).state, 'paused')
+  const again = await sbx.connect()
+  assert.equal(again.sandboxId, sbx.sandboxId)
+  assert.equal(await again.isRunning(), true)
+  assert.equal(await again.files.read('/home/user/cold.txt'), 'kept')
+  assert.notEqual((await again.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout, boot)
+  assert.equal((await again.commands.run('pgrep -x sleep || echo none')).stdout, 'none\n')
+})
+
+test('lifecycle onTimeout {pause, keepMemory: false}: the lifetime ends in a pause of the files', async () => {
+  const sbx = await t.create({ timeoutMs: 2_000,
+    lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } })
+  await sbx.files.write('/home/user/marker', 'auto')
+  await until(async () => (await Sandbox.getInfo(sbx.sandboxId)).state === 'paused', 'paused')
+  await sbx.connect({ timeoutMs: 60_000 })
+  assert.equal(await sbx.files.read('/home/user/marker'), 'auto')
+  // E2B's own rule, kept by the daemon as by the SDK: no autoResume then.
+  const res = await raw('/sandboxes', { method: 'POST',
+    headers: { 'X-API-Key': KEY, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ templateID: 'base', autoPause: true, autoPauseMemory: false,
+      autoResume: { enabled: true } }) })
+  assert.equal(res.status, 400)
+})
+
 test('fork gives independent copies of the files', async () => {
   const sbx = await t.create()
   await sbx.files.write('/home/user/f.txt', 'original')

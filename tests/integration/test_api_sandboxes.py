@@ -35,7 +35,8 @@ class SandboxCreate(DaemonTest):
         self.assertEqual(set(sb), {"id", "tenant", "template", "state", "user", "created_at",
                                    "expires_at", "timeout", "limits", "env", "metadata",
                                    "network", "lifecycle", "isolation"})
-        self.assertEqual(sb["lifecycle"], {"on_timeout": "kill", "auto_resume": False})
+        self.assertEqual(sb["lifecycle"], {"on_timeout": "kill", "auto_resume": False,
+                                           "keep_memory": True})
         self.assertEqual(sb["network"], {"allow": [], "deny": []})  # no network by default
         self.assertEqual(sb["isolation"], "namespace")  # the default engine
         self.assertRegex(sb["id"], r"^[a-z0-9]{20}$")

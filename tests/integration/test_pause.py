@@ -14,7 +14,7 @@ import time
 import unittest
 
 from harness import SLOW, Daemon, DaemonTest, cgroup_version, processes_with_uid_in
-from sbx_helpers import wait_until
+from sbx_helpers import parse_ndjson, wait_until
 from test_restart import (RestartTest, cgroup_dir, cgroup_gone, cgroup_pids, db_row, find_init,
                           in_sandbox)
 
@@ -148,7 +148,8 @@ class Pause(DaemonTest):
     def test_on_timeout_pause_then_resume_with_a_new_lifetime(self):
         r = self.d.api("POST", "/v1/sandboxes", {"timeout": 1, "on_timeout": "pause"})
         self.assertEqual(r.status, 201, r)
-        self.assertEqual(r.json()["lifecycle"], {"on_timeout": "pause", "auto_resume": False})
+        self.assertEqual(r.json()["lifecycle"], {"on_timeout": "pause", "auto_resume": False,
+                                                 "keep_memory": True})
         sid = r.json()["id"]
         wait_until(lambda: self.d.api("GET", "/v1/sandboxes/%s" % sid).json()["state"] == "paused",
                    what="paused at the end of its lifetime")
@@ -188,6 +189,12 @@ class Pause(DaemonTest):
         sb = self.d.api("GET", "/v1/sandboxes/%s" % sid).json()
         self.assertEqual(sb["state"], "running")
         self.assertEqual(sb["timeout"], 120)
+        p = self.d.sbx("pause", "--no-memory", sid)
+        self.assertEqual(p.returncode, 0, p)
+        sb = self.d.api("GET", "/v1/sandboxes/%s" % sid).json()
+        self.assertEqual((sb["state"], sb.get("memory_kept")), ("paused", False))
+        self.assertEqual(self.d.sbx("resume", sid).returncode, 0)
+        self.assertEqual(self.d.sh(sid, "echo up")["stdout"], "up\n")
         p = self.d.sbx("pause")
         self.assertEqual(p.returncode, 2, p)
         # A well-formed ID nobody has is the daemon's 404 (1); a malformed
@@ -238,6 +245,150 @@ class Pause(DaemonTest):
         self.assertEqual(r.status, 400, r)
 
 
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+
+
+def hibernation_files(d, sid):
+    """The daemon's saved files of sid in its snapshot store, if any."""
+    found = []
+    for root, dirs, _ in os.walk(os.path.join(d.state, "snapshots")):
+        found += [os.path.join(root, x) for x in dirs if x == ".sbx-hib-" + sid]
+        if root.count(os.sep) - d.state.count(os.sep) >= 2:
+            dirs[:] = []
+    return found
+
+
+class PauseWithoutMemory(DaemonTest):
+    """keep_memory false (E2B's pause({keepMemory: false})): the files are
+    kept, every process ends and the memory is freed; the resume boots the
+    sandbox again from its template with those files."""
+
+    def pause(self, sid, body=None):
+        return self.d.api("POST", "/v1/sandboxes/%s/pause" % sid,
+                          body if body is not None else {"keep_memory": False})
+
+    def test_files_kept_processes_end_and_the_resume_boots_again(self):
+        sid = self.d.create()
+        self.d.sh(sid, "echo home > /home/user/a; echo tmp > /tmp/b; echo shm > /dev/shm/c;"
+                       " mkdir -p /home/user/d/e; ln -s ../a /home/user/d/link")
+        boot = self.d.sh(sid, BOOT_ID)["stdout"]
+        bg = self.d.api("POST", "/v1/sandboxes/%s/processes" % sid, {"cmd": "exec sleep 1000"})
+        self.assertEqual(bg.status, 201, bg)
+        init = find_init(self.d, sid)
+        r = self.pause(sid)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual((r.json()["state"], r.json()["hibernated"], r.json()["memory_kept"]),
+                         ("paused", True, False))
+        # Nothing of it runs on the host: its init, its cgroup, its memory.
+        wait_until(lambda: not os.path.exists("/proc/%d" % init), what="its init to end")
+        self.assertTrue(cgroup_gone(self.d, sid))
+        self.assertEqual(len(hibernation_files(self.d, sid)), 1)
+        # Paused as any: work is refused, and so is what needs its files live.
+        self.assertError(self.d.api("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": "true"}), 409)
+        self.assertError(self.d.api("GET", "/v1/sandboxes/%s/files?path=/home/user/a" % sid), 409)
+        body = self.assertError(self.d.api("POST", "/v1/sandboxes/%s/snapshots" % sid,
+                                           {"name": "while-cold"}), 409)
+        self.assertIn("without its memory", body["message"])
+        body = self.assertError(self.d.api("POST", "/v1/sandboxes/%s/fork" % sid, {}), 409)
+        self.assertIn("without its memory", body["message"])
+        self.assertError(self.pause(sid), 409, "conflict")
+        self.assertError(self.d.api("GET", "/v1/sandboxes/%s/metrics" % sid), 409)
+        # The resume: a new init, its files back, a new boot, no process of before.
+        r = self.d.api("POST", "/v1/sandboxes/%s/resume" % sid, {})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["state"], "running")
+        self.assertNotIn("memory_kept", r.json())
+        self.assertNotEqual(find_init(self.d, sid), init)
+        self.assertEqual(self.d.sh(sid, "cat /home/user/a /tmp/b /dev/shm/c;"
+                                        " readlink /home/user/d/link; stat -c %U /home/user/a")
+                         ["stdout"], "home\ntmp\nshm\n../a\nuser\n")
+        self.assertNotEqual(self.d.sh(sid, BOOT_ID)["stdout"], boot)
+        self.assertEqual(self.d.sh(sid, "pgrep -x sleep || echo none")["stdout"], "none\n")
+        r = self.d.api("GET", "/v1/sandboxes/%s/processes/%d" % (sid, bg.json()["pid"]))
+        self.assertTrue(r.status == 404 or not r.json()["running"], r)
+        self.assertEqual(hibernation_files(self.d, sid), [])
+        # Paused and resumed again, as often as it likes.
+        self.assertEqual(self.pause(sid).status, 200)
+        self.assertEqual(self.d.api("POST", "/v1/sandboxes/%s/resume" % sid, {}).status, 200)
+        self.assertEqual(self.d.sh(sid, "cat /home/user/a")["stdout"], "home\n")
+
+    def test_kill_while_paused_leaves_nothing(self):
+        sid = self.d.create()
+        self.d.sh(sid, "head -c 100000 /dev/urandom > /home/user/blob")
+        self.assertEqual(self.pause(sid).status, 200)
+        self.assertEqual(len(hibernation_files(self.d, sid)), 1)
+        self.assertEqual(self.d.kill(sid).status, 204)
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/%s" % sid).status, 404)
+        self.assertEqual(hibernation_files(self.d, sid), [])
+        self.assertTrue(cgroup_gone(self.d, sid))
+
+    def test_on_timeout_pause_without_memory(self):
+        r = self.d.api("POST", "/v1/sandboxes",
+                       {"timeout": 1, "on_timeout": "pause", "keep_memory": False})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json()["lifecycle"], {"on_timeout": "pause", "auto_resume": False,
+                                                 "keep_memory": False})
+        sid = r.json()["id"]
+        self.d.sh(sid, "echo kept > /home/user/f")
+        wait_until(lambda: self.d.api("GET", "/v1/sandboxes/%s" % sid).json().get("memory_kept")
+                   is False, what="paused without its memory at the end of its lifetime")
+        self.assertTrue(cgroup_gone(self.d, sid))
+        r = self.d.api("POST", "/v1/sandboxes/%s/resume" % sid, {"timeout": 60})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.d.sh(sid, "cat /home/user/f")["stdout"], "kept\n")
+
+    def test_bad_input_changes_nothing(self):
+        for body in ({"keep_memory": False}, {"keep_memory": False, "on_timeout": "kill"},
+                     {"keep_memory": False, "on_timeout": "pause", "auto_resume": True},
+                     {"keep_memory": "no", "on_timeout": "pause"}):
+            self.assertError(self.d.api("POST", "/v1/sandboxes", body), 400, "invalid_argument")
+        sid = self.d.create()
+        for body in ({"keep_memory": False, "to_disk": True}, {"keep_memory": 0}):
+            self.assertError(self.pause(sid, body), 400, "invalid_argument")
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/%s" % sid).json()["state"], "running")
+        r = self.d.api("POST", "/v2/sandboxes", {"templateID": "base", "autoPause": True,
+                                                  "autoPauseMemory": False,
+                                                  "autoResume": {"enabled": True}})
+        body = self.assertError(r, 400)
+        self.assertIn("autoPauseMemory", body["message"])
+
+    def test_code_interpreter_starts_again_with_its_env(self):
+        r = self.d.api("POST", "/v1/sandboxes", {"template": "code-interpreter-v1",
+                                                  "env": {"GREETING": "hi"}})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["id"]
+
+        def stdout(code):
+            r = self.d.api("POST", "/v1/sandboxes/%s/code" % sid, {"code": code}, timeout=120)
+            self.assertEqual(r.status, 200, r)
+            events = parse_ndjson(r.body)
+            self.assertEqual(events[-1], {"type": "end_of_execution"}, events)
+            return "".join(e["text"] for e in events if e["type"] == "stdout")
+
+        self.assertEqual(stdout("x = 41\nprint(x)"), "41\n")
+        self.assertEqual(self.pause(sid).status, 200)
+        self.assertEqual(self.d.api("POST", "/v1/sandboxes/%s/resume" % sid, {}).status, 200)
+        # A new interpreter (x is gone) that sees the sandbox's env as the
+        # first one did.
+        self.assertEqual(stdout("import os\nprint(os.getenv('GREETING'), 'x' in globals())"),
+                         "hi False\n")
+
+    def test_e2b_pause_without_memory_then_connect(self):
+        r = self.d.api("POST", "/v2/sandboxes", {"templateID": "base"})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["sandboxID"]
+        self.d.sh(sid, "echo e2b > /home/user/e")
+        boot = self.d.sh(sid, BOOT_ID)["stdout"]
+        self.assertEqual(self.d.api("POST", "/sandboxes/%s/pause" % sid, {"memory": False}).status,
+                         204)
+        self.assertEqual(self.d.api("GET", "/sandboxes/%s" % sid).json()["state"], "paused")
+        self.assertTrue(cgroup_gone(self.d, sid))
+        r = self.d.api("POST", "/sandboxes/%s/connect" % sid, {"timeout": 60})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.d.sh(sid, "cat /home/user/e")["stdout"], "e2b\n")
+        self.assertNotEqual(self.d.sh(sid, BOOT_ID)["stdout"], boot)
+
+
 class PauseRestart(RestartTest):
     def test_paused_sandbox_stays_paused_across_a_restart(self):
         sid = self.d.create()
@@ -265,6 +416,29 @@ class PauseRestart(RestartTest):
         wait_until(lambda: len(counts(init)) >= len(after) + 5, what="counting again")
         self.assertTrue(consecutive_from_one(counts(init)))
         self.assertEqual(db_row(self.d, sid)["state"], "running")
+
+    def test_paused_without_memory_across_restarts(self):
+        """Its files wait in the store while no daemon runs; the next one
+        boots it on resume, and the one after adopts what that booted."""
+        sid = self.d.create()
+        self.d.sh(sid, "echo across > /home/user/f")
+        r = self.d.api("POST", "/v1/sandboxes/%s/pause" % sid, {"keep_memory": False})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual((db_row(self.d, sid)["state"], db_row(self.d, sid)["hibernated"]),
+                         ("paused", 2))
+        self.kill9()
+        self.assertTrue(cgroup_gone(self.d, sid))
+        self.restart()
+        r = self.d.api("GET", "/v1/sandboxes/%s" % sid)
+        self.assertEqual((r.json()["state"], r.json().get("memory_kept")), ("paused", False))
+        self.assertEqual(self.d.api("POST", "/v1/sandboxes/%s/resume" % sid, {}).status, 200)
+        init = find_init(self.d, sid)
+        self.assertEqual((db_row(self.d, sid)["hibernated"], db_row(self.d, sid)["init_pid"]),
+                         (0, init))
+        self.kill9()
+        self.restart()
+        self.assertEqual(find_init(self.d, sid), init)
+        self.assertEqual(self.d.sh(sid, "cat /home/user/f")["stdout"], "across\n")
 
 
 if __name__ == "__main__":

@@ -418,6 +418,16 @@ collect_hibernated (const struct sbx_sandbox_record *r, void *arg)
            sizeof s->ids - strlen (s->ids) - 1);
 }
 
+static void
+collect_kind (const struct sbx_sandbox_record *r, void *arg)
+{
+  struct seen *s = arg;
+  char one[64];
+
+  snprintf (one, sizeof one, "%s=%d ", r->id, r->hibernated);
+  strncat (s->ids, one, sizeof s->ids - strlen (s->ids) - 1);
+}
+
 /* A hibernated VM's record (core/vm_hibernate.c, core/adopt.c): paused
    and hibernated in one update; a resume clears both, a lifetime change
    while paused neither; an ended record is not listed. */
@@ -429,14 +439,14 @@ STORE_TEST (test_hibernated)
   CHECK (insert (st, "h") == 0 && insert (st, "p") == 0 && insert (st, "r") == 0
          && insert (st, "k") == 0);
   CHECK_STR (query ("SELECT group_concat(hibernated, '') FROM sandboxes"), "0000");
-  CHECK (sbx_store_sandbox_set_hibernated (st, "h", 5000, 7, &err) == 0);
+  CHECK (sbx_store_sandbox_set_hibernated (st, "h", SBX_HIBERNATED_MEMORY, 5000, 7, &err) == 0);
   CHECK_STR (query ("SELECT state || ' ' || hibernated || ' ' || remaining_ms || ' ' || expires_ms"
                     " FROM sandboxes WHERE id = 'h'"),
              "paused 1 5000 7");
   CHECK (sbx_store_sandbox_set_paused (st, "p", 1, 100, 8, &err) == 0);
   /* A new lifetime for a hibernated one keeps it hibernated. */
   CHECK (sbx_store_sandbox_set_paused (st, "h", 1, 9000, 7, &err) == 0);
-  CHECK (sbx_store_sandbox_set_hibernated (st, "k", 1, 1, &err) == 0);
+  CHECK (sbx_store_sandbox_set_hibernated (st, "k", SBX_HIBERNATED_MEMORY, 1, 1, &err) == 0);
   CHECK (sbx_store_sandbox_end (st, "k", "killed", "x", 10, &err) == 0);
   CHECK (sbx_store_sandbox_running (st, collect_hibernated, &seen, &err) == 0);
   CHECK_STR (seen.ids, "h=h p=p r=r ");
@@ -445,12 +455,36 @@ STORE_TEST (test_hibernated)
   CHECK_STR (query ("SELECT state || ' ' || hibernated FROM sandboxes WHERE id = 'h'"),
              "running 0");
   /* An ended or unknown record: NOT_FOUND. */
-  CHECK (failed_with (sbx_store_sandbox_set_hibernated (st, "k", 1, 1, &err), &err,
+  CHECK (failed_with (sbx_store_sandbox_set_hibernated (st, "k", SBX_HIBERNATED_MEMORY, 1, 1, &err), &err,
                       SBX_E_NOT_FOUND)
          == 0);
-  CHECK (failed_with (sbx_store_sandbox_set_hibernated (st, "nope", 1, 1, &err), &err,
+  CHECK (failed_with (sbx_store_sandbox_set_hibernated (st, "nope", SBX_HIBERNATED_MEMORY, 1, 1, &err), &err,
                       SBX_E_NOT_FOUND)
          == 0);
+  return 0;
+}
+
+/* A namespace sandbox paused with its files only (core/pause_files.c):
+   hibernated 2, read back as such; booted again, its new init is kept and
+   it is no longer hibernated but still paused (the resume says running). */
+STORE_TEST (test_hibernated_filesystem)
+{
+  sbx_error_t *err = NULL;
+  struct seen seen = {"", 0};
+
+  CHECK (insert (st, "f") == 0);
+  CHECK (sbx_store_sandbox_set_hibernated (st, "f", SBX_HIBERNATED_FILESYSTEM, 3000, 5, &err)
+         == 0);
+  CHECK_STR (query ("SELECT state || ' ' || hibernated FROM sandboxes WHERE id = 'f'"),
+             "paused 2");
+  CHECK (sbx_store_sandbox_running (st, collect_kind, &seen, &err) == 0);
+  CHECK_STR (seen.ids, "f=2 ");
+  CHECK (sbx_store_sandbox_set_init (st, "f", 4242, &err) == 0);
+  CHECK_STR (query ("SELECT state || ' ' || hibernated || ' ' || init_pid FROM sandboxes"
+                    " WHERE id = 'f'"),
+             "paused 0 4242");
+  CHECK (sbx_store_sandbox_end (st, "f", "killed", "x", 10, &err) == 0);
+  CHECK (failed_with (sbx_store_sandbox_set_init (st, "f", 1, &err), &err, SBX_E_NOT_FOUND) == 0);
   return 0;
 }
 
@@ -1024,6 +1058,7 @@ main (void)
   RUN (test_end);
   RUN (test_running);
   RUN (test_hibernated);
+  RUN (test_hibernated_filesystem);
   RUN (test_pending_fork);
   RUN (test_pending_snapshot);
   RUN (test_prune);
