@@ -31,7 +31,7 @@
 struct record
 {
   struct sbx_sandbox_record r;
-  char *strings[11]; /* owned copies behind r's pointers */
+  char *strings[12]; /* owned copies behind r's pointers */
 };
 
 struct records
@@ -66,6 +66,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->strings[8] = strdup (r->network_json);
   c->strings[9] = strdup (r->snapshot ? r->snapshot : "");
   c->strings[10] = strdup (r->pending ? r->pending : "");
+  c->strings[11] = strdup (r->mask_host ? r->mask_host : "");
   for (size_t i = 0; i < sizeof c->strings / sizeof *c->strings; i++)
     if (c->strings[i] == NULL)
       sbx_oom ();
@@ -80,6 +81,7 @@ collect (const struct sbx_sandbox_record *r, void *arg)
   c->r.network_json = c->strings[8];
   c->r.snapshot = c->strings[9];
   c->r.pending = c->strings[10];
+  c->r.mask_host = c->strings[11];
 }
 
 /* The egress policy of a record, checked again (a record is ours, but a
@@ -279,6 +281,12 @@ from_record (const struct sbx_sandbox_record *r)
   sb->lifecycle = r->lifecycle & SBX_LIFECYCLE_MASK;
   snprintf (sb->snapshot, sizeof sb->snapshot, "%s", r->snapshot ? r->snapshot : "");
   sb->snapshot_copied = r->snapshot_copied;
+  /* Checked again: it goes into a request head. */
+  if (r->mask_host[0] && sbx_mask_host_ok (r->mask_host))
+    snprintf (sb->mask_host, sizeof sb->mask_host, "%s", r->mask_host);
+  else if (r->mask_host[0])
+    sbx_warn ("sandbox %s: its stored Host mask is unreadable; its proxy keeps the client's",
+              sb->id);
   sb->limits.memory_bytes = r->memory;
   sb->limits.cpu_milli = r->cpu_milli;
   sb->limits.pids = r->pids;

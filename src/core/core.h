@@ -23,6 +23,7 @@
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/id.h"
+#include "util/parse.h"
 
 /* ---- output buffers ---------------------------------------------------- */
 
@@ -200,6 +201,9 @@ struct sbx_sandbox
      runs: its delete is a 409 on every kernel. */
   char snapshot[65];
   int snapshot_copied;
+  /* The Host the port proxy sends its servers, "" for the client's
+     (E2B's maskRequestHost; set at create, never changed). */
+  char mask_host[SBX_MASK_HOST_MAX + 1];
   uint32_t lifecycle;
   int paused;
   /* Paused to disk, its box empty (no init or relay, no control socket):
@@ -229,6 +233,9 @@ struct sbx_create_opts
   const char *isolation;     /* "namespace" or "vm"; NULL: the daemon's default */
   uint32_t lifecycle;        /* SBX_LIFECYCLE_* (store.h) */
   const char *snapshot;      /* NULL, or the tenant's snapshot to start from */
+  /* E2B's maskRequestHost: the Host its port proxy sends (sbx_mask_host_ok;
+     "${PORT}" the port); NULL: the client's own. */
+  const char *mask_host;
   /* The daemon's own VM memory image to start from (a fork's, core/fork.c;
      its name is not in the catalog, so this record stands in for it):
      NULL for every request from a client. */

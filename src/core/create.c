@@ -387,6 +387,11 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   tmeta = NULL;
   if (strcmp (user, "user") != 0 && strcmp (user, "root") != 0)
     return sbx_err (err, SBX_E_INVALID, "user must be `user` or `root`, not `%s`", user), NULL;
+  if (opts->mask_host && !sbx_mask_host_ok (opts->mask_host))
+    return sbx_err (err, SBX_E_INVALID,
+                    "the mask of the Host header must be a host[:port] of letters, digits, `.`, "
+                    "`-`, `:` and `${PORT}`"),
+           NULL;
   if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
     return NULL;
   if (opts->isolation == NULL)
@@ -564,6 +569,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   sbx_random_hex (sb->traffic_token, 20);
   sb->created_ms = sbx_now_ms ();
   sb->lifecycle = opts->lifecycle & SBX_LIFECYCLE_MASK;
+  snprintf (sb->mask_host, sizeof sb->mask_host, "%s", opts->mask_host ? opts->mask_host : "");
   sb->timeout_ms = timeout;
   sb->expires_ms = sb->created_ms + (int64_t) timeout;
   sb->expires_mono = sbx_mono_ms () + (int64_t) timeout;
@@ -601,6 +607,7 @@ sbx_sandbox_create (const char *tenant, const struct sbx_create_opts *opts, sbx_
   rec.snapshot = sb->snapshot;
   rec.snapshot_copied = sb->snapshot_copied;
   rec.pending = opts->pending;
+  rec.mask_host = sb->mask_host;
   if (sbx_store_sandbox_insert (sbx_core.store, &rec, err) < 0)
     goto fail_discard;
   /* From here on the sandbox outlives this daemon (re-adopted at the next

@@ -42,7 +42,7 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
 {
   struct sbx_create_opts opts;
   char tenant[sizeof src->tenant], template_name[sizeof src->template_name],
-      user[sizeof src->user];
+      user[sizeof src->user], mask_host[sizeof src->mask_host];
   json_t *env = NULL, *metadata = NULL, *network = NULL;
   char nonce[17], pending[96];
   int was_paused = 0, rc = -1;
@@ -60,6 +60,14 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
       pthread_mutex_unlock (&sbx_core.lock);
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", src->id);
     }
+  if (src->hibernated == SBX_HIBERNATED_FILESYSTEM)
+    {
+      /* Nothing runs to copy from (its files wait in the store). */
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_CONFLICT,
+                      "sandbox %s is paused without its memory: resume it to fork it", src->id);
+    }
+  snprintf (mask_host, sizeof mask_host, "%s", src->mask_host);
   snprintf (tenant, sizeof tenant, "%s", src->tenant);
   snprintf (template_name, sizeof template_name, "%s", src->template_name);
   snprintf (user, sizeof user, "%s", src->user);
@@ -80,6 +88,7 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
   opts.env = env;
   opts.metadata = metadata;
   opts.network = network;
+  opts.mask_host = mask_host[0] ? mask_host : NULL;
   /* All or nothing, also across a crash: the new sandboxes' records stay
      pending (a restart ends them) until every copy is made. */
   sbx_random_hex (nonce, 8);
@@ -118,8 +127,8 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
       goto out;
     }
   rc = was_paused ? 0 : sbx_host_freeze (src->slot, 1, err);
-  if (src->hibernated == SBX_HIBERNATED_FILESYSTEM)
-    /* Nothing runs to copy from (its files wait in the store). */
+  if (rc == 0 && src->hibernated == SBX_HIBERNATED_FILESYSTEM)
+    /* Paused so since the check above. */
     rc = sbx_err (err, SBX_E_CONFLICT,
                   "sandbox %s is paused without its memory: resume it to fork it", src->id);
   for (i = 0; rc == 0 && i < out->n; i++)

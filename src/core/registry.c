@@ -174,6 +174,8 @@ sandbox_json_locked (struct sbx_sandbox *sb)
      holders of the traffic token. */
   if (sb->lifecycle & SBX_LIFECYCLE_PUBLIC_PORTS)
     json_object_set_new (o, "public_ports", json_true ());
+  if (sb->mask_host[0])
+    json_object_set_new (o, "mask_request_host", json_string (sb->mask_host));
   json_object_set_new (o, "limits", limits);
   /* Made from a snapshot: as a layer under its disk, or a copy in it. */
   if (sb->snapshot[0] && sb->isolation != SBX_ISOLATION_VM)

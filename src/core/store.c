@@ -456,6 +456,12 @@ sbx_store_open (const char *path, const uint8_t key[SBX_SEAL_KEY_LEN], struct sb
     sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN pending TEXT NOT NULL DEFAULT ''",
                   NULL, NULL, &msg);
   if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
+      && sqlite3_exec (st->db, "SELECT mask_host FROM sandboxes LIMIT 0", NULL, NULL, NULL)
+             != SQLITE_OK)
+    /* From before E2B's maskRequestHost: every proxy kept the client's Host. */
+    sqlite3_exec (st->db, "ALTER TABLE sandboxes ADD COLUMN mask_host TEXT NOT NULL DEFAULT ''",
+                  NULL, NULL, &msg);
+  if (msg == NULL && sqlite3_errcode (st->db) == SQLITE_OK
       && sqlite3_exec (st->db, "SELECT isolation FROM snapshots LIMIT 0", NULL, NULL, NULL)
              != SQLITE_OK)
     /* From before VM snapshots: every snapshot is a namespace one's disk. */
@@ -565,6 +571,7 @@ bind_insert (sqlite3_stmt *s, const void *arg)
   sqlite3_bind_text (s, 21, r->snapshot ? r->snapshot : "", -1, SQLITE_STATIC);
   sqlite3_bind_int64 (s, 22, r->snapshot_copied);
   sqlite3_bind_text (s, 23, r->pending ? r->pending : "", -1, SQLITE_STATIC);
+  sqlite3_bind_text (s, 24, r->mask_host ? r->mask_host : "", -1, SQLITE_STATIC);
 }
 
 static int insert_sealed (struct sbx_store *st, const struct sbx_sandbox_record *r,
@@ -605,9 +612,9 @@ insert_sealed (struct sbx_store *st, const struct sbx_sandbox_record *r, sbx_err
               "INSERT INTO sandboxes (id, tenant, template, user, state, created_ms, expires_ms,"
               " memory, cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid, timeout_ms,"
               " access_token, traffic_token, network, lifecycle, snapshot, snapshot_copied,"
-              " pending)"
+              " pending, mask_host)"
               " VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-              " ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
+              " ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
               bind_insert, r, NULL, err);
 }
 
@@ -926,8 +933,8 @@ sbx_store_sandbox_running (struct sbx_store *st,
                           "SELECT id, tenant, template, user, created_ms, expires_ms, memory,"
                           " cpu_milli, pids, disk, env, metadata, slot, uid_base, init_pid,"
                           " timeout_ms, access_token, traffic_token, network, state, lifecycle,"
-                          " remaining_ms, snapshot, hibernated, snapshot_copied, pending"
-                          " FROM sandboxes"
+                          " remaining_ms, snapshot, hibernated, snapshot_copied, pending,"
+                          " mask_host FROM sandboxes"
                           " WHERE state IN ('running', 'paused')"
                           " ORDER BY created_ms",
                           -1, &stmt, NULL)
@@ -980,6 +987,9 @@ sbx_store_sandbox_running (struct sbx_store *st,
       r.pending = (const char *) sqlite3_column_text (stmt, 25);
       if (r.pending == NULL)
         r.pending = "";
+      r.mask_host = (const char *) sqlite3_column_text (stmt, 26);
+      if (r.mask_host == NULL)
+        r.mask_host = "";
       if (r.id && r.tenant && r.template_name && r.user && r.env_json && r.metadata_json
           && r.access_token && r.traffic_token && r.network_json)
         {

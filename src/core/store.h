@@ -44,6 +44,9 @@ struct sbx_sandbox_record
      finds such a record at its start ends the sandbox: the client never
      got it (core/adopt.c). */
   const char *pending;
+  /* E2B's maskRequestHost ("" or NULL: none): the Host header the port
+     proxy sends its servers, "${PORT}" in it the port asked for. */
+  const char *mask_host;
 };
 
 #define SBX_LIFECYCLE_PAUSE_ON_TIMEOUT 0x1 /* its lifetime ends in a pause, not a kill */

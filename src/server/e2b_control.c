@@ -106,6 +106,9 @@ listed_json (json_t *native, struct sbx_sandbox *sb_or_null)
       if (sb_or_null->lifecycle & (SBX_LIFECYCLE_PUBLIC_PORTS | SBX_LIFECYCLE_PRIVATE_EXPLICIT))
         json_object_set_new (json_object_get (o, "network"), "allowPublicTraffic",
                              json_boolean (sb_or_null->lifecycle & SBX_LIFECYCLE_PUBLIC_PORTS));
+      if (json_is_string (json_object_get (native, "mask_request_host")))
+        json_object_set (json_object_get (o, "network"), "maskRequestHost",
+                         json_object_get (native, "mask_request_host"));
       if (json_object_get (net, "rules") != NULL)
         {
           json_t *rules = json_object (), *list;
@@ -190,11 +193,25 @@ e2b_lifecycle (json_t *body, uint32_t *lifecycle, sbx_error_t **err)
    the sandbox's ports (never its code interpreter nor envd, which need the
    access token) to anyone with the host name, E2B's default, here only
    when asked for; false is sbx's default made explicit (E2B's 403 for a
-   missing token). maskRequestHost is accepted and not applied. */
+   missing token). maskRequestHost: the Host header the port proxy sends
+   the sandbox's servers ("${PORT}" the port), checked (no header can be
+   smuggled after it). */
 static int
-e2b_public_traffic (json_t *network, uint32_t *lifecycle, sbx_error_t **err)
+e2b_public_traffic (json_t *network, uint32_t *lifecycle, const char **mask_host,
+                    sbx_error_t **err)
 {
   json_t *v = json_is_object (network) ? json_object_get (network, "allowPublicTraffic") : NULL;
+  json_t *mask = json_is_object (network) ? json_object_get (network, "maskRequestHost") : NULL;
+
+  if (mask != NULL && !json_is_null (mask))
+    {
+      if (!json_is_string (mask) || !sbx_mask_host_ok (json_string_value (mask)))
+        return sbx_err (err, SBX_E_INVALID,
+                        "network.maskRequestHost must be a host[:port] of at most %d letters, "
+                        "digits, `.`, `-`, `:` and `${PORT}` (the port asked for)",
+                        SBX_MASK_HOST_MAX);
+      *mask_host = json_string_value (mask);
+    }
 
   if (v == NULL || json_is_null (v))
     return 0;
@@ -397,7 +414,9 @@ sbx_route_e2b_create (struct sbx_req *r)
       || sbx_param_bool (body, "allow_internet_access", &flag, &err) < 0
       || sbx_param_bool (body, "secure", &flag, &err) < 0
       || e2b_lifecycle (body, &opts.lifecycle, &err) < 0
-      || e2b_public_traffic (json_object_get (body, "network"), &opts.lifecycle, &err) < 0
+      || e2b_public_traffic (json_object_get (body, "network"), &opts.lifecycle, &opts.mask_host,
+                             &err)
+             < 0
       || refuse_unsupported (body, &err) < 0
       || e2b_network (json_object_get (body, "allow_internet_access"),
                       json_object_get (body, "network"), &opts.network, &err)

@@ -6,6 +6,7 @@
  * signed with it (the SDK's uploadUrl()/downloadUrl()):
  *   signature = "v1_" + base64(sha256("PATH:OPERATION:USER:TOKEN[:EXPIRY]"))
  * without padding (infra packages/shared/pkg/keys/sha256.go). */
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -53,8 +54,19 @@ struct files_upload
 
 /* ---- authorization ------------------------------------------------------ */
 
-static int
-signature_ok (struct sbx_req *r, const char *operation)
+enum signature
+{
+  SIGNATURE_BAD,     /* none, malformed, or not this sandbox's */
+  SIGNATURE_EXPIRED, /* this sandbox's, past its expiration */
+  SIGNATURE_OK,
+};
+
+/* E2B's method signing: v1_ and the unpadded base64 of SHA-256 over
+   "path:operation:user:access token[:expiration]". An expired one is told
+   apart only once it verifies (which needs the token), as E2B's envd says
+   "signature is already expired". */
+static enum signature
+signature_check (struct sbx_req *r, const char *operation)
 {
   const char *sig = sbx_req_query (r, "signature");
   const char *exp = sbx_req_query (r, "signature_expiration");
@@ -62,16 +74,18 @@ signature_ok (struct sbx_req *r, const char *operation)
   const char *user = sbx_req_query (r, "username");
   struct sbx_buf raw = SBX_BUF_INIT, enc = SBX_BUF_INIT;
   unsigned char digest[SHA256_DIGEST_LENGTH];
+  long long expires = 0;
   int ok = 0;
 
   if (sig == NULL || strncmp (sig, "v1_", 3) != 0 || path == NULL)
-    return 0;
+    return SIGNATURE_BAD;
   if (exp != NULL)
     {
       char *end;
-      long long e = strtoll (exp, &end, 10);
-      if (*exp == '\0' || *end != '\0' || e <= sbx_now_ms () / 1000)
-        return 0; /* expired, or not a time */
+      errno = 0;
+      expires = strtoll (exp, &end, 10);
+      if (*exp == '\0' || *end != '\0' || errno != 0)
+        return SIGNATURE_BAD; /* not a time */
     }
   sbx_buf_printf (&raw, "%s:%s:%s:%s", path, operation, user ? user : "", r->sb->access_token);
   if (exp != NULL)
@@ -87,21 +101,27 @@ signature_ok (struct sbx_req *r, const char *operation)
     }
   sbx_buf_free (&raw);
   sbx_buf_free (&enc);
-  return ok;
+  if (!ok)
+    return SIGNATURE_BAD;
+  return exp != NULL && expires <= sbx_now_ms () / 1000 ? SIGNATURE_EXPIRED : SIGNATURE_OK;
 }
 
 static int
 authorize (struct sbx_req *r, const char *operation, sbx_error_t **err)
 {
   const char *t = MHD_lookup_connection_value (r->conn, MHD_HEADER_KIND, "X-Access-Token");
+  enum signature sig;
 
   if (r->admin)
     return 0;
   if (t != NULL && strlen (t) == strlen (r->sb->access_token)
       && CRYPTO_memcmp (t, r->sb->access_token, strlen (t)) == 0)
     return 0;
-  if (signature_ok (r, operation))
+  sig = signature_check (r, operation);
+  if (sig == SIGNATURE_OK)
     return 0;
+  if (sig == SIGNATURE_EXPIRED)
+    return sbx_err (err, SBX_E_UNAUTHORIZED, "signature is already expired");
   return sbx_err (err, SBX_E_UNAUTHORIZED,
                   "unauthorized access, please provide a valid access token or method signing");
 }

@@ -44,6 +44,7 @@
 #include "server/request.h"
 #include "server/route_match.h"
 #include "util/log.h"
+#include "util/parse.h"
 
 #define HEAD_MAX (64 * 1024) /* the server's status line and headers */
 #define READ_CHUNK 16384
@@ -57,6 +58,7 @@ struct sbx_proxy
 {
   struct sbx_sandbox *sb; /* a reference, and one of its proxy places */
   char id[SBX_ID_LEN + 1];
+  char mask_host[SBX_MASK_HOST_MAX + 1]; /* the sandbox's (E2B's maskRequestHost), or "" */
   unsigned port;
   int up;        /* the connection to the server, -1 once closed */
   int client_fd; /* borrowed: the client's connection (a hang-up ends every wait) */
@@ -669,8 +671,15 @@ build_head (struct sbx_req *r, struct sbx_proxy *p, const char *method, const ch
       p->ws = 1;
     }
   sbx_buf_printf (out, "%s %s HTTP/1.1\r\n", method, target);
-  /* E2B keeps the client's Host; without one, say which port was asked. */
-  if (h->host && h->host[0] && !has_api_key (h->host))
+  /* E2B keeps the client's Host, or sends the sandbox's mask of it
+     (maskRequestHost); without either, say which port was asked. */
+  if (p->mask_host[0])
+    {
+      char host[SBX_MASK_HOST_MAX + 16 * 8];
+      sbx_mask_host_render (p->mask_host, p->port, host, sizeof host);
+      sbx_buf_printf (out, "Host: %s\r\n", host);
+    }
+  else if (h->host && h->host[0] && !has_api_key (h->host))
     sbx_buf_printf (out, "Host: %s\r\n", h->host);
   else
     sbx_buf_printf (out, "Host: 127.0.0.1:%u\r\n", p->port);
@@ -735,6 +744,8 @@ sbx_proxy_begin (struct sbx_req *r, struct sbx_sandbox *sb, unsigned port, const
   p->up = -1;
   p->port = port;
   snprintf (p->id, sizeof p->id, "%s", sb->id);
+  /* Set at create, never changed: read without the lock. */
+  snprintf (p->mask_host, sizeof p->mask_host, "%s", sb->mask_host);
   p->idle_ms = (int) sbx_core_config ()->proxy_idle_ms;
   p->head_request = strcmp (method, "HEAD") == 0;
   ci = MHD_get_connection_info (r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);

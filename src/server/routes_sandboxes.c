@@ -126,7 +126,7 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
   static const char *const allowed[] = {"template", "timeout", "memory", "cpus", "pids", "disk",
                                         "env",      "metadata", "user", "network", "on_timeout",
                                         "auto_resume", "keep_memory", "snapshot", "isolation",
-                                        NULL};
+                                        "mask_request_host", NULL};
   uint64_t pids = 0;
   const char *on_timeout = NULL;
   int auto_resume = 0, keep_memory = 1;
@@ -148,6 +148,7 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
       || sbx_param_string (body, "on_timeout", &on_timeout, err) < 0
       || sbx_param_bool (body, "auto_resume", &auto_resume, err) < 0
       || sbx_param_bool (body, "keep_memory", &keep_memory, err) < 0
+      || sbx_param_string (body, "mask_request_host", &opts->mask_host, err) < 0
       || sbx_param_string (body, "snapshot", &opts->snapshot, err) < 0
       || sbx_param_string (body, "isolation", &opts->isolation, err) < 0)
     return -1;
@@ -162,6 +163,11 @@ sbx_create_opts_parse (json_t *body, struct sbx_create_opts *opts, sbx_error_t *
     opts->lifecycle |= SBX_LIFECYCLE_PAUSE_ON_TIMEOUT;
   if (auto_resume)
     opts->lifecycle |= SBX_LIFECYCLE_AUTO_RESUME;
+  if (opts->mask_host && !sbx_mask_host_ok (opts->mask_host))
+    return sbx_err (err, SBX_E_INVALID,
+                    "mask_request_host must be a host[:port] of at most %d letters, digits, `.`, "
+                    "`-`, `:` and `${PORT}` (the port asked for)",
+                    SBX_MASK_HOST_MAX);
   if (!keep_memory)
     {
       /* E2B's rule: a sandbox that boots again on resume is resumed by

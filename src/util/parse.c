@@ -1,6 +1,7 @@
 /* sbx: size, duration and CPU parsers (see parse.h). */
 #include "util/parse.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -329,4 +330,51 @@ sbx_template_name_spelled_ok (const char *name)
         return 0;
     }
   return 1;
+}
+
+#define PORT_PLACEHOLDER "${PORT}"
+
+int
+sbx_mask_host_ok (const char *s)
+{
+  size_t n = s ? strlen (s) : 0, i = 0;
+
+  if (n == 0 || n > SBX_MASK_HOST_MAX)
+    return 0;
+  while (i < n)
+    {
+      unsigned char c = (unsigned char) s[i];
+      if (strncmp (s + i, PORT_PLACEHOLDER, strlen (PORT_PLACEHOLDER)) == 0)
+        i += strlen (PORT_PLACEHOLDER);
+      else if (isalnum (c) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']')
+        i++;
+      else
+        return 0;
+    }
+  return 1;
+}
+
+void
+sbx_mask_host_render (const char *s, unsigned port, char *buf, unsigned len)
+{
+  size_t used = 0;
+
+  assert (len > 0 && sbx_mask_host_ok (s));
+  buf[0] = '\0';
+  while (*s && used + 1 < len)
+    {
+      if (strncmp (s, PORT_PLACEHOLDER, strlen (PORT_PLACEHOLDER)) == 0)
+        {
+          int k = snprintf (buf + used, len - used, "%u", port);
+          if (k < 0 || (size_t) k >= len - used)
+            break;
+          used += (size_t) k;
+          s += strlen (PORT_PLACEHOLDER);
+        }
+      else
+        {
+          buf[used++] = *s++;
+          buf[used] = '\0';
+        }
+    }
 }

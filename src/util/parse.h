@@ -39,4 +39,13 @@ void sbx_format_size_bound (uint64_t bytes, int round_up, char *buf, unsigned le
    "1500ms" is "1s500ms"). */
 void sbx_format_duration_ms (uint64_t ms, char *buf, unsigned len);
 
+/* 1 for a Host header value the port proxy may send in place of the
+   client's (E2B's maskRequestHost): 1..SBX_MASK_HOST_MAX bytes of letters,
+   digits, `.`, `-`, `:`, `[`, `]` and the placeholder `${PORT}`; nothing
+   else, so no header can be smuggled in after it (CR, LF, spaces). */
+#define SBX_MASK_HOST_MAX 253
+int sbx_mask_host_ok (const char *s);
+/* s (sbx_mask_host_ok) with each `${PORT}` replaced by port. */
+void sbx_mask_host_render (const char *s, unsigned port, char *buf, unsigned len);
+
 #endif

@@ -156,4 +156,23 @@ test('signed upload and download URLs work without the token header', async () =
   bad.searchParams.set('signature', 'v1_' + 'A'.repeat(43))
   const denied = await fetch(bad, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' } })
   assert.equal(denied.status, 401)
+  assert.match((await denied.json()).message, /unauthorized access/)
+  // A signature of the sandbox's whose time is past: E2B's own message. A
+  // forged one with a past time is not told apart from any forged one.
+  const headers = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' }
+  const old = await sbx.downloadUrl('/tmp/signed.txt', { useSignatureExpiration: -10_000 })
+  const expired = await fetch(old, { headers })
+  assert.equal(expired.status, 401)
+  assert.deepEqual(await expired.json(),
+    { code: 401, error: 'unauthorized', message: 'signature is already expired' })
+  const forgedOld = new URL(old)
+  forgedOld.searchParams.set('signature', 'v1_' + 'A'.repeat(43))
+  assert.match((await (await fetch(forgedOld, { headers })).json()).message, /unauthorized access/)
+  const upOld = await sbx.uploadUrl('/tmp/late.txt', { useSignatureExpiration: -100_000 })
+  const form = new FormData()
+  form.append('file', 'late')
+  const late = await fetch(upOld, { method: 'POST', body: form, headers })
+  assert.equal(late.status, 401)
+  assert.equal((await late.json()).message, 'signature is already expired')
+  assert.equal(await sbx.files.exists('/tmp/late.txt'), false)
 })

@@ -508,6 +508,43 @@ class Headers(PortsTest):
         body = json.loads(out.split(b"\r\n\r\n", 1)[1])
         self.assertIn(["Host", "127.0.0.1:%d" % ECHO], body["headers"])
 
+    def test_mask_request_host(self):
+        """E2B's maskRequestHost: the sandbox's servers see that Host, with
+        ${PORT} the port asked for, whatever the client sent; a value that
+        could end the header line or start another is a 400 and no sandbox."""
+        before = len(self.d.api("GET", "/v1/sandboxes").json()["sandboxes"])
+        for bad in ("evil\r\nX-Injected: 1", "a b", "x/y", "%0d%0a", "", "h" * 254, 7):
+            r = self.d.tcp("POST", "/v1/sandboxes", {"mask_request_host": bad}, key=self.key)
+            self.assertEqual(r.status, 400, (bad, r))
+            r = self.d.tcp("POST", "/sandboxes", {"templateID": "base",
+                                                  "network": {"maskRequestHost": bad}},
+                           key=self.key)
+            self.assertEqual(r.status, 400, (bad, r))
+        self.assertEqual(len(self.d.api("GET", "/v1/sandboxes").json()["sandboxes"]), before)
+        r = self.d.tcp("POST", "/sandboxes", {"templateID": "base", "network": {
+            "maskRequestHost": "custom-host.example.com:${PORT}"}}, key=self.key)
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["sandboxID"]
+        info = self.d.tcp("GET", "/sandboxes/" + sid, key=self.key).json()
+        self.assertEqual(info["network"]["maskRequestHost"], "custom-host.example.com:${PORT}")
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + sid).json()["mask_request_host"],
+                         "custom-host.example.com:${PORT}")
+        start_servers(self.d, sid, [("echo", ECHO)])
+        r = self.req("GET", self.url(ECHO, "/m", sid=sid), headers={"Host": "8100-x.example"})
+        self.assertEqual(r.status, 200, r)
+        h = dict((k.lower(), v) for k, v in r.json()["headers"])
+        self.assertEqual(h["host"], "custom-host.example.com:%d" % ECHO)
+        # Not carried where it was not asked for: the class's sandbox keeps
+        # the client's.
+        got = self.echo("/n", headers={"Host": "8100-x.example"})
+        self.assertIn(["Host", "8100-x.example"], got["headers"])
+        # A fork has its source's settings, this one too.
+        r = self.d.api("POST", "/v1/sandboxes/%s/fork" % sid, {})
+        self.assertEqual(r.status, 201, r)
+        child = r.json()["sandboxes"][0]["id"]
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/" + child).json()["mask_request_host"],
+                         "custom-host.example.com:${PORT}")
+
     def test_other_upgrades_ignored(self):
         # h2c and the like are offers a server may ignore: dropped, and the
         # request goes on as plain HTTP/1.1.

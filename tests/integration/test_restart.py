@@ -888,6 +888,25 @@ class Lifetime(RestartTest):
         self.assertEqual(get_sb(d, sid).json(), before)
 
 
+    def test_host_mask_and_lifecycle_are_kept_a_tampered_mask_dropped(self):
+        d = self.d
+        keep = d.create(timeout=600, mask_request_host="app.example:${PORT}",
+                        on_timeout="pause", keep_memory=False)
+        tampered = d.create(timeout=600, mask_request_host="ok.example")
+        before = get_sb(d, keep).json()
+        self.assertEqual((before["mask_request_host"], before["lifecycle"]["keep_memory"]),
+                         ("app.example:${PORT}", False))
+        self.kill9()
+        con = sqlite3.connect(db_path(d))
+        con.execute("UPDATE sandboxes SET mask_host = ? WHERE id = ?",
+                    ("ok.example\r\nX-Injected: 1", tampered))
+        con.commit()
+        con.close()
+        d = self.restart()
+        self.assertEqual(get_sb(d, keep).json(), before)
+        # A mask no check would pass never reaches a request head.
+        self.assertNotIn("mask_request_host", get_sb(d, tampered).json())
+
     def test_finished_results_are_kept(self):
         # Background commands that ended before the daemon went and were not
         # collected: their results (exit, timeout, duration) are listed and

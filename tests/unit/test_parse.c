@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tap.h"
 
@@ -577,6 +578,41 @@ test_format_parse_round_trip (void)
   return 0;
 }
 
+/* E2B's maskRequestHost goes into a request head: only host[:port]
+   characters and ${PORT}, nothing that ends a header line or starts
+   another. */
+static int
+test_mask_host (void)
+{
+  static const char *const good[] = {"custom-host.example.com:${PORT}", "localhost", "${PORT}",
+                                     "[::1]:8080", "a.b-c:${PORT}${PORT}"};
+  static const char *const bad[]
+      = {"", "a b", "host\r\nX-Evil: 1", "host\n", "h\tt", "h/p", "h@p", "${PORT", "$PORT",
+         "${port}", "h%0d", "h\x7f", "h\xc3\xa9"};
+  char buf[SBX_MASK_HOST_MAX + 64], big[SBX_MASK_HOST_MAX + 2];
+
+  for (size_t i = 0; i < ARRAY_SIZE (good); i++)
+    CHECK (sbx_mask_host_ok (good[i]));
+  for (size_t i = 0; i < ARRAY_SIZE (bad); i++)
+    CHECK (!sbx_mask_host_ok (bad[i]));
+  CHECK (!sbx_mask_host_ok (NULL));
+  memset (big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  CHECK (!sbx_mask_host_ok (big));
+  big[SBX_MASK_HOST_MAX] = '\0';
+  CHECK (sbx_mask_host_ok (big));
+  sbx_mask_host_render ("custom-host.example.com:${PORT}", 8080, buf, sizeof buf);
+  CHECK_STR (buf, "custom-host.example.com:8080");
+  sbx_mask_host_render ("${PORT}-x.${PORT}", 65535, buf, sizeof buf);
+  CHECK_STR (buf, "65535-x.65535");
+  sbx_mask_host_render ("plain", 1, buf, sizeof buf);
+  CHECK_STR (buf, "plain");
+  /* Cut, never overrun, when the buffer is short. */
+  sbx_mask_host_render ("abcdef", 1, buf, 4);
+  CHECK_STR (buf, "abc");
+  return 0;
+}
+
 int
 main (void)
 {
@@ -598,5 +634,6 @@ main (void)
   RUN (test_format_parse_round_trip);
   RUN (test_format_size_bound);
   RUN (test_format_duration);
+  RUN (test_mask_host);
   return tap_done ();
 }
