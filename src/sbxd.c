@@ -61,6 +61,8 @@ static const char usage[]
       "  --max-timeout DUR    longest sandbox lifetime allowed (default 24h)\n"
       "  --proxy-timeout DUR  port proxy: how long a server in a sandbox may stay\n"
       "                       silent before the request fails (default 60s)\n"
+      "  --metrics-interval DUR  how often each sandbox's metrics are kept for its\n"
+      "                       history (1s to 1m, default 5s; the last 720 are kept)\n"
       "  --audit-max-size N   rotate the audit log at this size (default 64M, min 4K)\n"
       "  --template-max-size N  largest template upload and unpacked template (default 2G/4G)\n"
       "  --template-max-files N files one template may hold (default 500000)\n"
@@ -290,6 +292,15 @@ parse_args (int argc, char **argv, struct sbx_config *cfg)
               return fail ("--proxy-timeout `%s` is not a duration of 1s to 1h", val);
             }
           cfg->proxy_idle_ms = n;
+        }
+      else if (strcmp (name, "--metrics-interval") == 0)
+        {
+          if (sbx_parse_duration_ms (val, &n, &err) < 0 || n < 1000 || n > 60 * 1000)
+            {
+              sbx_error_free (err);
+              return fail ("--metrics-interval `%s` is not a duration of 1s to 1m", val);
+            }
+          cfg->metrics_interval_ms = n;
         }
       else if (strcmp (name, "--egress-max-bytes") == 0)
         {

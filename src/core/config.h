@@ -26,6 +26,7 @@ struct sbx_config
   uint64_t default_timeout_ms; /* sandbox lifetime */
   uint64_t max_timeout_ms;
   uint64_t proxy_idle_ms;      /* port proxy: a server silent this long gets 504 */
+  uint64_t metrics_interval_ms; /* how often each sandbox's metrics are kept (metrics_history.c) */
   struct sbx_limits defaults;
   struct sbx_limits min, max;
   struct sbx_engine_opts engine;

@@ -42,6 +42,7 @@ sbx_config_defaults (struct sbx_config *cfg)
   cfg->default_timeout_ms = 300 * 1000;
   cfg->max_timeout_ms = 24 * 3600 * 1000;
   cfg->proxy_idle_ms = 60 * 1000;
+  cfg->metrics_interval_ms = SBX_METRICS_INTERVAL_MS;
   cfg->audit_max_size = SBX_AUDIT_DEFAULT_MAX_SIZE;
   cfg->template_max_upload = 2 * GIB;
   cfg->template_max_bytes = 4 * GIB;
@@ -229,10 +230,12 @@ sbx_core_start (const struct sbx_config *cfg, sbx_error_t **err)
   pthread_mutex_unlock (&sbx_core.lock);
   pthread_cond_init (&sbx_core.pool_cond, NULL);
   pthread_cond_init (&sbx_core.janitor_cond, NULL);
+  pthread_cond_init (&sbx_core.history_cond, NULL);
   pthread_cond_init (&sbx_core.creating_cond, NULL);
   if (pthread_create (&sbx_core.loop_thread, NULL, sbx__loop_main, NULL) != 0
       || pthread_create (&sbx_core.janitor_thread, NULL, sbx__janitor_main, NULL) != 0
-      || pthread_create (&sbx_core.pool_thread, NULL, sbx__pool_main, NULL) != 0)
+      || pthread_create (&sbx_core.pool_thread, NULL, sbx__pool_main, NULL) != 0
+      || pthread_create (&sbx_core.history_thread, NULL, sbx__history_main, NULL) != 0)
     return sbx_err (err, SBX_E_SYSTEM, "cannot start the core's threads");
   sbx_core.threads_started = 1;
   sbx_info ("core ready: cgroup %s, Landlock ABI %u, pool %u, uid base %u",
@@ -302,9 +305,11 @@ sbx_core_stop (void)
       pthread_mutex_lock (&sbx_core.lock);
       sbx_core.stopping = 2;
       pthread_cond_broadcast (&sbx_core.janitor_cond);
+      pthread_cond_broadcast (&sbx_core.history_cond);
       pthread_mutex_unlock (&sbx_core.lock);
       sbx__wake_loop ();
       pthread_join (sbx_core.janitor_thread, NULL);
+      pthread_join (sbx_core.history_thread, NULL);
       pthread_join (sbx_core.loop_thread, NULL);
       sbx_core.threads_started = 0;
       leave_running ();

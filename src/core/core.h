@@ -201,6 +201,11 @@ struct sbx_sandbox
      runs: its delete is a 409 on every kernel. */
   char snapshot[65];
   int snapshot_copied;
+  /* Its metrics over time (core/metrics_history.c): a ring of
+     history_cap samples (grown up to SBX_METRICS_HISTORY), history_len of
+     them from history_start on; under the core's lock. */
+  struct sbx_metrics_sample *history;
+  unsigned history_cap, history_start, history_len;
   /* The Host the port proxy sends its servers, "" for the client's
      (E2B's maskRequestHost; set at create, never changed). */
   char mask_host[SBX_MASK_HOST_MAX + 1];
@@ -389,6 +394,27 @@ json_t *sbx_sandbox_metrics (struct sbx_sandbox *sb, sbx_error_t **err);
    time (its "guest" object) when it has one, else the cgroup's figures. */
 void sbx_metrics_inside (const json_t *m, json_int_t *mem_used, json_int_t *mem_total,
                          double *cpu_seconds);
+
+/* Metrics over time (core/metrics_history.c): every running sandbox is
+   sampled every SBX_METRICS_INTERVAL_MS, and the last SBX_METRICS_HISTORY
+   samples (an hour) are kept while it lives in this daemon. */
+#define SBX_METRICS_INTERVAL_MS 5000
+#define SBX_METRICS_HISTORY 720
+struct sbx_metrics_sample
+{
+  int64_t ms;          /* when (wall clock) */
+  double cpu_seconds;  /* CPU time since it (last) booted */
+  double cpu_used_pct; /* of its CPUs, since the sample before (the first: its start) */
+  double cpus;         /* its CPU limit */
+  int64_t mem_used, mem_total, disk_used, disk_total; /* a VM's: its guest's */
+};
+/* Copies of the samples taken in [from_ms, to_ms], oldest first (*out
+   NULL when none; the caller frees it). */
+int sbx_sandbox_metrics_history (struct sbx_sandbox *sb, int64_t from_ms, int64_t to_ms,
+                                 struct sbx_metrics_sample **out, size_t *n, sbx_error_t **err);
+/* A sample of now, its cpu_used_pct since the newest kept one. */
+int sbx_sandbox_metrics_now (struct sbx_sandbox *sb, struct sbx_metrics_sample *out,
+                             sbx_error_t **err);
 /* What the sandbox's disk can hold (see DISK_HEADROOM in registry.c). */
 uint64_t sbx_sandbox_disk_limit (struct sbx_sandbox *sb);
 /* Files API context for `user` ("user", "root" or NULL for the sandbox's):

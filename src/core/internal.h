@@ -54,9 +54,10 @@ struct sbx_core_state
   int epfd, wakefd;
   struct sbx_loop_watch *watches;
   uint32_t nwatches, free_watch; /* free list head is index+1, 0 = none */
-  pthread_t loop_thread, pool_thread, janitor_thread;
+  pthread_t loop_thread, pool_thread, janitor_thread, history_thread;
   int threads_started;
   pthread_cond_t pool_cond, janitor_cond;
+  pthread_cond_t history_cond; /* signalled at stop (metrics_history.c waits on it) */
   struct sbx_sandbox **janitor_q;
   size_t janitor_len, janitor_cap;
   int stopping;
@@ -112,6 +113,8 @@ void sbx__discard (struct sbx_sandbox *sb);
 
 /* pool.c */
 void *sbx__pool_main (void *arg);
+/* metrics_history.c */
+void *sbx__history_main (void *arg);
 
 /* reaper.c */
 void sbx__queue_kill (struct sbx_sandbox *sb, const char *reason);

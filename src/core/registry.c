@@ -63,6 +63,7 @@ sbx__sandbox_unref_locked (struct sbx_sandbox *sb)
   json_decref (sb->env);
   json_decref (sb->metadata);
   json_decref (sb->network);
+  free (sb->history);
   pthread_cond_destroy (&sb->cond);
   free (sb);
 }

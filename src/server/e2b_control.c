@@ -1153,18 +1153,41 @@ sbx_route_e2b_refresh (struct sbx_req *r)
     sbx_sandbox_unref (sb);
 }
 
+static json_t *
+e2b_sample (const struct sbx_metrics_sample *s)
+{
+  json_t *o = json_object ();
+  int cpu_count = (int) (s->cpus + 0.999);
+
+  json_object_set_new (o, "timestamp", sbx_json_time (s->ms));
+  json_object_set_new (o, "timestampUnix", json_integer (s->ms / 1000));
+  json_object_set_new (o, "cpuCount", json_integer (cpu_count < 1 ? 1 : cpu_count));
+  json_object_set_new (o, "cpuUsedPct", json_real (s->cpu_used_pct));
+  json_object_set_new (o, "memUsed", json_integer (s->mem_used));
+  json_object_set_new (o, "memTotal", json_integer (s->mem_total));
+  json_object_set_new (o, "memCache", json_integer (0));
+  json_object_set_new (o, "diskUsed", json_integer (s->disk_used));
+  json_object_set_new (o, "diskTotal", json_integer (s->disk_total));
+  return o;
+}
+
+/* GET /sandboxes/{id}/metrics[?start=S&end=S]: the samples kept (one per
+   SBX_METRICS_INTERVAL_MS while it runs, core/metrics_history.c) in the
+   range, oldest first, and one of now when the range covers now (give or
+   take a 5 s bucket, as E2B's are: the SDK rounds its times to seconds);
+   without a range every kept sample and now's. */
 void
 sbx_route_e2b_metrics (struct sbx_req *r)
 {
   sbx_error_t *err = NULL;
-  struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
-  json_t *m, *native, *o, *arr;
-  json_int_t mem_used, mem_total;
-  double cpus, cpu_s, elapsed_s;
+  cleanup_sandbox struct sbx_sandbox *sb = sbx_req_sandbox (r, 1, &err);
+  struct sbx_metrics_sample *kept = NULL, now_sample;
   int64_t now = sbx_now_ms ();
-  int cpu_count;
   uint64_t start_s = 0, end_s = UINT64_MAX;
   const char *q_start = sbx_req_query (r, "start"), *q_end = sbx_req_query (r, "end");
+  int64_t from_ms, to_ms;
+  size_t n = 0, i;
+  json_t *arr;
 
   if (sb == NULL)
     {
@@ -1172,58 +1195,42 @@ sbx_route_e2b_metrics (struct sbx_req *r)
       return;
     }
   if ((q_start && sbx_parse_uint64 (q_start, &start_s, &err) < 0)
-      || (q_end && sbx_parse_uint64 (q_end, &end_s, &err) < 0) || start_s > end_s)
+      || (q_end && sbx_parse_uint64 (q_end, &end_s, &err) < 0) || start_s > end_s
+      || (q_start && start_s > INT64_MAX / 1000))
     {
       sbx_error_free (err);
-      sbx_sandbox_unref (sb);
       sbx_reply_errorf (r, SBX_E_INVALID,
                         "`start` and `end` must be Unix times in seconds, start <= end");
       return;
     }
-  /* No history is kept (yet): the range has the current sample when it
-     covers now, give or take a 5 s bucket as E2B's are (the SDK rounds
-     its times to seconds), and nothing otherwise (a range before). */
-  if ((uint64_t) (now / 1000) + 5 < start_s
-      || (end_s < UINT64_MAX - 5 && (uint64_t) (now / 1000) > end_s + 5))
+  from_ms = (int64_t) start_s * 1000 - 5000;
+  to_ms = end_s >= (uint64_t) INT64_MAX / 1000 ? INT64_MAX : (int64_t) end_s * 1000 + 5999;
+  if (sbx_sandbox_metrics_history (sb, from_ms, to_ms, &kept, &n, &err) < 0)
     {
-      sbx_sandbox_unref (sb);
-      sbx_reply_json (r, 200, json_array ());
-      return;
-    }
-  m = sbx_sandbox_metrics (sb, &err);
-  native = sbx_sandbox_json (sb);
-  elapsed_s = (double) (now - sb->created_ms) / 1000.0;
-  sbx_sandbox_unref (sb);
-  if (m == NULL)
-    {
-      json_decref (native);
       sbx_reply_error (r, err);
       return;
     }
-  cpus = json_real_value (json_object_get (m, "cpus"));
-  /* A VM's figures are its guest's (what the SDK's user means by them). */
-  sbx_metrics_inside (m, &mem_used, &mem_total, &cpu_s);
-  cpu_count = (int) (cpus + 0.999);
-  if (cpu_count < 1)
-    cpu_count = 1;
-  o = json_object ();
-  json_object_set_new (o, "timestamp", sbx_json_time (now));
-  json_object_set_new (o, "timestampUnix", json_integer (now / 1000));
-  json_object_set_new (o, "cpuCount", json_integer (cpu_count));
-  /* The average since the start: the sandbox's CPU time over what its
-     CPUs could have given it. */
-  json_object_set_new (o, "cpuUsedPct",
-                       json_real (elapsed_s > 0 && cpus > 0 ? 100.0 * cpu_s / (elapsed_s * cpus)
-                                                            : 0.0));
-  json_object_set_new (o, "memUsed", json_integer (mem_used));
-  json_object_set_new (o, "memTotal", json_integer (mem_total));
-  json_object_set_new (o, "memCache", json_integer (0));
-  json_object_set (o, "diskUsed", json_object_get (m, "disk_bytes"));
-  json_object_set (o, "diskTotal", json_object_get (m, "disk_limit"));
   arr = json_array ();
-  json_array_append_new (arr, o);
-  json_decref (m);
-  json_decref (native);
+  for (i = 0; i < n; i++)
+    json_array_append_new (arr, e2b_sample (&kept[i]));
+  free (kept);
+  if (now >= from_ms && now <= to_ms)
+    {
+      if (sbx_sandbox_metrics_now (sb, &now_sample, &err) < 0)
+        {
+          /* Paused without its memory (or hibernated): no figure of now;
+             what was kept stands. */
+          if (err->kind != SBX_E_CONFLICT || json_array_size (arr) == 0)
+            {
+              json_decref (arr);
+              sbx_reply_error (r, err);
+              return;
+            }
+          sbx_error_free (err);
+        }
+      else
+        json_array_append_new (arr, e2b_sample (&now_sample));
+    }
   sbx_reply_json (r, 200, arr);
 }
 

@@ -63,6 +63,7 @@ const struct sbx_route sbx_server_routes[] = {
     {"POST", "v1/sandboxes/*/timeout", SBX_BODY_JSON, 0, sbx_route_sandbox_timeout},
     {"PUT", "v1/sandboxes/*/network", SBX_BODY_JSON, 0, sbx_route_sandbox_network},
     {"GET", "v1/sandboxes/*/metrics", SBX_BODY_NONE, 0, sbx_route_sandbox_metrics},
+    {"GET", "v1/sandboxes/*/metrics/history", SBX_BODY_NONE, 0, sbx_route_sandbox_metrics_history},
     {"POST", "v1/sandboxes/*/pause", SBX_BODY_JSON, 0, sbx_route_sandbox_pause},
     {"POST", "v1/sandboxes/*/resume", SBX_BODY_JSON, 0, sbx_route_sandbox_resume},
     {"POST", "v1/sandboxes/*/fork", SBX_BODY_JSON, 0, sbx_route_sandbox_fork},

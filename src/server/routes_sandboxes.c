@@ -373,6 +373,60 @@ sbx_route_sandbox_metrics (struct sbx_req *r)
     sbx_reply_json (r, 200, m);
 }
 
+/* GET /v1/sandboxes/ID/metrics/history[?start=S&end=S] (Unix seconds):
+   {"interval": 5, "max_samples": N, "samples": [...]}, the samples kept
+   in the range, oldest first (core/metrics_history.c). */
+void
+sbx_route_sandbox_metrics_history (struct sbx_req *r)
+{
+  sbx_error_t *err = NULL;
+  cleanup_sandbox struct sbx_sandbox *sb = NULL;
+  struct sbx_metrics_sample *v = NULL;
+  const char *q_start = sbx_req_query (r, "start"), *q_end = sbx_req_query (r, "end");
+  uint64_t start_s = 0, end_s = (uint64_t) INT64_MAX / 1000;
+  json_t *samples, *o;
+  size_t n = 0, i;
+
+  if ((q_start && sbx_parse_uint64 (q_start, &start_s, &err) < 0)
+      || (q_end && sbx_parse_uint64 (q_end, &end_s, &err) < 0)
+      || end_s > (uint64_t) INT64_MAX / 1000 || start_s > end_s)
+    {
+      sbx_error_free (err);
+      sbx_reply_errorf (r, SBX_E_INVALID,
+                        "`start` and `end` must be Unix times in seconds, start <= end");
+      return;
+    }
+  sb = sbx_req_sandbox (r, 2, &err);
+  if (sb == NULL
+      || sbx_sandbox_metrics_history (sb, (int64_t) start_s * 1000,
+                                      end_s >= (uint64_t) INT64_MAX / 1000
+                                          ? INT64_MAX
+                                          : (int64_t) end_s * 1000 + 999,
+                                      &v, &n, &err)
+             < 0)
+    {
+      sbx_reply_error (r, err);
+      return;
+    }
+  samples = json_array ();
+  for (i = 0; i < n; i++)
+    json_array_append_new (
+        samples,
+        json_pack ("{s:o, s:f, s:f, s:f, s:I, s:I, s:I, s:I}", "time", sbx_json_time (v[i].ms),
+                   "cpu_seconds", v[i].cpu_seconds, "cpu_used_pct", v[i].cpu_used_pct, "cpus",
+                   v[i].cpus, "memory_bytes", (json_int_t) v[i].mem_used, "memory_limit",
+                   (json_int_t) v[i].mem_total, "disk_bytes", (json_int_t) v[i].disk_used,
+                   "disk_limit", (json_int_t) v[i].disk_total));
+  free (v);
+  o = json_pack ("{s:f, s:i, s:o}", "interval",
+                 (double) sbx_core_config ()->metrics_interval_ms / 1000.0, "max_samples",
+                 SBX_METRICS_HISTORY, "samples", samples);
+  if (o == NULL)
+    sbx_reply_error (r, NULL); /* out of memory */
+  else
+    sbx_reply_json (r, 200, o);
+}
+
 /* ---- keys -------------------------------------------------------------- */
 
 void

@@ -275,6 +275,65 @@ class SandboxMetrics(DaemonTest):
         self.assertGreaterEqual(self.metrics(sid)["oom_kills"], 1)
 
 
+class SandboxMetricsHistory(DaemonTest):
+    """Samples kept every --metrics-interval (1 s here) while a sandbox runs:
+    natively (metrics/history) and as E2B's getMetrics({start, end})."""
+    extra_args = ("--metrics-interval", "1s")
+
+    def history(self, sid, query=""):
+        r = self.d.api("GET", "/v1/sandboxes/%s/metrics/history%s" % (sid, query))
+        self.assertEqual(r.status, 200, r)
+        return r.json()
+
+    def test_kept_in_order_in_range_and_not_while_paused(self):
+        t0 = int(time.time())
+        sid = self.d.create(memory="256M", disk="64M")
+        # Busy for longer than two intervals: some interval saw it work.
+        self.d.exec(sid, argv=["timeout", "3", "sh", "-c", "while :; do :; done"])
+        wait_until(lambda: len(self.history(sid)["samples"]) >= 4, what="four samples")
+        h = self.history(sid)
+        self.assertEqual((h["interval"], h["max_samples"]), (1, 720))
+        samples = h["samples"]
+        times = [x["time"] for x in samples]
+        self.assertEqual(times, sorted(times))
+        self.assertEqual(len(set(times)), len(times))
+        for x in samples:
+            self.assertEqual((x["memory_limit"], x["disk_limit"] <= 64 * MIB, x["cpus"]),
+                             (256 * MIB, True, 1.0))
+            self.assertGreater(x["memory_bytes"], 0)
+            self.assertGreaterEqual(x["cpu_used_pct"], 0)
+            self.assertLessEqual(x["cpu_used_pct"], 100)
+        cpu = [x["cpu_seconds"] for x in samples]
+        self.assertEqual(cpu, sorted(cpu))
+        self.assertTrue(any(x["cpu_used_pct"] > 10 for x in samples), samples)
+        # A range before it was made has nothing; bad ranges are 400s.
+        self.assertEqual(self.history(sid, "?start=1000&end=2000")["samples"], [])
+        for q in ("?start=5&end=3", "?start=x", "?end=-1", "?end=99999999999999999999"):
+            r = self.d.api("GET", "/v1/sandboxes/%s/metrics/history%s" % (sid, q))
+            self.assertEqual(r.status, 400, (q, r))
+        # E2B's: the kept samples of the range, and one of now.
+        t1 = int(time.time())
+        r = self.d.api("GET", "/sandboxes/%s/metrics?start=%d&end=%d" % (sid, t0, t1))
+        self.assertEqual(r.status, 200, r)
+        got = r.json()
+        self.assertGreaterEqual(len(got), 4)
+        for x in got:
+            self.assertGreaterEqual(x["timestampUnix"], t0 - 10)
+            self.assertLessEqual(x["timestampUnix"], t1 + 10)
+            self.assertEqual(set(x), {"timestamp", "timestampUnix", "cpuCount", "cpuUsedPct",
+                                      "memUsed", "memTotal", "memCache", "diskUsed",
+                                      "diskTotal"})
+        self.assertEqual(self.d.api("GET", "/sandboxes/%s/metrics?start=1000&end=2000"
+                                    % sid).json(), [])
+        # Paused: nothing is sampled (it runs nothing); what was kept stays.
+        self.assertEqual(self.d.api("POST", "/v1/sandboxes/%s/pause" % sid, {}).status, 200)
+        kept = len(self.history(sid)["samples"])
+        time.sleep(2.5)
+        self.assertEqual(len(self.history(sid)["samples"]), kept)
+        self.assertError(self.d.api("GET", "/v1/sandboxes/nosuchsandbox0000000/metrics/history"),
+                         404)
+
+
 class InfoAndHealth(DaemonTest):
     listen = True
 
