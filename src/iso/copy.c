@@ -11,7 +11,8 @@
  * owners are moved from the source's id range to the target's (an owner
  * outside the source's 65536 ids stops the copy); depth is bounded. Hard
  * links become separate files, extended attributes are not copied, holes
- * are kept, and the data copied is capped (the caller's bound: what the
+ * are kept, a name the target has already is the source's after the copy
+ * (clear_name), and the data copied is capped (the caller's bound: what the
  * source's disk holds), as is each file's size (RLIMIT_FSIZE).
  *
  * The copy runs in a child of the privileged parent that first joins the
@@ -188,6 +189,23 @@ copy_data (struct copy_ctx *c, int in, int out, const struct stat *st, const cha
 
 static int copy_dir (struct copy_ctx *c, int sfd, int dfd);
 
+/* The target is a sandbox just made, whose own processes may have written
+   some of these names already (a code interpreter's server its ~/.cache,
+   before a fork's or a snapshot's copy arrives): the source's entry wins.
+   A directory there is copied into; anything else of that name is
+   removed first (unlinkat never follows a link, and every step stays
+   relative to dfd). A directory where the source has a file or a link is
+   not emptied for it: the copy stops and names it. */
+static int
+clear_name (struct copy_ctx *c, int dfd, const char *name)
+{
+  if (unlinkat (dfd, name, 0) == 0 || errno == ENOENT)
+    return 0;
+  return fail (c, errno, errno == EISDIR ? "`%.200s` is a directory in the target"
+                                         : "replace `%.200s` in the target",
+               name);
+}
+
 static int
 copy_entry (struct copy_ctx *c, int sfd, int dfd, const char *name)
 {
@@ -205,11 +223,20 @@ copy_entry (struct copy_ctx *c, int sfd, int dfd, const char *name)
       s = openat (sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (s < 0 || !same_inode (s, &st))
         return fail (c, s < 0 ? errno : ESTALE, "open directory `%.200s`", name);
-      if (mkdirat (dfd, name, 0700) < 0)
+      if (mkdirat (dfd, name, 0700) < 0 && errno != EEXIST)
         return fail (c, errno, errno == ENOSPC ? "the target's disk is full (at `%.200s`)"
                                                : "make directory `%.200s`",
                      name);
       d = openat (dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (d < 0 && (errno == ENOTDIR || errno == ELOOP))
+        {
+          /* A file or a link of that name (O_NOFOLLOW: never entered). */
+          if (clear_name (c, dfd, name) < 0)
+            return -1;
+          if (mkdirat (dfd, name, 0700) < 0)
+            return fail (c, errno, "make directory `%.200s`", name);
+          d = openat (dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
       if (d < 0)
         return fail (c, errno, "open new directory `%.200s`", name);
       c->depth++;
@@ -227,6 +254,12 @@ copy_entry (struct copy_ctx *c, int sfd, int dfd, const char *name)
       if (in < 0 || !same_inode (in, &st))
         return fail (c, in < 0 ? errno : ESTALE, "open `%.200s`", name);
       out = openat (dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (out < 0 && errno == EEXIST)
+        {
+          if (clear_name (c, dfd, name) < 0)
+            return -1;
+          out = openat (dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        }
       if (out < 0)
         return fail (c, errno, errno == ENOSPC ? "the target's disk is full (at `%.200s`)"
                                                : "create `%.200s`",
@@ -244,7 +277,14 @@ copy_entry (struct copy_ctx *c, int sfd, int dfd, const char *name)
       if (n < 0)
         return fail (c, errno, "read link `%.200s`", name);
       target[n] = '\0';
-      if (symlinkat (target, dfd, name) < 0)
+      int made = symlinkat (target, dfd, name);
+      if (made < 0 && errno == EEXIST)
+        {
+          if (clear_name (c, dfd, name) < 0)
+            return -1;
+          made = symlinkat (target, dfd, name);
+        }
+      if (made < 0)
         return fail (c, errno, errno == ENOSPC ? "the target's disk is full (at `%.200s`)"
                                                : "make link `%.200s`",
                      name);

@@ -324,6 +324,20 @@ class CodeTest(DaemonTest):
         r = self.d.api("POST", "/v1/sandboxes/%s/contexts/nope/fork" % self.sid)
         self.assertError(r, 404, "not_found")
 
+    def test_sandbox_fork_of_a_code_interpreter(self):
+        """A fork of the sandbox (not of a context): its children's own
+        servers wrote ~/.cache before the copy came; the source's files win
+        there, the children's other files stay, and each child runs code."""
+        self.d.sh(self.sid, "mkdir -p ~/.cache && echo source > ~/.cache/mark")
+        r = self.d.api("POST", "/v1/sandboxes/%s/fork" % self.sid, {"count": 2}, timeout=300)
+        self.assertEqual(r.status, 201, r)
+        kids = [sb["id"] for sb in r.json()["sandboxes"]]
+        self.assertEqual(len(kids), 2)
+        for kid in kids:
+            self.assertEqual(self.d.sh(kid, "cat ~/.cache/mark")["stdout"], "source\n")
+            self.assertEqual(self.main_text(self.run_code("6 * 7", sid=kid)), "42")
+            self.assertEqual(self.d.kill(kid).status, 204)
+
     def test_cold_context(self):
         ctx = self.context(warm=False)
         self.assertEqual(self.main_text(self.run_code("import pandas; 6 * 7", context=ctx)), "42")

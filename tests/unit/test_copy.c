@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -89,6 +90,68 @@ test_owners_modes_links_specials (void)
   CHECK (n == 11 && memcmp (buf, "/etc/shadow", 11) == 0);
   CHECK (lstat ("dst/fifo", &st) < 0 && errno == ENOENT);
   CHECK (stat ("dst", &st) == 0 && st.st_uid == DST + 1000);
+  teardown ();
+  return 0;
+}
+
+/* The target already holds some names (a fresh sandbox's own server
+   wrote them): directories are copied into, files and links replaced by
+   the source's, a link never followed; a directory where the source has
+   a file stops the copy, naming it. */
+static int
+test_names_in_the_target_are_the_sources (void)
+{
+  struct sbx_copy_result res;
+  struct stat st;
+  char buf[64];
+  int src, dst, fd;
+  ssize_t n;
+
+  if (geteuid () != 0)
+    return 77;
+  CHECK (setup (&src, &dst) == 0);
+  CHECK (mkdir ("src/.cache", 0700) == 0 && chown ("src/.cache", SRC + 1000, SRC + 1000) == 0);
+  CHECK (put ("src/.cache/mine", "source", 0600, SRC + 1000) == 0);
+  CHECK (put ("src/f", "source f", 0644, SRC + 1000) == 0);
+  CHECK (put ("src/was_link", "data", 0644, SRC + 1000) == 0);
+  CHECK (symlink ("f", "src/l") == 0 && lchown ("src/l", SRC + 1000, SRC + 1000) == 0);
+  CHECK (mkdir ("src/was_file", 0755) == 0 && chown ("src/was_file", SRC + 1000, SRC + 1000) == 0);
+  /* The target's own. */
+  CHECK (mkdir ("dst/.cache", 0755) == 0 && put ("dst/.cache/theirs", "t", 0600, DST + 1000) == 0);
+  CHECK (put ("dst/.cache/mine", "target's", 0600, DST + 1000) == 0);
+  CHECK (put ("dst/f", "target's f, longer", 0600, DST + 1000) == 0);
+  CHECK (put ("outside", "host", 0600, 0) == 0);
+  CHECK (symlink ("../outside", "dst/was_link") == 0);
+  CHECK (symlink ("elsewhere", "dst/l") == 0);
+  CHECK (put ("dst/was_file", "x", 0600, DST + 1000) == 0);
+  memset (&res, 0, sizeof res);
+  sbx_copy_tree_now (src, dst, SRC, DST, NULL, &res);
+  CHECK (res.sys_errno == 0);
+  fd = open ("dst/.cache/mine", O_RDONLY);
+  CHECK (fd >= 0 && (n = read (fd, buf, sizeof buf)) == 6 && memcmp (buf, "source", 6) == 0);
+  close (fd);
+  CHECK (stat ("dst/.cache/theirs", &st) == 0);
+  CHECK (stat ("dst/.cache", &st) == 0 && (st.st_mode & 07777) == 0700 && st.st_uid == DST + 1000);
+  CHECK (stat ("dst/f", &st) == 0 && st.st_size == 8 && (st.st_mode & 07777) == 0644);
+  /* The link was replaced, not written through: the host's file is as it was. */
+  CHECK (lstat ("dst/was_link", &st) == 0 && S_ISREG (st.st_mode) && st.st_size == 4);
+  fd = open ("outside", O_RDONLY);
+  CHECK (fd >= 0 && (n = read (fd, buf, sizeof buf)) == 4 && memcmp (buf, "host", 4) == 0);
+  close (fd);
+  n = readlink ("dst/l", buf, sizeof buf - 1);
+  CHECK (n == 1 && buf[0] == 'f');
+  CHECK (stat ("dst/was_file", &st) == 0 && S_ISDIR (st.st_mode));
+  teardown ();
+
+  /* A directory of the target where the source has a file: not emptied. */
+  CHECK (setup (&src, &dst) == 0);
+  CHECK (put ("src/name", "file", 0644, SRC + 1000) == 0);
+  CHECK (mkdir ("dst/name", 0755) == 0 && put ("dst/name/kept", "k", 0600, DST + 1000) == 0);
+  memset (&res, 0, sizeof res);
+  sbx_copy_tree_now (src, dst, SRC, DST, NULL, &res);
+  CHECK (res.sys_errno == EISDIR);
+  CHECK (strstr (res.what, "is a directory in the target") != NULL);
+  CHECK (stat ("dst/name/kept", &st) == 0);
   teardown ();
   return 0;
 }
@@ -227,6 +290,7 @@ int
 main (void)
 {
   RUN (test_owners_modes_links_specials);
+  RUN (test_names_in_the_target_are_the_sources);
   RUN (test_foreign_owner_stops);
   RUN (test_holes_kept_and_bounds);
   RUN (test_depth_bound);
