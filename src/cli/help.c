@@ -165,7 +165,7 @@ static const struct
   {"fork",
    "usage: sbx fork ID [--count N] [--timeout DURATION]\n"
    "\n"
-   "Make N (default 1, at most 16) new sandboxes with a copy of sandbox ID's\n"
+   "Make N (default 1, at most 256) new sandboxes with a copy of sandbox ID's\n"
    "files (/home/user, /tmp, /dev/shm) and settings, and print their ids.\n"
    "Running processes are not carried over. ID is frozen during the copy.\n"},
   {"snapshot",

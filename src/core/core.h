@@ -358,7 +358,7 @@ int sbx_sandbox_pause_files (struct sbx_sandbox *sb, int64_t remaining_ms, sbx_e
    whole memory is (core/vm_fork.c). All or nothing: on
    success out->sb holds count new sandboxes (a reference each, released by
    sbx_fork_result_release). */
-#define SBX_FORK_MAX 16
+#define SBX_FORK_MAX 256
 struct sbx_fork_result
 {
   struct sbx_sandbox *sb[SBX_FORK_MAX];

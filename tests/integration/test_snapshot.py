@@ -177,10 +177,29 @@ mkdir -p d && ln -s /proc/1/root d/escape
         kid = r.json()["sandboxes"][0]["id"]
         self.assertEqual(self.d.sh(kid, "cat f* | md5sum")["stdout"], size)
 
+    def test_many_at_once(self):
+        """More than the 16 the first fork took: each child its own copy,
+        its own id range and cgroup; all of them go with one kill each."""
+        sid = self.d.create(memory="64M", disk="8M")
+        self.d.sh(sid, "echo many > /home/user/m")
+        r = self.fork(sid, {"count": 24})
+        self.assertEqual(r.status, 201, r)
+        kids = [sb["id"] for sb in r.json()["sandboxes"]]
+        self.assertEqual(len(set(kids)), 24)
+        self.assertEqual(self.d.sh(kids[-1], "cat /home/user/m")["stdout"], "many\n")
+        self.d.sh(kids[0], "echo changed > /home/user/m")
+        self.assertEqual(self.d.sh(kids[1], "cat /home/user/m")["stdout"], "many\n")
+        for kid in kids:
+            self.assertEqual(self.d.kill(kid).status, 204)
+        # Past --max-sandboxes: a 429, and no child of it is left.
+        before = self.ids()
+        self.assertError(self.fork(sid, {"count": 256}), 429)
+        self.assertEqual(self.ids(), before)
+
     def test_bad_input(self):
         sid = self.d.create()
         before = self.ids()
-        for body in ({"count": 0}, {"count": 17}, {"count": 10 ** 12}, {"count": "2"},
+        for body in ({"count": 0}, {"count": 257}, {"count": 10 ** 12}, {"count": "2"},
                      {"count": -1}, {"bogus": 1}, {"timeout": 0.1}):
             self.assertError(self.fork(sid, body), 400, "invalid_argument")
         self.assertError(self.fork("a" * 20), 404)
@@ -204,7 +223,7 @@ mkdir -p d && ln -s /proc/1/root d/escape
             k = it["sandbox"]["sandboxID"]
             self.assertTrue(it["sandbox"]["envdAccessToken"])
             self.assertEqual(self.d.sh(k, "cat f")["stdout"], "cli\n")
-        self.assertEqual(self.d.api("POST", "/sandboxes/%s/fork" % sid, {"count": 99}).status, 400)
+        self.assertEqual(self.d.api("POST", "/sandboxes/%s/fork" % sid, {"count": 257}).status, 400)
 
 
 if __name__ == "__main__":
