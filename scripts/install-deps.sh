@@ -95,6 +95,25 @@ if ! dpkg-query -W -f='${Status}' node-typescript 2>/dev/null | grep -q "install
   apt-get install -y -qq --no-install-recommends node-typescript
 fi
 
+# promtool (tests: /metrics must be valid Prometheus text, docs/metrics.md).
+# Only the checker, taken out of Debian's prometheus package: installing the
+# package would start a Prometheus server on the machine.
+promtool=/usr/local/lib/sbx/promtool
+if ! command -v promtool >/dev/null && [ ! -x "$promtool" ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to unpack promtool into $promtool" >&2
+    exit 1
+  fi
+  ptmp=$(mktemp -d)
+  chmod 755 "$ptmp"
+  (cd "$ptmp" && apt-get download prometheus >/dev/null 2>&1 \
+     || { chown _apt "$ptmp" 2>/dev/null; apt-get download prometheus; })
+  dpkg-deb -x "$ptmp"/prometheus_*.deb "$ptmp/x"
+  mkdir -p "$(dirname "$promtool")"
+  install -m 0755 "$ptmp/x/usr/bin/promtool" "$promtool"
+  rm -rf "$ptmp"
+fi
+
 # The microVM engine (docs/vm.md, `--isolation vm`): QEMU, and a guest
 # kernel unpacked from Debian's cloud kernel package into the VM directory,
 # never installed on the host. The cloud flavour is small and has ext4,

@@ -336,6 +336,18 @@ sbx_audit_info_json (void)
   return o;
 }
 
+void
+sbx_audit_stats (struct sbx_audit_stats *out)
+{
+  pthread_mutex_lock (&A.mu);
+  out->enabled = A.open;
+  out->healthy = !A.open || A.healthy;
+  out->written = (uint64_t) A.seq;
+  out->queued = (uint64_t) A.queued;
+  out->dropped = (uint64_t) A.dropped_total;
+  pthread_mutex_unlock (&A.mu);
+}
+
 /* The first failure of a write attempt is its cause: what fails after it
    in the same attempt (a sync of the file it left behind, say) follows
    from it and must not hide it from the operator. A later attempt that

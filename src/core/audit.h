@@ -76,6 +76,14 @@ int sbx_audit_healthy (void);
 /* For /v1/info: {"enabled", "healthy", "seq", "queued", "dropped",
    "error", "file"}. */
 json_t *sbx_audit_info_json (void);
+/* For GET /metrics: records written (the chain's length), waiting, dropped
+   (a full queue, no memory), and whether writes work. */
+struct sbx_audit_stats
+{
+  int enabled, healthy;
+  uint64_t written, queued, dropped;
+};
+void sbx_audit_stats (struct sbx_audit_stats *out);
 
 /* Records with seq > after_seq (of `sandbox` when not NULL), oldest
    first, at most limit: {"records": [...], "more": bool}. Files whose last

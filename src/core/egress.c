@@ -294,5 +294,6 @@ sbx__egress_on_reports (void)
         }
       sbx_audit_egress (r.sandbox, r.host, r.port, r.allowed ? "allow" : "deny",
                         r.reason[0] ? r.reason : NULL, r.bytes_out, r.bytes_in);
+      sbx_counters_egress (r.sandbox, r.allowed, r.bytes_out, r.bytes_in);
     }
 }

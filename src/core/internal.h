@@ -5,6 +5,7 @@
 
 #include "core/audit.h"
 #include "core/core.h"
+#include "core/counters.h"
 #include "priv/host.h"
 
 enum sbx_watch_kind

@@ -11,6 +11,7 @@
  * as the sandbox does in this daemon (a restart starts it afresh).
  */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,12 +131,33 @@ sample_all (void)
         sbx_error_free (err);
       else
         {
+          const struct sbx_metrics_sample *prev;
+          double cpu = 0, byte_seconds = 0;
+          char tenant[sizeof v[i]->tenant];
+          int kept = 0;
+
           sample_of (m, sbx_now_ms (), &s);
           json_decref (m);
           pthread_mutex_lock (&sbx_core.lock);
           if (v[i]->state == SBX_SB_RUNNING)
-            append_locked (v[i], &s);
+            {
+              /* Its tenant's usage since the sample before (or its start). */
+              int64_t since = v[i]->created_ms;
+              prev = newest_locked (v[i]);
+              cpu = s.cpu_seconds;
+              if (prev && prev->cpu_seconds <= s.cpu_seconds)
+                cpu -= prev->cpu_seconds;
+              if (prev)
+                since = prev->ms;
+              if (s.ms > since)
+                byte_seconds = (double) s.mem_used * (double) (s.ms - since) / 1000.0;
+              snprintf (tenant, sizeof tenant, "%s", v[i]->tenant);
+              append_locked (v[i], &s);
+              kept = 1;
+            }
           pthread_mutex_unlock (&sbx_core.lock);
+          if (kept)
+            sbx_counters_usage (tenant, cpu, byte_seconds);
         }
       sbx_sandbox_unref (v[i]);
     }

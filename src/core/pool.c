@@ -95,6 +95,7 @@ sbx__pool_main (void *arg)
           sbx__discard (sb);
           sb = NULL;
         }
+      sbx_counters_pool_built (sb != NULL);
       pthread_mutex_lock (&sbx_core.lock);
       sbx_core.pool_building--;
       if (sb == NULL)

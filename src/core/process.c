@@ -294,6 +294,7 @@ sbx__process_on_event (struct sbx_sandbox *sb, struct sbx_iso_event *ev)
         }
       p->state = SBX_PROC_RUNNING;
       p->pid = ev->pid;
+      sbx_counters_exec_started (sbx_mono_ms () - p->start_mono);
       if (p->pty)
         attach_tty (p, ev);
       break;

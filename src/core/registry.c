@@ -477,8 +477,11 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
       local = NULL;
     }
   if (was_running)
-    sbx_audit_lifecycle (expired ? "expired" : died ? "died" : "killed", sb->id, sb->tenant,
-                         sb->end_reason);
+    {
+      sbx_audit_lifecycle (expired ? "expired" : died ? "died" : "killed", sb->id, sb->tenant,
+                           sb->end_reason);
+      sbx_counters_ended (sb->end_reason);
+    }
   if (was_running
       && sbx_store_sandbox_end (sbx_core.store, sb->id,
                                 expired ? "expired" : died ? "died" : "killed",

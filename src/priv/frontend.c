@@ -8,6 +8,7 @@
 #include <openssl/sha.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/audit.h"
@@ -16,6 +17,7 @@
 #include "priv/host.h"
 #include "server/server.h"
 #include "util/log.h"
+#include "util/self_stats.h"
 
 int
 sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fds[2], uid_t uid,
@@ -44,6 +46,11 @@ sbx_frontend_main (const struct sbx_config *cfg, int master, const int listen_fd
       sbx_err (&err, SBX_E_SYSTEM, "OpenSSL could not initialise");
       goto fail;
     }
+  /* /metrics reads the front end's own /proc files, out of Landlock's
+     reach after the drop: kept open from here (util/self_stats.h). */
+  if (sbx_self_stats_open () < 0)
+    sbx_warn ("the front end's own memory and descriptors will not be in /metrics: %s",
+              strerror (errno));
   if (sbx_priv_drop (uid, gid, cfg->state_dir, &err) < 0
       || sbx_host_connect (master, &info, &err) < 0)
     goto fail;

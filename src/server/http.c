@@ -55,6 +55,7 @@ static char socket_path[600];
 
 const struct sbx_route sbx_server_routes[] = {
     {"GET", "healthz", SBX_BODY_NONE, 0, sbx_route_healthz},
+    {"GET", "metrics", SBX_BODY_NONE, 1, sbx_route_metrics},
     {"GET", "v1/info", SBX_BODY_NONE, 0, sbx_route_info},
     {"POST", "v1/sandboxes", SBX_BODY_JSON, 0, sbx_route_sandbox_create},
     {"GET", "v1/sandboxes", SBX_BODY_NONE, 0, sbx_route_sandbox_list},

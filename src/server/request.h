@@ -151,6 +151,7 @@ void sbx_route_sandbox_kill (struct sbx_req *r);
 void sbx_route_sandbox_timeout (struct sbx_req *r);
 void sbx_route_sandbox_network (struct sbx_req *r);
 void sbx_route_sandbox_metrics (struct sbx_req *r);
+void sbx_route_metrics (struct sbx_req *r); /* Prometheus (metrics_prom.c) */
 void sbx_route_sandbox_metrics_history (struct sbx_req *r);
 void sbx_route_sandbox_pause (struct sbx_req *r);
 void sbx_route_sandbox_resume (struct sbx_req *r);

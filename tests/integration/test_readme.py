@@ -149,8 +149,10 @@ class ReadmeTest(ReadmeScript, DaemonTest):
             self.assertEqual(self.d.api("DELETE", "/v1/templates/" + name).status, 204)
 
     def test_api(self):
-        (script,) = blocks("The API")
+        # The API's, then Prometheus' scrape of /metrics, in one script.
+        script = "\n".join(blocks("The API"))
         out = self.run_block(script, timeout=600)
+        self.assertRegex(out, r'(?m)^sbx_sandbox_creates_total\{isolation="namespace"\} [1-9]')
         self.assertRegex(out, r'"stdout": ?"hi\\n')
         self.assertIn('{"type":"stdout","data":"3\\n"}', out.replace(" ", ""))
         self.assertIn("input for the files API\n", out)
