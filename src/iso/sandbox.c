@@ -1,5 +1,6 @@
 /* sbx: creating and destroying sandboxes (the daemon's half of the setup
- * sequence in docs/isolation.md; init.c-side steps are in iso/init/).
+ * sequence in docs/architecture.md's step table; init.c-side steps are in
+ * iso/init/).
  *
  *   daemon                                   zygote / new sandbox init
  *   cgroup dir + limits

@@ -1,7 +1,6 @@
 /* sbx: the sandbox's syscall policy (seccomp-bpf, compiled with libseccomp).
  *
- * Shape of the policy (see docs/isolation.md, "(b) What a tight syscall
- * policy blocks"):
+ * Shape of the policy (docs/security.md 2.7, "The seccomp allowlist"):
  *
  *   - An allowlist. A syscall that is in no table below gets ENOSYS, which is
  *     what a kernel older than the syscall would say, so libc and runtimes

@@ -1,5 +1,6 @@
-/* sbx-init: the lock-down steps after the root is built, in the order of
- * docs/isolation.md: network and hostname (need privilege), then ids and
+/* sbx-init: the lock-down steps after the root is built, in the order the
+ * peers agree on (docs/security.md section 2): network and hostname (need
+ * privilege), then ids and
  * capabilities, then no_new_privs, then Landlock, and seccomp last. */
 #include <errno.h>
 #include <fcntl.h>

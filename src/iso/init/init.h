@@ -8,7 +8,8 @@
  * ever in a sandbox: the zygote is a fresh static process.
  *
  * init builds the root (rootfs.c), locks itself down (harden.c) in the
- * consensus order of docs/isolation.md, reports READY, and then only
+ * order bubblewrap, nsjail, minijail and crun agree on (docs/security.md
+ * section 2, docs/architecture.md's step table), reports READY, and then only
  * spawns the daemon's commands and reaps every process (spawn.c). It is
  * static, single-threaded, and fails closed: any setup error is reported
  * once and ends the sandbox.
