@@ -1,6 +1,8 @@
 /* sbx: the daemon's counters (core/counters.h). Atomics for the counts,
- * one small lock for the histograms and the tenants' usage; nothing here
- * blocks on anything else, so a scrape never holds up a sandbox. */
+ * one small lock for the histograms and the tenants' usage, taken last:
+ * nothing here but sbx_counters_read takes the core's lock (the callers
+ * may hold it: the event loop does), so a scrape never holds up a
+ * sandbox and no caller can deadlock on it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,25 +130,12 @@ sbx_counters_usage (const char *tenant, double cpu_seconds, double memory_byte_s
 }
 
 void
-sbx_counters_egress (const char *sandbox, int allowed, uint64_t bytes_out, uint64_t bytes_in)
+sbx_counters_egress (const char *tenant, int allowed, uint64_t bytes_out, uint64_t bytes_in)
 {
-  struct sbx_sandbox *sb;
-  char tenant[sizeof C.tenants[0].tenant] = "";
-
   bump (allowed ? &C.egress_allowed : &C.egress_denied, 1);
   bump (&C.egress_bytes_out, bytes_out);
   bump (&C.egress_bytes_in, bytes_in);
-  if (bytes_out + bytes_in == 0)
-    return;
-  pthread_mutex_lock (&sbx_core.lock);
-  for (sb = sbx_core.sandboxes; sb; sb = sb->next)
-    if (strcmp (sb->id, sandbox) == 0)
-      {
-        snprintf (tenant, sizeof tenant, "%s", sb->tenant);
-        break;
-      }
-  pthread_mutex_unlock (&sbx_core.lock);
-  if (tenant[0] == '\0')
+  if (tenant == NULL || bytes_out + bytes_in == 0)
     return; /* it ended meanwhile: counted in the totals only */
   pthread_mutex_lock (&C.lock);
   tenant_locked (tenant)->egress_bytes += bytes_out + bytes_in;

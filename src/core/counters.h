@@ -3,7 +3,8 @@
  *
  * Counters are atomics bumped where the thing happens (a create, an end,
  * an egress connection); gauges are read at the scrape from the core's
- * state. Labels are bounded by construction: enums, the engine, the
+ * state. No sbx_counters_* call but sbx_counters_read takes the core's
+ * lock, so any of them may be called with it held. Labels are bounded by construction: enums, the engine, the
  * template's class (built-in or stored), and the tenant (the operator's
  * keys; past SBX_COUNTERS_TENANTS tenants the rest count as "other").
  * Never a sandbox id.
@@ -77,7 +78,8 @@ void sbx_counters_create_failed (enum sbx_error_kind kind);
 void sbx_counters_ended (const char *reason);
 void sbx_counters_pool_built (int ok);
 void sbx_counters_exec_started (int64_t took_ms);
-void sbx_counters_egress (const char *sandbox, int allowed, uint64_t bytes_out, uint64_t bytes_in);
+/* tenant: of the sandbox that made the connection, NULL once it ended. */
+void sbx_counters_egress (const char *tenant, int allowed, uint64_t bytes_out, uint64_t bytes_in);
 /* A sample's share of a tenant's usage (metrics_history.c). */
 void sbx_counters_usage (const char *tenant, double cpu_seconds, double memory_byte_seconds);
 /* Everything at once; 0, or -1 (out of memory). */

@@ -266,6 +266,18 @@ id_shaped (const char *s, size_t cap)
   return i > 0 && i < cap;
 }
 
+/* The event loop holds the core's lock. */
+static const char *
+tenant_of_locked (const char *sandbox)
+{
+  struct sbx_sandbox *sb;
+
+  for (sb = sbx_core.sandboxes; sb; sb = sb->next)
+    if (strcmp (sb->id, sandbox) == 0)
+      return sb->tenant;
+  return NULL;
+}
+
 void
 sbx__egress_on_reports (void)
 {
@@ -294,6 +306,6 @@ sbx__egress_on_reports (void)
         }
       sbx_audit_egress (r.sandbox, r.host, r.port, r.allowed ? "allow" : "deny",
                         r.reason[0] ? r.reason : NULL, r.bytes_out, r.bytes_in);
-      sbx_counters_egress (r.sandbox, r.allowed, r.bytes_out, r.bytes_in);
+      sbx_counters_egress (tenant_of_locked (r.sandbox), r.allowed, r.bytes_out, r.bytes_in);
     }
 }

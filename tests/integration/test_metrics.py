@@ -5,7 +5,9 @@ only (the unix socket; a tenant's key over TCP gets 403)."""
 import os
 import re
 import shutil
+import socket
 import subprocess
+import threading
 import unittest
 
 from harness import DaemonTest
@@ -13,6 +15,23 @@ from sbx_helpers import wait_until
 
 PROMTOOL = shutil.which("promtool") or "/usr/local/lib/sbx/promtool"
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
+
+# Through the sandbox's egress proxy to the test's server on 127.0.0.2:
+# bytes both ways, then the end of the connection (when it is reported).
+ALLOWED_CONNECT = r'''
+import socket, sys
+s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+s.sendall(b"CONNECT 127.0.0.2:%s HTTP/1.1\r\n\r\n" % sys.argv[1].encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+s.sendall(b"x" * 1000)
+got = b""
+while len(got) < 1000:
+    got += s.recv(1000)
+s.close()
+print(head.split(b"\r\n")[0].decode(), len(got))
+'''
 
 DENIED_CONNECT = r'''
 import socket
@@ -37,7 +56,8 @@ def parse(text):
 class Metrics(DaemonTest):
     listen = True
     pool = 1
-    extra_args = ("--metrics-interval", "1s")
+    # The egress test's server is on the host's loopback (127.0.0.2).
+    extra_args = ("--metrics-interval", "1s", "--egress-allow-private")
 
     def scrape(self):
         r = self.d.api("GET", "/metrics")
@@ -123,6 +143,46 @@ class Metrics(DaemonTest):
         self.assertIn("403", out["stdout"], out)
         wait_until(lambda: self.value("sbx_egress_connections_total", '{decision="deny"}')
                    == before + 1, what="the denial to be counted")
+        self.d.kill(sid)
+
+    def test_egress_bytes_are_counted_and_the_daemon_goes_on(self):
+        """An allowed connection that moves bytes is counted (the report
+        comes in on the event loop, which holds the core's lock: the
+        counter must not take it again)."""
+        srv = socket.socket()
+        srv.bind(("127.0.0.2", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+
+        def echo():
+            c, _ = srv.accept()
+            data = b""
+            while len(data) < 1000:
+                data += c.recv(1000)
+            c.sendall(data)
+            c.close()
+
+        t = threading.Thread(target=echo, daemon=True)
+        t.start()
+        key = self.d.new_key("egress-tenant")
+        r = self.d.tcp("POST", "/v1/sandboxes", {"network": {"allow": ["127.0.0.2"]}}, key=key)
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["id"]
+        before = parse(self.scrape())
+        out = self.d.exec(sid, argv=["python3", "-c", ALLOWED_CONNECT, str(port)])
+        self.assertIn("200", out["stdout"], out)
+        self.assertIn(" 1000", out["stdout"], out)
+        t.join(30)
+        srv.close()
+        wait_until(lambda: self.value("sbx_egress_bytes_total", '{direction="out"}')
+                   >= before[("sbx_egress_bytes_total", '{direction="out"}')] + 1000,
+                   what="the connection's bytes to be counted")
+        got = parse(self.scrape())
+        self.assertGreaterEqual(got[("sbx_egress_bytes_total", '{direction="in"}')],
+                                before[("sbx_egress_bytes_total", '{direction="in"}')] + 1000)
+        self.assertGreaterEqual(got[("sbx_tenant_egress_bytes_total", '{tenant="egress-tenant"}')],
+                                2000)
+        self.assertEqual(self.d.sh(sid, "echo alive")["stdout"], "alive\n")
         self.d.kill(sid)
 
     def test_the_operators_only(self):
