@@ -279,7 +279,7 @@ sbx_core_stop (void)
       pthread_cond_broadcast (&sbx_core.pool_cond);
       /* Creates already past the stopping check finish first, so every
          sandbox is in a list when we sweep. */
-      while (sbx_core.creating > 0)
+      while (sbx_core.creating > 0 || sbx_core.pausers > 0)
         pthread_cond_wait (&sbx_core.creating_cond, &sbx_core.lock);
       pthread_mutex_unlock (&sbx_core.lock);
       pthread_join (sbx_core.pool_thread, NULL);

@@ -97,6 +97,7 @@ struct sbx_process
   json_t *argv;        /* owned, for listing */
   json_t *env;         /* owned: the request's own variables, for listing */
   char user_tag[64];   /* the client's name for it (E2B's tag), "" when none */
+  int daemons_own;     /* a VM's file operation or the code server: not a client's command */
   char *cwd;
   char user[16];
   int64_t started_ms;  /* wall clock */
@@ -206,6 +207,11 @@ struct sbx_sandbox
      them from history_start on; under the core's lock. */
   struct sbx_metrics_sample *history;
   unsigned history_cap, history_start, history_len;
+  /* Its tenant's usage counted up to then (counters.h): usage_ms 0 until
+     the first sample after it (re)booted or was adopted, which only sets
+     the baseline, so a restart or a boot never charges twice. */
+  int64_t usage_ms;
+  double usage_cpu;
   /* The Host the port proxy sends its servers, "" for the client's
      (E2B's maskRequestHost; set at create, never changed). */
   char mask_host[SBX_MASK_HOST_MAX + 1];
@@ -216,6 +222,9 @@ struct sbx_sandbox
      (core/vm_hibernate.c); SBX_HIBERNATED_FILESYSTEM, a namespace sandbox
      whose processes ended, its files in the store (core/pause_files.c). */
   int hibernated;
+  /* A pause without memory's file may still be in the store although the
+     sandbox runs (its removal at the boot failed): its kill removes it. */
+  int image_left;
   int transition;
   int pause_queued;
   int64_t remaining_ms;

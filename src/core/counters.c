@@ -96,7 +96,7 @@ sbx_counters_exec_started (int64_t took_ms)
   observe (&C.exec_start_seconds, took_ms);
 }
 
-/* Lock held. The tenant's entry, or the last one ("other") once full. */
+/* Lock held. The tenant's entry, or the last one ("(other)") once full. */
 static struct sbx_tenant_usage *
 tenant_locked (const char *tenant)
 {
@@ -108,7 +108,8 @@ tenant_locked (const char *tenant)
   if (C.ntenants == SBX_COUNTERS_TENANTS - 1)
     {
       /* Bounded labels: the rest share one. */
-      snprintf (C.tenants[C.ntenants].tenant, sizeof C.tenants[0].tenant, "%s", "other");
+      /* A name no tenant can have (they are [A-Za-z0-9_.-]). */
+      snprintf (C.tenants[C.ntenants].tenant, sizeof C.tenants[0].tenant, "%s", "(other)");
       C.ntenants++;
     }
   if (C.ntenants == SBX_COUNTERS_TENANTS)

@@ -6,7 +6,7 @@
  * state. No sbx_counters_* call but sbx_counters_read takes the core's
  * lock, so any of them may be called with it held. Labels are bounded by construction: enums, the engine, the
  * template's class (built-in or stored), and the tenant (the operator's
- * keys; past SBX_COUNTERS_TENANTS tenants the rest count as "other").
+ * keys; past SBX_COUNTERS_TENANTS tenants the rest count as "(other)").
  * Never a sandbox id.
  */
 #ifndef SBX_CORE_COUNTERS_H

@@ -390,7 +390,7 @@ create_sandbox (const char *tenant, const struct sbx_create_opts *opts, sbx_erro
   if (opts->mask_host && !sbx_mask_host_ok (opts->mask_host))
     return sbx_err (err, SBX_E_INVALID,
                     "the mask of the Host header must be a host[:port] of letters, digits, `.`, "
-                    "`-`, `:` and `${PORT}`"),
+                    "`-`, `:`, `[`, `]` and `${PORT}`"),
            NULL;
   if (sbx__check_timeout (timeout, err) < 0 || resolve_limits (&opts->limits, &limits, err) < 0)
     return NULL;
@@ -568,7 +568,15 @@ create_sandbox (const char *tenant, const struct sbx_create_opts *opts, sbx_erro
   sbx_random_hex (sb->access_token, 20);
   sbx_random_hex (sb->traffic_token, 20);
   sb->created_ms = sbx_now_ms ();
+  /* Its tenant's usage counts from its hand-out (a pooled one's build
+     included, a few milliseconds of CPU): metrics_history.c. */
+  sb->usage_ms = sb->created_ms;
+  sb->usage_cpu = 0;
   sb->lifecycle = opts->lifecycle & SBX_LIFECYCLE_MASK;
+  /* A VM's disk lives in its memory: its pause keeps both (docs/api.md),
+     and its record says so. */
+  if (isolation == SBX_ISOLATION_VM)
+    sb->lifecycle &= ~(uint32_t) SBX_LIFECYCLE_PAUSE_DROPS_MEMORY;
   snprintf (sb->mask_host, sizeof sb->mask_host, "%s", opts->mask_host ? opts->mask_host : "");
   sb->timeout_ms = timeout;
   sb->expires_ms = sb->created_ms + (int64_t) timeout;

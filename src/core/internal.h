@@ -63,6 +63,7 @@ struct sbx_core_state
   size_t janitor_len, janitor_cap;
   int stopping;
   unsigned creating;            /* creates in flight (stop waits for them) */
+  unsigned pausers;             /* expiry pauses without memory in their threads (lifecycle.c), too */
   pthread_cond_t creating_cond;
 };
 

@@ -110,22 +110,14 @@ sbx_sandbox_pause (struct sbx_sandbox *sb, sbx_error_t **err)
   return pause_sandbox (sb, -1, err);
 }
 
-/* Its lifetime ended and it was created to pause then (the janitor). The
-   next resume gives it its whole lifetime again. If it cannot be paused,
-   it ends as any sandbox whose lifetime ended. */
-void
-sbx__sandbox_pause_expired (struct sbx_sandbox *sb)
+/* lifetime: what the next resume gives it again. */
+static void
+pause_at_expiry (struct sbx_sandbox *sb, int files_only, int64_t lifetime)
 {
   sbx_error_t *err = NULL;
-  int64_t lifetime;
 
-  int files_only;
-
-  pthread_mutex_lock (&sbx_core.lock);
-  lifetime = (int64_t) sb->timeout_ms;
-  files_only = (sb->lifecycle & SBX_LIFECYCLE_PAUSE_DROPS_MEMORY) && sb->isolation == SBX_ISOLATION_NS;
-  pthread_mutex_unlock (&sbx_core.lock);
-  if ((files_only ? sbx_sandbox_pause_files (sb, lifetime, &err) : pause_sandbox (sb, lifetime, &err))
+  if ((files_only ? sbx_sandbox_pause_files (sb, lifetime, &err)
+                  : pause_sandbox (sb, lifetime, &err))
       == 0)
     {
       sbx_info ("sandbox %s paused: its lifetime ended", sb->id);
@@ -140,6 +132,68 @@ sbx__sandbox_pause_expired (struct sbx_sandbox *sb)
             err->msg);
   sbx_error_free (err);
   sbx_sandbox_kill (sb, "sandbox expired", NULL);
+}
+
+static void *
+pause_files_main (void *arg)
+{
+  struct sbx_sandbox *sb = arg;
+  int64_t lifetime;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  lifetime = (int64_t) sb->timeout_ms;
+  pthread_mutex_unlock (&sbx_core.lock);
+  pause_at_expiry (sb, 1, lifetime);
+  pthread_mutex_lock (&sbx_core.lock);
+  sbx__sandbox_unref_locked (sb);
+  if (--sbx_core.pausers == 0)
+    pthread_cond_broadcast (&sbx_core.creating_cond);
+  pthread_mutex_unlock (&sbx_core.lock);
+  return NULL;
+}
+
+/* Its lifetime ended and it was created to pause then (the janitor). The
+   next resume gives it its whole lifetime again. If it cannot be paused,
+   it ends as any sandbox whose lifetime ended. A pause without memory
+   copies its files, which may take seconds: in a thread of its own, so
+   that the janitor's other kills wait for nobody (pause_queued holds the
+   sandbox still meanwhile, as it does for the janitor's own). */
+void
+sbx__sandbox_pause_expired (struct sbx_sandbox *sb)
+{
+  pthread_attr_t attr;
+  pthread_t t;
+  int64_t lifetime;
+  int files_only, threaded, started = 0;
+
+  pthread_mutex_lock (&sbx_core.lock);
+  lifetime = (int64_t) sb->timeout_ms;
+  files_only = (sb->lifecycle & SBX_LIFECYCLE_PAUSE_DROPS_MEMORY) && sb->isolation == SBX_ISOLATION_NS;
+  /* Not once the core stops (its stop waits for the threads it knows). */
+  threaded = files_only && !sbx_core.stopping;
+  if (threaded)
+    {
+      sb->refs++; /* the thread's */
+      sbx_core.pausers++; /* the core's stop waits for it */
+    }
+  pthread_mutex_unlock (&sbx_core.lock);
+  if (threaded && pthread_attr_init (&attr) == 0)
+    {
+      pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+      started = pthread_create (&t, &attr, pause_files_main, sb) == 0;
+      pthread_attr_destroy (&attr);
+    }
+  if (started)
+    return;
+  if (threaded)
+    {
+      pthread_mutex_lock (&sbx_core.lock);
+      sbx__sandbox_unref_locked (sb);
+      sbx_core.pausers--;
+      pthread_mutex_unlock (&sbx_core.lock);
+    }
+  /* No thread (no memory for one): here, as a frozen pause is. */
+  pause_at_expiry (sb, files_only, lifetime);
 }
 
 static int
@@ -252,7 +306,7 @@ sbx_sandbox_is_paused (struct sbx_sandbox *sb)
 int
 sbx_sandbox_awake (struct sbx_sandbox *sb, sbx_error_t **err)
 {
-  int auto_resume;
+  int auto_resume, files_only;
 
   pthread_mutex_lock (&sbx_core.lock);
   /* A pooled sandbox is never paused: the pool starts a template's server
@@ -272,10 +326,17 @@ sbx_sandbox_awake (struct sbx_sandbox *sb, sbx_error_t **err)
       pthread_mutex_unlock (&sbx_core.lock);
       return 0;
     }
-  auto_resume = (sb->lifecycle & SBX_LIFECYCLE_AUTO_RESUME) != 0;
+  /* One paused without its memory boots on resume: its owner resumes it,
+     not whatever request reaches it (E2B's rule, docs/api.md). */
+  auto_resume = (sb->lifecycle & SBX_LIFECYCLE_AUTO_RESUME) != 0
+                && sb->hibernated != SBX_HIBERNATED_FILESYSTEM;
+  files_only = sb->hibernated == SBX_HIBERNATED_FILESYSTEM;
   pthread_mutex_unlock (&sbx_core.lock);
   if (!auto_resume)
-    return sbx_err (err, SBX_E_CONFLICT, "sandbox `%s` is paused (resume it first)", sb->id);
+    return sbx_err (err, SBX_E_CONFLICT,
+                    files_only ? "sandbox `%s` is paused without its memory (resume it first)"
+                               : "sandbox `%s` is paused (resume it first)",
+                    sb->id);
   /* A pause the janitor has yet to make: let it happen first, then
      resume (a request must not race it). */
   pthread_mutex_lock (&sbx_core.lock);

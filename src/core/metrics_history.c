@@ -131,7 +131,6 @@ sample_all (void)
         sbx_error_free (err);
       else
         {
-          const struct sbx_metrics_sample *prev;
           double cpu = 0, byte_seconds = 0;
           char tenant[sizeof v[i]->tenant];
           int kept = 0;
@@ -141,19 +140,21 @@ sample_all (void)
           pthread_mutex_lock (&sbx_core.lock);
           if (v[i]->state == SBX_SB_RUNNING)
             {
-              /* Its tenant's usage since the sample before (or its start). */
-              int64_t since = v[i]->created_ms;
-              prev = newest_locked (v[i]);
-              cpu = s.cpu_seconds;
-              if (prev && prev->cpu_seconds <= s.cpu_seconds)
-                cpu -= prev->cpu_seconds;
-              if (prev)
-                since = prev->ms;
-              if (s.ms > since)
-                byte_seconds = (double) s.mem_used * (double) (s.ms - since) / 1000.0;
+              /* Its tenant's usage since it was last counted; a first
+                 sample after a boot or an adoption only sets where the
+                 count starts (usage_ms 0), so nothing is counted twice
+                 and a pause without memory holds none. */
+              if (v[i]->usage_ms > 0 && s.ms > v[i]->usage_ms)
+                {
+                  cpu = s.cpu_seconds >= v[i]->usage_cpu ? s.cpu_seconds - v[i]->usage_cpu
+                                                         : s.cpu_seconds;
+                  byte_seconds = (double) s.mem_used * (double) (s.ms - v[i]->usage_ms) / 1000.0;
+                  kept = 1;
+                }
+              v[i]->usage_ms = s.ms;
+              v[i]->usage_cpu = s.cpu_seconds;
               snprintf (tenant, sizeof tenant, "%s", v[i]->tenant);
               append_locked (v[i], &s);
-              kept = 1;
             }
           pthread_mutex_unlock (&sbx_core.lock);
           if (kept)

@@ -16,11 +16,13 @@
  * does not keep it.
  *
  * Crash safety: the record says hibernated (SBX_HIBERNATED_FILESYSTEM)
- * only once the save is complete and the old box is gone; a daemon that
- * stops before that finds a running or frozen sandbox, as before the
- * pause, and removes the unfinished file at its next pause (or the kill
- * does). The boot records the new init (set_init) before the file goes,
- * so a restart in between adopts a paused sandbox whose files are in it.
+ * once the save is complete, before the old box goes; a daemon that stops
+ * before that finds a running or frozen sandbox, as before the pause, and
+ * removes the unfinished file at its next pause (or the kill does); one
+ * that stops after finds it paused with its files, and the old box's
+ * cgroup, which no record names, is ended at the next start. The boot
+ * records the new init (set_init) before the file goes, so a restart in
+ * between adopts a paused sandbox whose files are in it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -99,13 +101,49 @@ sbx_sandbox_pause_files (struct sbx_sandbox *sb, int64_t remaining_ms, sbx_error
       sbx_host_freeze (sb->slot, 0, NULL);
       remove_image (sb->tenant, name, 1);
       sbx__transition_end (sb);
+      if (*err && (*err)->kind == SBX_E_TOO_LARGE)
+        /* The copier stops at what its disk holds: a sandbox on a
+           snapshot's layer sees the snapshot's files too. */
+        return sbx_err_wrap (err,
+                             "sandbox `%s` cannot be paused without its memory: its files "
+                             "would not fit in its disk when it boots again (pause it with its "
+                             "memory, or make it with a larger `disk`)",
+                             sb->id);
       return sbx_err_wrap (err, "saving the files of sandbox `%s`", sb->id);
+    }
+
+  /* On a snapshot's layer, the save holds the layer's files too, which
+     its own disk never had to: they must fit in it once copied back. */
+  if (sb->snapshot[0] != '\0' && !sb->snapshot_copied
+      && res.bytes > sbx__effective_disk (&sb->limits))
+    {
+      sbx_host_freeze (sb->slot, 0, NULL);
+      remove_image (sb->tenant, name, 1);
+      sbx__transition_end (sb);
+      return sbx_err (err, SBX_E_CONFLICT,
+                      "sandbox `%s` cannot be paused without its memory: its files with its "
+                      "snapshot's (%llu bytes) would not fit in its disk when it boots again "
+                      "(pause it with its memory, or make it with a larger `disk`)",
+                      sb->id, (unsigned long long) res.bytes);
+    }
+  /* The record first: from here on a restart takes it back paused, its
+     files in the store (the old box, if still there, is a cgroup no
+     record names: the next daemon's start ends it). */
+  if (sbx_store_sandbox_set_hibernated (sbx_core.store, sb->id, SBX_HIBERNATED_FILESYSTEM,
+                                        remaining_ms, expires_ms, err)
+      < 0)
+    {
+      sbx_host_freeze (sb->slot, 0, NULL);
+      remove_image (sb->tenant, name, 1);
+      sbx__transition_end (sb);
+      return sbx_err_wrap (err, "recording the pause of sandbox `%s`", sb->id);
     }
 
   pthread_mutex_lock (&sbx_core.lock);
   if (sb->state != SBX_SB_RUNNING)
     {
-      /* Killed during the save (the kill ended its box): the file goes. */
+      /* Killed during the save (the kill ended its box and its record):
+         the file goes. */
       pthread_mutex_unlock (&sbx_core.lock);
       remove_image (sb->tenant, name, 1);
       sbx__transition_end (sb);
@@ -128,15 +166,6 @@ sbx_sandbox_pause_files (struct sbx_sandbox *sb, int64_t remaining_ms, sbx_error
       sbx_warn ("sandbox %s: ending it for a pause without memory: %s", sb->id, local->msg);
       sbx_error_free (local);
       local = NULL;
-    }
-  if (sbx_store_sandbox_set_hibernated (sbx_core.store, sb->id, SBX_HIBERNATED_FILESYSTEM,
-                                        remaining_ms, expires_ms, &local)
-      < 0)
-    {
-      /* Only a restart reads it: the record then says running, its init
-         is gone, and the next daemon ends it (and its file). */
-      sbx_warn ("sandbox %s: recording its pause: %s", sb->id, local->msg);
-      sbx_error_free (local);
     }
 
   pthread_mutex_lock (&sbx_core.lock);
@@ -205,7 +234,10 @@ sbx__files_wake (struct sbx_sandbox *sb, int64_t remaining_ms, sbx_error_t **err
     }
   sb->box = box;
   sb->hibernated = 0;
+  /* A new cgroup: its counters start again. */
   sb->oom_seen = 0;
+  sb->limit_hits_seen = 0;
+  sb->usage_ms = 0;
   sb->ctl_watch = sbx__watch_add (sb->box.ctl, EPOLLIN, SBX_W_CTL, sb, 0);
   sb->pidfd_watch = sbx__watch_add (sb->box.pidfd, EPOLLIN, SBX_W_PIDFD, sb, 0);
   if (!sb->ctl_watch || !sb->pidfd_watch)
@@ -214,13 +246,24 @@ sbx__files_wake (struct sbx_sandbox *sb, int64_t remaining_ms, sbx_error_t **err
   pthread_mutex_unlock (&sbx_core.lock);
   /* The new init in the record before the file goes: a restart from here
      on adopts it (paused until the resume's record says running). */
-  if (sbx_store_sandbox_set_init (sbx_core.store, sb->id, box.pid, &local) < 0)
+  if (sbx_store_sandbox_set_init (sbx_core.store, sb->id, box.pid, &local) == 0)
+    remove_image (sb->tenant, name, 0);
+  else if (local->kind == SBX_E_NOT_FOUND)
     {
-      sbx_warn ("sandbox %s: recording its new init: %s", sb->id, local->msg);
+      /* Killed meanwhile (its record ended): nobody needs the file. */
       sbx_error_free (local);
+      remove_image (sb->tenant, name, 1);
     }
   else
-    remove_image (sb->tenant, name, 0);
+    {
+      /* The record still says hibernated, which needs the file for a
+         restart; the kill removes it (image_left). */
+      sbx_warn ("sandbox %s: recording its new init: %s", sb->id, local->msg);
+      sbx_error_free (local);
+      pthread_mutex_lock (&sbx_core.lock);
+      sb->image_left = 1;
+      pthread_mutex_unlock (&sbx_core.lock);
+    }
   sbx_audit_lifecycle ("booted", sb->id, sb->tenant, "its files copied back after a pause");
   sbx_info ("sandbox %s booted again: %llu bytes of files copied back", sb->id,
             (unsigned long long) res.bytes);

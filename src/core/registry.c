@@ -429,7 +429,7 @@ int
 sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
 {
   sbx_error_t *local = NULL;
-  int was_running, hibernated, expired = reason && strcmp (reason, "sandbox expired") == 0;
+  int was_running, hibernated, image, expired = reason && strcmp (reason, "sandbox expired") == 0;
   /* Its init died on its own (reaper.c): recorded as such, not as a kill. */
   int died = reason && strncmp (reason, "sandbox init", 12) == 0;
 
@@ -463,14 +463,15 @@ sbx_sandbox_kill (struct sbx_sandbox *sb, const char *reason, sbx_error_t **err)
   sbx__watch_del (&sb->pidfd_watch);
   sbx__process_kill_all (sb, sb->end_reason);
   hibernated = sb->hibernated;
+  image = sb->hibernated || sb->image_left;
   pthread_cond_broadcast (&sb->cond);
   pthread_mutex_unlock (&sbx_core.lock);
 
-  /* Hibernated: no VM runs (the parent holds nothing in its slot); its
-     memory's file goes. */
-  if (hibernated)
+  /* Hibernated: nothing runs (the parent holds nothing in its slot); its
+     memory's or its files' file goes (also one a boot could not remove). */
+  if (image)
     sbx__vm_forget_hibernated (sb->tenant, sb->id);
-  else if (sbx_host_destroy (sb->slot, &sb->box, &local) < 0)
+  if (!hibernated && sbx_host_destroy (sb->slot, &sb->box, &local) < 0)
     {
       sbx_error ("destroying sandbox %s: %s", sb->id, local->msg);
       sbx_error_free (local);

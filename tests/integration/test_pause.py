@@ -352,6 +352,44 @@ class PauseWithoutMemory(DaemonTest):
         body = self.assertError(r, 400)
         self.assertIn("autoPauseMemory", body["message"])
 
+    def test_not_resumed_by_a_request(self):
+        """auto_resume resumes a frozen sandbox on a request, not one paused
+        without its memory: its owner boots it (E2B's rule)."""
+        r = self.d.api("POST", "/v1/sandboxes", {"on_timeout": "pause", "auto_resume": True})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["id"]
+        self.assertEqual(self.pause(sid).status, 200)
+        body = self.assertError(self.d.api("POST", "/v1/sandboxes/%s/exec" % sid,
+                                           {"cmd": "true"}), 409)
+        self.assertIn("without its memory", body["message"])
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/%s" % sid).json()["state"], "paused")
+        self.assertEqual(self.d.api("POST", "/v1/sandboxes/%s/resume" % sid, {}).status, 200)
+        self.assertEqual(self.d.sh(sid, "echo up")["stdout"], "up\n")
+
+    def test_a_snapshots_files_that_would_not_fit_are_refused(self):
+        """On a snapshot's layer, the save holds the snapshot's files too:
+        more than its own disk holds, the pause is a 413 and changes nothing."""
+        src = self.d.create(disk="64M", memory="128M")
+        self.d.sh(src, "head -c 20000000 /dev/urandom > /home/user/big")
+        r = self.d.api("POST", "/v1/sandboxes/%s/snapshots" % src, {"name": "too-big-for-8m"})
+        self.assertEqual(r.status, 201, r)
+        r = self.d.api("POST", "/v1/sandboxes", {"snapshot": "too-big-for-8m", "disk": "8M"})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json()["id"]
+        if r.json().get("snapshot", {}).get("as") != "layer":
+            self.d.kill(sid)
+            self.d.kill(src)
+            self.d.api("DELETE", "/v1/snapshots/too-big-for-8m")
+            self.skipTest("snapshots are copies on this kernel: a copy fits its disk by construction")
+        body = self.assertError(self.pause(sid), 413, "too_large")
+        self.assertIn("would not fit", body["message"])
+        self.assertEqual(hibernation_files(self.d, sid), [])
+        self.assertEqual(self.d.api("GET", "/v1/sandboxes/%s" % sid).json()["state"], "running")
+        self.assertEqual(self.d.sh(sid, "wc -c < /home/user/big")["stdout"], "20000000\n")
+        for x in (sid, src):
+            self.d.kill(x)
+        self.assertEqual(self.d.api("DELETE", "/v1/snapshots/too-big-for-8m").status, 204)
+
     def test_code_interpreter_starts_again_with_its_env(self):
         r = self.d.api("POST", "/v1/sandboxes", {"template": "code-interpreter-v1",
                                                   "env": {"GREETING": "hi"}})
