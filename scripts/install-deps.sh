@@ -106,8 +106,11 @@ if ! command -v promtool >/dev/null && [ ! -x "$promtool" ]; then
   fi
   ptmp=$(mktemp -d)
   chmod 755 "$ptmp"
-  (cd "$ptmp" && apt-get download prometheus >/dev/null 2>&1 \
-     || { chown _apt "$ptmp" 2>/dev/null; apt-get download prometheus; })
+  # (as _apt where root's download is refused; after an update where the
+  # package lists are not there yet)
+  (cd "$ptmp" && { apt-get download prometheus >/dev/null 2>&1 \
+     || { chown _apt "$ptmp" 2>/dev/null; apt-get download prometheus >/dev/null 2>&1; } \
+     || { apt-get update -qq && apt-get download prometheus; }; })
   dpkg-deb -x "$ptmp"/prometheus_*.deb "$ptmp/x"
   mkdir -p "$(dirname "$promtool")"
   install -m 0755 "$ptmp/x/usr/bin/promtool" "$promtool"
