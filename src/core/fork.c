@@ -60,6 +60,15 @@ sbx_sandbox_fork (struct sbx_sandbox *src, unsigned count, uint64_t timeout_ms,
       pthread_mutex_unlock (&sbx_core.lock);
       return sbx_err (err, SBX_E_NOT_FOUND, "sandbox `%s` not found", src->id);
     }
+  if (sbx_core.running + count > sbx_core.cfg.max_sandboxes)
+    {
+      /* Said before any child is made (each would be made and undone). */
+      unsigned running = sbx_core.running;
+      pthread_mutex_unlock (&sbx_core.lock);
+      return sbx_err (err, SBX_E_LIMIT,
+                      "a fork of %u would pass the daemon's limit of %u sandboxes (%u run)", count,
+                      sbx_core.cfg.max_sandboxes, running);
+    }
   if (src->hibernated == SBX_HIBERNATED_FILESYSTEM)
     {
       /* Nothing runs to copy from (its files wait in the store). */
